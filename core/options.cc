@@ -1,0 +1,68 @@
+#include "core/options.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace gpumem {
+namespace {
+
+bool ParseInt(const char* text, int min, int max, int* out) {
+  char* end = nullptr;
+  long value = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < min || value > max) return false;
+  *out = static_cast<int>(value);
+  return true;
+}
+
+bool ParseBool(const char* text, bool* out) {
+  if (strcmp(text, "1") == 0 || strcmp(text, "true") == 0 || strcmp(text, "yes") == 0) {
+    *out = true;
+  } else if (strcmp(text, "0") == 0 || strcmp(text, "false") == 0 || strcmp(text, "no") == 0) {
+    *out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void CopyString(const char* text, char* out, size_t capacity) {
+  size_t n = strnlen(text, capacity - 1);
+  memcpy(out, text, n);
+  out[n] = '\0';
+}
+
+}  // namespace
+
+void Warn(const char* part1, const char* part2, const char* part3) {
+  char line[1024] = "gpumem: warning: ";
+  strncat(line, part1, sizeof(line) - strlen(line) - 2);
+  if (part2 != nullptr) strncat(line, part2, sizeof(line) - strlen(line) - 2);
+  if (part3 != nullptr) strncat(line, part3, sizeof(line) - strlen(line) - 2);
+  strcat(line, "\n");
+  ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
+  (void)ignored;
+}
+
+void LoadRecorderOptions(RecorderOptions* options) {
+  *options = RecorderOptions{};
+  if (const char* v = getenv("GPUMEM_ENABLE"); v != nullptr && !ParseBool(v, &options->enabled)) {
+    Warn("GPUMEM_ENABLE must be 0 or 1, got '", v, "'; recording stays on");
+  }
+  if (const char* v = getenv("GPUMEM_OUTPUT"); v != nullptr) {
+    CopyString(v, options->output, sizeof(options->output));
+  }
+  if (const char* v = getenv("GPUMEM_STACK_DEPTH");
+      v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->stack_depth)) {
+    Warn("GPUMEM_STACK_DEPTH must be 0..256, got '", v, "'; using 64");
+  }
+  if (const char* v = getenv("GPUMEM_FREE_STACKS");
+      v != nullptr && !ParseBool(v, &options->free_stacks)) {
+    Warn("GPUMEM_FREE_STACKS must be 0 or 1, got '", v, "'; using 0");
+  }
+  if (const char* v = getenv("GPUMEM_LIBUNWIND"); v != nullptr) {
+    CopyString(v, options->libunwind_path, sizeof(options->libunwind_path));
+  }
+}
+
+}  // namespace gpumem

@@ -1,0 +1,25 @@
+// Settings of the in-process recorder, read once from GPUMEM_* environment variables at start-up.
+// The README lists every variable; the trace header records the values in force.
+#pragma once
+
+#include <cstddef>
+
+namespace gpumem {
+
+struct RecorderOptions {
+  bool enabled = true;              // GPUMEM_ENABLE=0 turns every hook into a plain pass-through
+  char output[4096] = {};           // GPUMEM_OUTPUT: a file, or an existing directory; "" = default
+  int stack_depth = 64;             // GPUMEM_STACK_DEPTH: native frames kept per stack (0 = none)
+  bool free_stacks = false;         // GPUMEM_FREE_STACKS=1: capture stacks on frees too
+  char libunwind_path[4096] = {};   // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
+};
+
+inline constexpr int kMaxStackDepth = 256;
+
+// Parses the environment. Never allocates; bad values fall back to defaults with a warning.
+void LoadRecorderOptions(RecorderOptions* options);
+
+// Writes one line "gpumem: warning: ..." to stderr with write(2) (safe inside any hook).
+void Warn(const char* part1, const char* part2 = nullptr, const char* part3 = nullptr);
+
+}  // namespace gpumem

@@ -1,0 +1,418 @@
+#include "core/recorder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/module_map.h"
+#include "core/options.h"
+#include "core/packet_sink.h"
+#include "core/spin_lock.h"
+#include "core/stack_capture.h"
+#include "core/stack_table.h"
+#include "core/trace_sink.h"
+#include "core/wire_writer.h"
+
+namespace gpumem::recorder {
+namespace {
+
+constexpr char kRecorderVersion[] = "0.1.0";
+constexpr size_t kThreadCacheSlots = 1024;
+
+// Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
+// libgpumem may also be dlopen'd (CUDA_INJECTION64_PATH), where static TLS is scarce.
+struct ThreadState {
+  uint32_t generation;  // the trace file this state belongs to (a child after fork starts anew)
+  uint32_t tid;
+  struct CachedStack {
+    uint64_t hash;
+    uint64_t id;
+  } stack_cache[kThreadCacheSlots];
+  ThreadState* next_free;
+};
+
+__thread ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = nullptr;
+
+enum OpenState : int { kNotOpen = 0, kOpening = 1, kOpen = 2, kOpenFailed = 3 };
+
+struct State {
+  std::atomic<int> init_state{0};
+  RecorderOptions options;
+  LoaderFunctions loader{};
+  bool stacks_available = false;
+  std::atomic<int> open_state{kNotOpen};
+  TraceSink sink;
+  StackTable stacks;
+  ModuleMap modules;
+  std::atomic<uint64_t> next_seq{1};
+  std::atomic<uint64_t> events_dropped{0};
+  std::atomic<uint64_t> stacks_failed{0};
+  std::atomic<uint64_t> hook_conflicts{0};
+  std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
+  std::atomic<uint32_t> generation{1};
+  uint32_t pid = 0;
+  uint32_t parent_pid = 0;
+  uint64_t start_unix_ns = 0;
+  uint64_t start_mono_ns = 0;
+  char host[256] = {};
+  char command_line[16384] = {};  // NUL-separated, as in /proc/self/cmdline
+  size_t command_line_size = 0;
+  char path[4352] = {};
+  pthread_key_t thread_key{};
+  std::atomic_flag free_list_lock = ATOMIC_FLAG_INIT;
+  ThreadState* free_list = nullptr;
+};
+
+constinit State g;
+
+class FileSink final : public PacketSink {
+ public:
+  bool AppendPacket(const uint8_t* data, size_t size) override {
+    if (g.sink.Append(data, size)) return true;
+    g.events_dropped.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+};
+constinit FileSink g_file_sink;
+
+uint64_t Now(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void ReadCommandLine() {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, g.command_line, sizeof(g.command_line) - 1);
+  close(fd);
+  g.command_line_size = n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+// The first process of a recording session owns GPUMEM_OUTPUT; it removes a stale trace there so
+// that the file can be claimed exclusively by whichever process of the session records first.
+void ClaimSession() {
+  if (getenv("GPUMEM_SESSION_PID") != nullptr) return;
+  char pid_text[16];
+  snprintf(pid_text, sizeof(pid_text), "%u", g.pid);
+  setenv("GPUMEM_SESSION_PID", pid_text, 1);
+  struct stat info;
+  if (g.options.output[0] != '\0' && stat(g.options.output, &info) == 0 && S_ISREG(info.st_mode)) {
+    unlink(g.options.output);
+  }
+}
+
+void ThreadExited(void* value) {
+  auto* state = static_cast<ThreadState*>(value);
+  if (t_thread == state) t_thread = nullptr;
+  SpinGuard guard(g.free_list_lock);
+  state->next_free = g.free_list;
+  g.free_list = state;
+}
+
+bool PathIsDirectory(const char* path) {
+  struct stat info;
+  return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// Picks the file name by the rules in the README (GPUMEM_OUTPUT) and opens it.
+bool OpenTraceFile() {
+  const char* output = g.options.output;
+  if (output[0] == '\0' || PathIsDirectory(output)) {
+    const char* dir = output[0] == '\0' ? "." : output;
+    snprintf(g.path, sizeof(g.path), "%s/gpumem-%s-%u.trace", dir, g.host, g.pid);
+    if (output[0] == '\0') snprintf(g.path, sizeof(g.path), "gpumem-%s-%u.trace", g.host, g.pid);
+    return g.sink.Open(g.path, /*exclusive=*/false);
+  }
+  snprintf(g.path, sizeof(g.path), "%s", output);
+  if (g.sink.Open(g.path, /*exclusive=*/true)) return true;
+  if (errno != EEXIST) return false;
+  // Another process of the session holds the name: X.trace becomes X-<pid>.trace.
+  size_t length = strlen(output);
+  constexpr char kSuffix[] = ".trace";
+  if (length > sizeof(kSuffix) - 1 && strcmp(output + length - (sizeof(kSuffix) - 1), kSuffix) == 0) {
+    snprintf(g.path, sizeof(g.path), "%.*s-%u.trace", static_cast<int>(length - 6), output, g.pid);
+  } else {
+    snprintf(g.path, sizeof(g.path), "%s-%u", output, g.pid);
+  }
+  return g.sink.Open(g.path, /*exclusive=*/false);
+}
+
+void WriteOption(wire::Writer& writer, const char* name, const char* value) {
+  size_t option = writer.BeginNested(proto::header_field::kOption);
+  writer.String(proto::option_field::kName, name);
+  writer.String(proto::option_field::kValue, value);
+  writer.EndNested(option);
+}
+
+void WriteHeader() {
+  static uint8_t buffer[sizeof(g.command_line) + 16384];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t header = writer.BeginNested(proto::packet_field::kHeader);
+  writer.Varint(proto::header_field::kFormatVersion, proto::kFormatVersion);
+  writer.String(proto::header_field::kHost, g.host);
+  writer.Varint(proto::header_field::kPid, g.pid);
+  writer.Varint(proto::header_field::kParentPid, g.parent_pid);
+  for (size_t at = 0; at < g.command_line_size;) {
+    size_t length = strnlen(g.command_line + at, g.command_line_size - at);
+    writer.RepeatedBytes(proto::header_field::kCommandLine, g.command_line + at, length);
+    at += length + 1;
+  }
+  writer.Varint(proto::header_field::kStartTimeUnixNs, g.start_unix_ns);
+  writer.Varint(proto::header_field::kStartTimeMonoNs, g.start_mono_ns);
+  char number[32];
+  WriteOption(writer, "GPUMEM_OUTPUT", g.path);
+  snprintf(number, sizeof(number), "%d", g.options.stack_depth);
+  WriteOption(writer, "GPUMEM_STACK_DEPTH", number);
+  WriteOption(writer, "GPUMEM_FREE_STACKS", g.options.free_stacks ? "1" : "0");
+  WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
+  writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
+  writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
+  writer.EndNested(header);
+  writer.EndNested(packet);
+  if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+bool OpenTrace() {
+  if (!OpenTraceFile()) {
+    char reason[256];
+    snprintf(reason, sizeof(reason), "': %s; the program runs on without recording",
+             strerror(errno));
+    Warn("cannot write the trace to '", g.path, reason);
+    return false;
+  }
+  WriteHeader();
+  g.modules.Refresh(g_file_sink);
+  return true;
+}
+
+bool EnsureOpen() {
+  int state = g.open_state.load(std::memory_order_acquire);
+  if (state == kOpen) return true;
+  if (state == kOpenFailed) return false;
+  int expected = kNotOpen;
+  if (g.open_state.compare_exchange_strong(expected, kOpening)) {
+    bool opened = OpenTrace();
+    g.open_state.store(opened ? kOpen : kOpenFailed, std::memory_order_release);
+    return opened;
+  }
+  while ((state = g.open_state.load(std::memory_order_acquire)) == kOpening) sched_yield();
+  return state == kOpen;
+}
+
+ThreadState* NewThreadState() {
+  ThreadState* state = nullptr;
+  {
+    SpinGuard guard(g.free_list_lock);
+    if (g.free_list != nullptr) {
+      state = g.free_list;
+      g.free_list = state->next_free;
+    }
+  }
+  if (state == nullptr) {
+    void* memory = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;
+    state = static_cast<ThreadState*>(memory);
+  }
+  state->generation = 0;
+  pthread_setspecific(g.thread_key, state);
+  return state;
+}
+
+// The calling thread's state, registered (Thread packet written) in the current trace file.
+ThreadState* CurrentThread() {
+  ThreadState* state = t_thread;
+  uint32_t generation = g.generation.load(std::memory_order_relaxed);
+  if (state != nullptr && state->generation == generation) return state;
+  if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
+  t_thread = state;
+  memset(state->stack_cache, 0, sizeof(state->stack_cache));
+  state->generation = generation;
+  state->tid = static_cast<uint32_t>(gettid());
+
+  char name[17] = {};
+  prctl(PR_GET_NAME, name, 0, 0, 0);
+  uint8_t buffer[96];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t thread = writer.BeginNested(proto::packet_field::kThread);
+  writer.Varint(proto::thread_field::kTid, state->tid);
+  writer.String(proto::thread_field::kName, name);
+  writer.EndNested(thread);
+  writer.EndNested(packet);
+  g_file_sink.AppendPacket(writer.data(), writer.size());
+  return state;
+}
+
+}  // namespace
+
+void Init(const LoaderFunctions& loader) {
+  int expected = 0;
+  if (!g.init_state.compare_exchange_strong(expected, 1)) {
+    while (g.init_state.load(std::memory_order_acquire) == 1) sched_yield();
+    return;
+  }
+  LoadRecorderOptions(&g.options);
+  g.loader = loader;
+  g.pid = static_cast<uint32_t>(getpid());
+  g.start_unix_ns = Now(CLOCK_REALTIME);
+  g.start_mono_ns = Now(CLOCK_MONOTONIC);
+  gethostname(g.host, sizeof(g.host) - 1);
+  ReadCommandLine();
+  if (g.options.enabled) {
+    ClaimSession();
+    pthread_key_create(&g.thread_key, &ThreadExited);
+    g.stacks.Init();
+    if (g.options.stack_depth > 0) {
+      g.stacks_available =
+          InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
+      if (!g.stacks_available) {
+        Warn("libunwind.so.8 could not be loaded; allocations are recorded without stacks "
+             "(install libunwind8 or set GPUMEM_LIBUNWIND)");
+      }
+    }
+  }
+  g.init_state.store(2, std::memory_order_release);
+}
+
+bool Enabled() { return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled; }
+
+uint64_t NextSeq() { return g.next_seq.fetch_add(1, std::memory_order_relaxed); }
+
+bool FreeStacks() { return g.options.free_stacks; }
+
+uint64_t CaptureStack(uintptr_t caller_pc) {
+  if (!g.stacks_available || !EnsureOpen()) return 0;
+  ThreadState* thread = CurrentThread();
+  if (thread == nullptr) return 0;
+  uint64_t frames[kMaxStackDepth + 1];
+  size_t depth = static_cast<size_t>(g.options.stack_depth);
+  size_t count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+  bool truncated = count > depth;
+  if (truncated) count = depth;
+  if (count == 0) {
+    g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  uint64_t hash = StackTable::Hash(frames, count);
+  ThreadState::CachedStack& cached = thread->stack_cache[hash & (kThreadCacheSlots - 1)];
+  if (cached.hash == hash) return cached.id;
+  uint64_t id = g.stacks.Find(hash);
+  if (id == 0) id = g.stacks.Intern(hash, frames, count, truncated, g_file_sink, g.modules);
+  if (id == 0) {
+    g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  cached = {hash, id};
+  return id;
+}
+
+void RecordMemory(const MemoryRecord& record) {
+  if (!EnsureOpen()) return;
+  ThreadState* thread = CurrentThread();
+  uint8_t buffer[256];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t event = writer.BeginNested(proto::packet_field::kMemory);
+  namespace f = proto::memory_field;
+  writer.Varint(f::kSeq, record.seq);
+  writer.Varint(f::kTimestampNs, Now(CLOCK_MONOTONIC));
+  writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  writer.Int32(f::kDevice, record.device);
+  writer.Varint(f::kApi, static_cast<uint64_t>(record.api));
+  writer.Varint(f::kKind, static_cast<uint64_t>(record.kind));
+  writer.Varint(f::kAction, static_cast<uint64_t>(record.action));
+  writer.Varint(f::kSize, record.size);
+  writer.Varint(f::kAddress, record.address);
+  writer.Varint(f::kStream, record.stream);
+  writer.Varint(f::kPool, record.pool);
+  writer.Int32(f::kResult, record.result);
+  writer.Varint(f::kStackId, record.stack_id);
+  writer.Varint(f::kHandle, record.handle);
+  writer.Varint(f::kOffset, record.offset);
+  writer.Varint(f::kFreeBytes, record.free_bytes);
+  writer.Varint(f::kTotalBytes, record.total_bytes);
+  writer.Varint(f::kPitch, record.pitch);
+  writer.EndNested(event);
+  writer.EndNested(packet);
+  g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+bool DeviceKnown(int ordinal) {
+  if (ordinal < 0 || ordinal >= 64) return true;
+  return (g.devices_written.load(std::memory_order_relaxed) >> ordinal) & 1;
+}
+
+void RecordDevice(int ordinal, const char* name, uint64_t total_memory) {
+  if (ordinal < 0 || ordinal >= 64 || !EnsureOpen()) return;
+  uint64_t bit = uint64_t{1} << ordinal;
+  if (g.devices_written.fetch_or(bit) & bit) return;
+  uint8_t buffer[512];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t device = writer.BeginNested(proto::packet_field::kDevice);
+  writer.Int32(proto::device_field::kOrdinal, ordinal);
+  writer.String(proto::device_field::kName, name);
+  writer.Varint(proto::device_field::kTotalMemory, total_memory);
+  writer.EndNested(device);
+  writer.EndNested(packet);
+  g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+void CountHookConflict() { g.hook_conflicts.fetch_add(1, std::memory_order_relaxed); }
+
+void Finish() {
+  if (g.open_state.load(std::memory_order_acquire) != kOpen) return;
+  uint8_t buffer[128];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t footer = writer.BeginNested(proto::packet_field::kFooter);
+  namespace f = proto::footer_field;
+  writer.Varint(f::kEvents, g.next_seq.load() - 1);
+  writer.Varint(f::kEventsDropped, g.events_dropped.load());
+  writer.Varint(f::kStacks, g.stacks.stacks_written());
+  writer.Varint(f::kStacksFailed, g.stacks_failed.load());
+  writer.Varint(f::kBytesWritten, g.sink.bytes_written());
+  writer.Bool(f::kCleanExit, true);
+  writer.Varint(f::kEndTimeMonoNs, Now(CLOCK_MONOTONIC));
+  writer.Varint(f::kHookConflicts, g.hook_conflicts.load());
+  writer.EndNested(footer);
+  writer.EndNested(packet);
+  g_file_sink.AppendPacket(writer.data(), writer.size());
+  g.sink.Finish();
+}
+
+void AfterForkInChild() {
+  if (!Enabled()) return;
+  // The parent's file, tables and thread states describe the parent; start a trace of our own.
+  g.parent_pid = g.pid;
+  g.pid = static_cast<uint32_t>(getpid());
+  g.sink.AbandonAfterFork();
+  g.stacks.Reset();
+  g.modules.Reset();
+  g.next_seq.store(1);
+  g.events_dropped.store(0);
+  g.stacks_failed.store(0);
+  g.hook_conflicts.store(0);
+  g.devices_written.store(0);
+  g.free_list_lock.clear();
+  g.generation.fetch_add(1);
+  g.start_unix_ns = Now(CLOCK_REALTIME);
+  g.start_mono_ns = Now(CLOCK_MONOTONIC);
+  g.open_state.store(kNotOpen, std::memory_order_release);
+}
+
+}  // namespace gpumem::recorder

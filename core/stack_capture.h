@@ -1,0 +1,21 @@
+// Native call stacks through libunwind, loaded privately with dlopen(RTLD_LOCAL) (DESIGN rule 3:
+// linking it would replace libgcc's _Unwind_* and glibc's backtrace for the whole process).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpumem {
+
+// Loads libunwind (explicit path, then next to libgpumem.so, then the system's) and switches it
+// to its per-thread cache. False when none could be loaded: the recorder then records no stacks.
+bool InitStackCapture(const char* explicit_path, void* (*real_dlopen)(const char*, int),
+                      void* (*real_dlsym)(void*, const char*));
+
+// Fills `frames` with return addresses, innermost first, starting at the frame that returns to
+// `caller_pc` (the hooked API's caller), so no gpumem frame is ever recorded. Returns the count.
+size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity);
+
+bool StackCaptureAvailable();
+
+}  // namespace gpumem

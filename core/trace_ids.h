@@ -1,0 +1,158 @@
+// Field numbers and enum values of core/trace.proto, for the hand-written encoder. The recorder
+// cannot include the generated header (no protobuf in the target process), so these mirror it;
+// tests/core/wire_format_test.cc checks every value against the generated descriptors.
+#pragma once
+
+#include <cstdint>
+
+namespace gpumem::proto {
+
+namespace trace_field {
+inline constexpr uint32_t kPacket = 1;
+}
+
+namespace packet_field {
+inline constexpr uint32_t kHeader = 1;
+inline constexpr uint32_t kDevice = 2;
+inline constexpr uint32_t kModule = 3;
+inline constexpr uint32_t kModuleUnload = 4;
+inline constexpr uint32_t kThread = 5;
+inline constexpr uint32_t kStack = 6;
+inline constexpr uint32_t kMemory = 7;
+inline constexpr uint32_t kFooter = 8;
+}  // namespace packet_field
+
+namespace header_field {
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kHost = 2;
+inline constexpr uint32_t kPid = 3;
+inline constexpr uint32_t kParentPid = 4;
+inline constexpr uint32_t kCommandLine = 5;
+inline constexpr uint32_t kStartTimeUnixNs = 6;
+inline constexpr uint32_t kStartTimeMonoNs = 7;
+inline constexpr uint32_t kOption = 8;
+inline constexpr uint32_t kRecorderVersion = 9;
+inline constexpr uint32_t kStacksUnavailable = 10;
+}  // namespace header_field
+
+namespace option_field {
+inline constexpr uint32_t kName = 1;
+inline constexpr uint32_t kValue = 2;
+}  // namespace option_field
+
+namespace device_field {
+inline constexpr uint32_t kOrdinal = 1;
+inline constexpr uint32_t kName = 2;
+inline constexpr uint32_t kTotalMemory = 3;
+}  // namespace device_field
+
+namespace module_field {
+inline constexpr uint32_t kId = 1;
+inline constexpr uint32_t kPath = 2;
+inline constexpr uint32_t kBuildId = 3;
+inline constexpr uint32_t kLoadBias = 4;
+inline constexpr uint32_t kStart = 5;
+inline constexpr uint32_t kEnd = 6;
+}  // namespace module_field
+
+namespace module_unload_field {
+inline constexpr uint32_t kId = 1;
+}
+
+namespace thread_field {
+inline constexpr uint32_t kTid = 1;
+inline constexpr uint32_t kName = 2;
+}  // namespace thread_field
+
+namespace stack_field {
+inline constexpr uint32_t kId = 1;
+inline constexpr uint32_t kFrame = 2;
+inline constexpr uint32_t kTruncated = 3;
+}  // namespace stack_field
+
+namespace memory_field {
+inline constexpr uint32_t kSeq = 1;
+inline constexpr uint32_t kTimestampNs = 2;
+inline constexpr uint32_t kTid = 3;
+inline constexpr uint32_t kDevice = 4;
+inline constexpr uint32_t kApi = 5;
+inline constexpr uint32_t kKind = 6;
+inline constexpr uint32_t kAction = 7;
+inline constexpr uint32_t kSize = 8;
+inline constexpr uint32_t kAddress = 9;
+inline constexpr uint32_t kStream = 10;
+inline constexpr uint32_t kPool = 11;
+inline constexpr uint32_t kResult = 12;
+inline constexpr uint32_t kStackId = 13;
+inline constexpr uint32_t kHandle = 14;
+inline constexpr uint32_t kOffset = 15;
+inline constexpr uint32_t kFreeBytes = 16;
+inline constexpr uint32_t kTotalBytes = 17;
+inline constexpr uint32_t kPitch = 18;
+}  // namespace memory_field
+
+namespace footer_field {
+inline constexpr uint32_t kEvents = 1;
+inline constexpr uint32_t kEventsDropped = 2;
+inline constexpr uint32_t kStacks = 3;
+inline constexpr uint32_t kStacksFailed = 4;
+inline constexpr uint32_t kBytesWritten = 5;
+inline constexpr uint32_t kCleanExit = 6;
+inline constexpr uint32_t kEndTimeMonoNs = 7;
+inline constexpr uint32_t kExitStatus = 8;
+inline constexpr uint32_t kHookConflicts = 9;
+}  // namespace footer_field
+
+enum class Api : uint32_t {
+  kUnknown = 0,
+  kCudaMalloc = 1,
+  kCudaFree = 2,
+  kCudaMallocAsync = 3,
+  kCudaFreeAsync = 4,
+  kCudaMallocFromPoolAsync = 5,
+  kCudaMallocManaged = 6,
+  kCudaMallocPitch = 7,
+  kCudaMalloc3D = 8,
+  kCudaMallocHost = 9,
+  kCudaHostAlloc = 10,
+  kCudaFreeHost = 11,
+  kCuMemAlloc = 32,
+  kCuMemAllocPitch = 33,
+  kCuMemFree = 34,
+  kCuMemAllocManaged = 35,
+  kCuMemAllocAsync = 36,
+  kCuMemFreeAsync = 37,
+  kCuMemAllocFromPoolAsync = 38,
+  kCuMemAddressReserve = 39,
+  kCuMemAddressFree = 40,
+  kCuMemCreate = 41,
+  kCuMemRelease = 42,
+  kCuMemMap = 43,
+  kCuMemUnmap = 44,
+  kCuMemHostAlloc = 45,
+  kCuMemFreeHost = 46,
+  kCuMemAllocHost = 47,
+};
+
+enum class MemoryKind : uint32_t {
+  kUnknown = 0,
+  kDevice = 1,
+  kManaged = 2,
+  kPinnedHost = 3,
+  kVmmReservation = 4,
+  kVmmPhysical = 5,
+  kVmmMapping = 6,
+  kPool = 7,
+};
+
+enum class Action : uint32_t {
+  kUnknown = 0,
+  kAlloc = 1,
+  kFree = 2,
+  kAllocFailed = 3,
+  kFreeFailed = 4,
+};
+
+inline constexpr uint32_t kFormatVersion = 1;
+
+}  // namespace gpumem::proto

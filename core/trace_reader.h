@@ -1,0 +1,127 @@
+// Packet framing for gpumem trace files: turns a file into the byte ranges of its complete
+// `TracePacket`s and says how the file ended. Knows nothing about the packets' contents beyond the
+// first byte of the header; report/trace_file.h parses them with libprotobuf.
+//
+// The file is a sequence of `Trace.packet` fields (core/trace.proto): the tag byte 0x0A, a varint
+// length, then the packet. Zero bytes between packets are preallocated space nobody filled and are
+// skipped. A process that crashed leaves no footer, possibly a last packet cut short, and usually
+// zeros. Threads append concurrently, so a writer killed half-way through its copy can also leave
+// a damaged packet in the middle, followed by intact ones: on such damage the reader looks for the
+// next offset where a chain of intact packets starts, skips to it, and reports what it skipped.
+// Reads in chunks, so a file of any size is read in bounded memory (the buffer grows only to hold
+// the largest single packet).
+//
+// libc only: this file is part of core/, which must not depend on protobuf or Abseil.
+#ifndef GPUMEM_CORE_TRACE_READER_H_
+#define GPUMEM_CORE_TRACE_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem {
+
+// One complete packet of the file.
+struct Packet {
+  std::string_view bytes;  // the TracePacket message, without tag and length; valid until the
+                           // next call to TraceReader::Next()
+  uint64_t offset = 0;     // byte offset of the packet's 0x0A tag in the file
+};
+
+// How reading ended; meaningful once TraceReader::Next() returned false (or Open() failed).
+struct TraceEnd {
+  enum class Kind {
+    kClean,      // the file ends right after a complete packet
+    kZeroTail,   // the file ends in zero bytes that no packet filled (see zero_tail_offset)
+    kTorn,       // the last packet's length runs past the end of the file
+    kCorrupt,    // a byte that is neither 0 nor the packet tag, or a malformed length varint
+    kNotATrace,  // the file does not begin with a gpumem header packet
+    kEmpty,      // zero-length or all-zero file: the recorded process wrote nothing
+    kIoError,    // open/read failed (errno text in message)
+  };
+  Kind kind = Kind::kClean;
+  uint64_t offset = 0;          // kTorn / kCorrupt: offset of the bad packet or byte
+  uint64_t unread_bytes = 0;    // kTorn / kCorrupt: bytes from `offset` to the end of the file
+  uint64_t zero_tail_offset = 0;  // kZeroTail: where the trailing zeros begin
+  uint64_t zero_tail_bytes = 0;   // kZeroTail: how many there are
+  // Damage in the middle of the file that the reader skipped over to the next intact packet.
+  uint64_t skipped_regions = 0;
+  uint64_t skipped_bytes = 0;
+  uint64_t first_skipped_offset = 0;
+  // One line, "<path>: <what> at byte <N> ..."; names the end's problem first, then any skipped
+  // region. Empty when ok().
+  std::string message;
+
+  // True when every byte of the file was accounted for (packets or unused zero space).
+  bool ok() const {
+    return (kind == Kind::kClean || kind == Kind::kZeroTail) && skipped_regions == 0;
+  }
+};
+
+class TraceReader {
+ public:
+  TraceReader() = default;
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // Opens `path` and checks that it begins with a header packet. On failure returns false, sets
+  // *error to one line naming the path (also end().message) and end().kind to kIoError, kEmpty or
+  // kNotATrace. A torn or corrupt first packet that does start like a header opens fine; Next()
+  // then returns false with end() saying what was cut.
+  bool Open(const std::string& path, std::string* error);
+
+  // The next complete packet in file order. Returns false at the end of the file or at the first
+  // damage; end() then says which.
+  bool Next(Packet* out);
+
+  const TraceEnd& end() const { return end_; }
+  const std::string& path() const { return path_; }
+  uint64_t file_size() const { return file_size_; }
+  uint64_t packets_read() const { return packets_read_; }
+  // Zero bytes skipped so far, between packets and at the end.
+  uint64_t zero_bytes_skipped() const { return zero_bytes_skipped_; }
+
+ private:
+  enum class Frame { kPacket, kEndOfFile, kDamaged };
+
+  Frame ReadFrame(Packet* out);
+  // After damage at `damaged`, the first later offset where at least `min_packets` intact packets
+  // follow one another (or fewer, then the end of the file). False if there is none.
+  bool FindNextIntactPacket(uint64_t damaged, int min_packets, uint64_t* resume);
+  // Whether a packet is framed at `offset` (tag, length, fits the file); *end is one past it.
+  bool FrameAt(uint64_t offset, uint64_t* end);
+  // The first offset at or after `offset` holding a non-zero byte, or file_size_.
+  uint64_t NextNonZero(uint64_t offset);
+  // Copies up to `size` bytes at `offset` without moving the read position.
+  size_t PeekAt(uint64_t offset, char* out, size_t size);
+  void AddSkippedToMessage();
+  // Skips zero bytes from the current position; returns false at end of file.
+  bool SkipZeros();
+  // Makes at least `n` bytes available from the current position (fewer only at end of file);
+  // returns how many are available.
+  size_t Fill(size_t n);
+  uint64_t Position() const { return buffer_offset_ + pos_; }
+  void Fail(TraceEnd::Kind kind, uint64_t offset, const std::string& what);
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  std::vector<char> buffer_;
+  uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
+  size_t pos_ = 0;              // next unread byte in buffer_
+  size_t limit_ = 0;            // one past the last valid byte in buffer_
+  uint64_t packets_read_ = 0;
+  uint64_t zero_bytes_skipped_ = 0;
+  uint64_t zero_run_start_ = 0;  // offset where the current run of zeros began
+  bool have_first_ = false;      // first_ holds the header packet Open() already read
+  Packet first_;
+  bool finished_ = false;
+  TraceEnd end_;
+};
+
+}  // namespace gpumem
+
+#endif  // GPUMEM_CORE_TRACE_READER_H_

@@ -1,0 +1,90 @@
+#include "interpose/driver_queries.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "core/recorder.h"
+#include "interpose/loader.h"
+
+namespace gpumem {
+namespace {
+
+struct Query {
+  const char* name;  // as asked through cuGetProcAddress
+  const char* symbol;
+  std::atomic<void*> function;
+};
+
+enum QueryId { kCtxGetDevice, kMemGetInfo, kDeviceGet, kDeviceGetName, kDeviceTotalMem, kCount };
+
+Query g_queries[kCount] = {
+    {"cuCtxGetDevice", "cuCtxGetDevice", {nullptr}},
+    {"cuMemGetInfo", "cuMemGetInfo_v2", {nullptr}},
+    {"cuDeviceGet", "cuDeviceGet", {nullptr}},
+    {"cuDeviceGetName", "cuDeviceGetName", {nullptr}},
+    {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", {nullptr}},
+};
+
+template <typename Fn>
+Fn Get(QueryId id) {
+  Query& query = g_queries[id];
+  void* function = query.function.load(std::memory_order_acquire);
+  if (function == nullptr) {
+    // Not fetched through the chain yet: ask the already loaded driver library directly.
+    if (void* driver = RealDlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+      function = RealDlsym(driver, query.symbol);
+      dlclose(driver);
+      if (function != nullptr) query.function.store(function, std::memory_order_release);
+    }
+  }
+  return reinterpret_cast<Fn>(function);
+}
+
+}  // namespace
+
+void NoteDriverFunction(const char* name, void* function) {
+  for (Query& query : g_queries) {
+    if (strcmp(name, query.name) == 0 || strcmp(name, query.symbol) == 0) {
+      void* expected = nullptr;
+      query.function.compare_exchange_strong(expected, function);
+      return;
+    }
+  }
+}
+
+int CurrentDevice() {
+  auto ctx_get_device = Get<decltype(&cuCtxGetDevice)>(kCtxGetDevice);
+  CUdevice device = -1;
+  if (ctx_get_device == nullptr || ctx_get_device(&device) != CUDA_SUCCESS) return -1;
+  return device;  // a CUdevice is the device ordinal
+}
+
+bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+  auto mem_get_info = Get<decltype(&cuMemGetInfo_v2)>(kMemGetInfo);
+  size_t free_now = 0;
+  size_t total = 0;
+  if (mem_get_info == nullptr || mem_get_info(&free_now, &total) != CUDA_SUCCESS) return false;
+  *free_bytes = free_now;
+  *total_bytes = total;
+  return true;
+}
+
+void AnnounceDevice(int ordinal) {
+  if (recorder::DeviceKnown(ordinal)) return;
+  auto device_get = Get<decltype(&cuDeviceGet)>(kDeviceGet);
+  auto get_name = Get<decltype(&cuDeviceGetName)>(kDeviceGetName);
+  auto total_mem = Get<decltype(&cuDeviceTotalMem_v2)>(kDeviceTotalMem);
+  CUdevice device = 0;
+  char name[256] = "";
+  size_t total = 0;
+  if (device_get != nullptr && device_get(&device, ordinal) == CUDA_SUCCESS) {
+    if (get_name != nullptr) get_name(name, sizeof(name), device);
+    if (total_mem != nullptr) total_mem(&total, device);
+  }
+  recorder::RecordDevice(ordinal, name, total);
+}
+
+}  // namespace gpumem

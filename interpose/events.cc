@@ -1,0 +1,51 @@
+#include "interpose/events.h"
+
+#include "interpose/driver_queries.h"
+
+namespace gpumem {
+
+void RecordAllocation(const Allocation& allocation, int result, uint64_t address,
+                      uintptr_t caller_pc) {
+  MemoryRecord record;
+  record.seq = recorder::NextSeq();
+  record.api = allocation.api;
+  record.kind = allocation.kind;
+  record.action = result == 0 ? proto::Action::kAlloc : proto::Action::kAllocFailed;
+  record.device = allocation.device == kCurrentDevice ? CurrentDevice() : allocation.device;
+  record.result = result;
+  record.size = allocation.size;
+  record.address = result == 0 ? address : 0;
+  record.stream = allocation.stream;
+  record.pool = allocation.pool;
+  record.handle = allocation.handle;
+  record.offset = allocation.offset;
+  record.pitch = allocation.pitch;
+  bool device_memory = allocation.kind != proto::MemoryKind::kPinnedHost &&
+                       allocation.kind != proto::MemoryKind::kVmmReservation;
+  if (result != 0 && device_memory) DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
+  record.stack_id = recorder::CaptureStack(caller_pc);
+  if (record.device >= 0) AnnounceDevice(record.device);
+  recorder::RecordMemory(record);
+}
+
+PendingFree::PendingFree(uintptr_t caller_pc)
+    : seq_(recorder::NextSeq()),
+      stack_id_(recorder::FreeStacks() ? recorder::CaptureStack(caller_pc) : 0) {}
+
+void PendingFree::Record(proto::Api api, proto::MemoryKind kind, int result, uint64_t address,
+                         uint64_t size, uint64_t handle, uint64_t stream) {
+  MemoryRecord record;
+  record.seq = seq_;
+  record.api = api;
+  record.kind = kind;
+  record.action = result == 0 ? proto::Action::kFree : proto::Action::kFreeFailed;
+  record.result = result;
+  record.address = address;
+  record.size = size;
+  record.handle = handle;
+  record.stream = stream;
+  record.stack_id = stack_id_;
+  recorder::RecordMemory(record);
+}
+
+}  // namespace gpumem

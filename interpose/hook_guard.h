@@ -1,0 +1,45 @@
+// Every hook starts with a HookScope. It makes hooks re-entrancy safe (a hook reached from inside
+// gpumem, or from inside another hook, only forwards the call) and it is what makes a runtime call
+// one record: the driver calls libcudart makes underneath run inside the runtime hook's scope.
+// It also keeps errno as the real call left it, whatever recording does afterwards.
+#pragma once
+
+#include <errno.h>
+
+#include "core/recorder.h"
+
+namespace gpumem {
+
+void EnsureRecorderInitialized();
+
+inline __thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+class HookScope {
+ public:
+  HookScope() : outermost_(t_hook_depth++ == 0) {
+    if (outermost_) EnsureRecorderInitialized();
+    recording_ = outermost_ && recorder::Enabled();
+  }
+  ~HookScope() { --t_hook_depth; }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+
+  // False: forward the call and record nothing.
+  bool recording() const { return recording_; }
+
+ private:
+  bool outermost_;
+  bool recording_ = false;
+};
+
+// Keeps the errno the real call produced across the recording work done after it.
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+
+ private:
+  int saved_;
+};
+
+}  // namespace gpumem

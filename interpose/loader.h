@@ -1,0 +1,12 @@
+// The real dynamic-loader functions, and the exported dlsym that hands out driver wrappers.
+#pragma once
+
+namespace gpumem {
+
+// glibc's own dlsym and dlopen (ours shadow dlsym for the whole process).
+void* RealDlsym(void* handle, const char* name);
+void* RealDlopen(const char* file, int flags);
+// dlsym(RTLD_NEXT, name) as seen from libgpumem: the definition our exported hook shadows.
+void* NextSymbol(const char* name);
+
+}  // namespace gpumem
