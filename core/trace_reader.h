@@ -42,8 +42,8 @@ struct TraceEnd {
     kIoError,    // open/read failed (errno text in message)
   };
   Kind kind = Kind::kClean;
-  uint64_t offset = 0;          // kTorn / kCorrupt: offset of the bad packet or byte
-  uint64_t unread_bytes = 0;    // kTorn / kCorrupt: bytes from `offset` to the end of the file
+  uint64_t offset = 0;            // kTorn / kCorrupt: offset of the bad packet or byte
+  uint64_t unread_bytes = 0;      // kTorn / kCorrupt: bytes from `offset` to the end of the file
   uint64_t zero_tail_offset = 0;  // kZeroTail: where the trailing zeros begin
   uint64_t zero_tail_bytes = 0;   // kZeroTail: how many there are
   // Damage in the middle of the file that the reader skipped over to the next intact packet.
@@ -115,8 +115,7 @@ class TraceReader {
   size_t limit_ = 0;            // one past the last valid byte in buffer_
   uint64_t packets_read_ = 0;
   uint64_t zero_bytes_skipped_ = 0;
-  uint64_t zero_run_start_ = 0;  // offset where the current run of zeros began
-  bool have_first_ = false;      // first_ holds the header packet Open() already read
+  bool have_first_ = false;  // first_ holds the header packet Open() already read
   Packet first_;
   bool finished_ = false;
   TraceEnd end_;

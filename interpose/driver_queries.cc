@@ -2,7 +2,6 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
-#include <string.h>
 
 #include <atomic>
 
@@ -12,8 +11,9 @@
 namespace gpumem {
 namespace {
 
+// Looked up by exact symbol in the loaded libcuda, never taken from cuGetProcAddress: asked for
+// "cuCtxGetDevice" at CUDA 13 the driver hands out the _v2 that takes a context argument.
 struct Query {
-  const char* name;  // as asked through cuGetProcAddress
   const char* symbol;
   std::atomic<void*> function;
 };
@@ -21,11 +21,9 @@ struct Query {
 enum QueryId { kCtxGetDevice, kMemGetInfo, kDeviceGet, kDeviceGetName, kDeviceTotalMem, kCount };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", "cuCtxGetDevice", {nullptr}},
-    {"cuMemGetInfo", "cuMemGetInfo_v2", {nullptr}},
-    {"cuDeviceGet", "cuDeviceGet", {nullptr}},
-    {"cuDeviceGetName", "cuDeviceGetName", {nullptr}},
-    {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", {nullptr}},
+    {"cuCtxGetDevice", {nullptr}},  {"cuMemGetInfo_v2", {nullptr}},
+    {"cuDeviceGet", {nullptr}},     {"cuDeviceGetName", {nullptr}},
+    {"cuDeviceTotalMem_v2", {nullptr}},
 };
 
 template <typename Fn>
@@ -33,7 +31,6 @@ Fn Get(QueryId id) {
   Query& query = g_queries[id];
   void* function = query.function.load(std::memory_order_acquire);
   if (function == nullptr) {
-    // Not fetched through the chain yet: ask the already loaded driver library directly.
     if (void* driver = RealDlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
       function = RealDlsym(driver, query.symbol);
       dlclose(driver);
@@ -44,16 +41,6 @@ Fn Get(QueryId id) {
 }
 
 }  // namespace
-
-void NoteDriverFunction(const char* name, void* function) {
-  for (Query& query : g_queries) {
-    if (strcmp(name, query.name) == 0 || strcmp(name, query.symbol) == 0) {
-      void* expected = nullptr;
-      query.function.compare_exchange_strong(expected, function);
-      return;
-    }
-  }
-}
 
 int CurrentDevice() {
   auto ctx_get_device = Get<decltype(&cuCtxGetDevice)>(kCtxGetDevice);

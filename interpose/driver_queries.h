@@ -7,9 +7,6 @@
 
 namespace gpumem {
 
-// The chain hands us the driver's own pointers as libcudart fetches them; remember the ones we use.
-void NoteDriverFunction(const char* name, void* function);
-
 // Ordinal of the calling thread's current device; -1 when there is none.
 int CurrentDevice();
 bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes);

@@ -7,7 +7,6 @@
 #include <atomic>
 
 #include "core/recorder.h"
-#include "interpose/driver_queries.h"
 #include "interpose/driver_table.h"
 #include "interpose/hook_guard.h"
 #include "interpose/loader.h"
@@ -53,7 +52,6 @@ void* WrapResult(const char* symbol, void* real, int cuda_version, uint64_t flag
                  (real != g_real_v1.load() && cuda_version >= kFirstVersionWithV2);
     return WrapResolver(real, is_v2);
   }
-  NoteDriverFunction(symbol, real);
   bool per_thread_stream = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   return WrapMemoryFunction(symbol, real, cuda_version, per_thread_stream, /*by_symbol=*/false);
 }
@@ -107,7 +105,6 @@ void* WrapDriverSymbol(const char* name, void* real) {
     if (strcmp(name + 16, "_v2") == 0) return WrapResolver(real, /*is_v2=*/true);
     return real;
   }
-  NoteDriverFunction(name, real);
   return WrapMemoryFunction(name, real, 0, false, /*by_symbol=*/true);
 }
 

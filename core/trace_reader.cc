@@ -1,0 +1,384 @@
+#include "core/trace_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace gpumem {
+namespace {
+
+// `Trace.packet` is field 1, wire type 2 (length-delimited): tag byte (1 << 3) | 2.
+// `TracePacket.header` has the same field number and wire type, so it is the same byte.
+constexpr uint8_t kPacketTag = 0x0A;
+constexpr uint8_t kHeaderTag = 0x0A;
+constexpr size_t kMaxVarintBytes = 10;
+constexpr size_t kChunkBytes = 4 << 20;
+// libprotobuf refuses messages of 2 GiB or more; a longer length can only be garbage.
+constexpr uint64_t kMaxPacketBytes = (uint64_t{1} << 31) - 1;
+
+enum class VarintResult { kOk, kTruncated, kTooLong };
+
+// Decodes a varint from data[0, size). *bytes_used is its encoded length on success.
+VarintResult DecodeVarint(const char* data, size_t size, uint64_t* value, size_t* bytes_used) {
+  uint64_t result = 0;
+  for (size_t i = 0; i < kMaxVarintBytes; ++i) {
+    if (i >= size) return VarintResult::kTruncated;
+    const uint8_t byte = static_cast<uint8_t>(data[i]);
+    result |= static_cast<uint64_t>(byte & 0x7F) << (7 * i);
+    if ((byte & 0x80) == 0) {
+      // The tenth byte may only carry the top bit of a 64-bit value.
+      if (i == kMaxVarintBytes - 1 && byte > 1) return VarintResult::kTooLong;
+      *value = result;
+      *bytes_used = i + 1;
+      return VarintResult::kOk;
+    }
+  }
+  return VarintResult::kTooLong;
+}
+
+// Whether `packet` (possibly only its first bytes, when the file was cut) starts like a
+// TracePacket holding a Header: the header tag, then a length that fits the declared packet.
+bool StartsLikeHeader(const char* packet, size_t available, uint64_t declared_length) {
+  if (available < 2 || static_cast<uint8_t>(packet[0]) != kHeaderTag) return false;
+  uint64_t header_length = 0;
+  size_t varint_bytes = 0;
+  if (DecodeVarint(packet + 1, available - 1, &header_length, &varint_bytes) != VarintResult::kOk) {
+    return false;
+  }
+  return 1 + varint_bytes + header_length <= declared_length;
+}
+
+std::string ByteText(uint8_t byte) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "0x%02x", byte);
+  return text;
+}
+
+}  // namespace
+
+TraceReader::~TraceReader() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool TraceReader::Open(const std::string& path, std::string* error) {
+  path_ = path;
+  auto fail = [&](TraceEnd::Kind kind, const std::string& what) {
+    end_ = TraceEnd{};
+    end_.kind = kind;
+    end_.message = path_ + ": " + what;
+    finished_ = true;
+    if (error != nullptr) *error = end_.message;
+    return false;
+  };
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return fail(TraceEnd::Kind::kIoError, std::strerror(errno));
+  struct stat info;
+  if (fstat(fd_, &info) != 0) return fail(TraceEnd::Kind::kIoError, std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) return fail(TraceEnd::Kind::kIoError, "is a directory");
+  if (!S_ISREG(info.st_mode)) return fail(TraceEnd::Kind::kIoError, "not a regular file");
+  file_size_ = static_cast<uint64_t>(info.st_size);
+  if (file_size_ == 0) {
+    return fail(TraceEnd::Kind::kEmpty, "empty trace: the recorded process wrote nothing");
+  }
+  posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  buffer_.resize(std::min<uint64_t>(kChunkBytes, file_size_));
+
+  // Read the header now, so that a file that is no trace at all fails here, with one message.
+  switch (ReadFrame(&first_)) {
+    case Frame::kPacket:
+      have_first_ = true;
+      return true;
+    case Frame::kEndOfFile:  // only zeros: ReadFrame set kEmpty
+    case Frame::kDamaged:
+      finished_ = true;
+      if (end_.kind == TraceEnd::Kind::kTorn || end_.kind == TraceEnd::Kind::kCorrupt) {
+        return true;  // a header cut short: Next() reports it
+      }
+      if (error != nullptr) *error = end_.message;
+      return false;
+  }
+  return false;
+}
+
+bool TraceReader::Next(Packet* out) {
+  if (have_first_) {
+    have_first_ = false;
+    *out = first_;
+    return true;
+  }
+  if (finished_) return false;
+  if (ReadFrame(out) == Frame::kPacket) return true;
+  finished_ = true;
+  return false;
+}
+
+void TraceReader::Fail(TraceEnd::Kind kind, uint64_t offset, const std::string& what) {
+  // A read error explains whatever follows from it (a short packet, a missing tail).
+  if (end_.kind == TraceEnd::Kind::kIoError) return;
+  end_.kind = kind;
+  end_.offset = offset;
+  end_.unread_bytes = file_size_ > offset ? file_size_ - offset : 0;
+  end_.message = path_ + ": " + what;
+}
+
+size_t TraceReader::Fill(size_t n) {
+  if (limit_ - pos_ >= n) return limit_ - pos_;
+  // Move the unread bytes to the front, then read after them.
+  std::memmove(buffer_.data(), buffer_.data() + pos_, limit_ - pos_);
+  buffer_offset_ += pos_;
+  limit_ -= pos_;
+  pos_ = 0;
+  if (buffer_.size() < n) buffer_.resize(std::max(n, kChunkBytes));
+  while (limit_ < n) {
+    const uint64_t read_at = buffer_offset_ + limit_;
+    if (read_at >= file_size_) break;
+    const size_t want = std::min<uint64_t>(buffer_.size() - limit_, file_size_ - read_at);
+    const ssize_t got = pread(fd_, buffer_.data() + limit_, want, static_cast<off_t>(read_at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      Fail(TraceEnd::Kind::kIoError, read_at,
+           "read failed at byte " + std::to_string(read_at) + ": " + std::strerror(errno));
+      file_size_ = read_at;  // nothing more can be read
+      break;
+    }
+    if (got == 0) {
+      file_size_ = read_at;  // the file shrank since Open(); its end is here now
+      break;
+    }
+    limit_ += static_cast<size_t>(got);
+  }
+  return limit_ - pos_;
+}
+
+bool TraceReader::SkipZeros() {
+  const uint64_t start = Position();
+  for (;;) {
+    size_t i = pos_;
+    // Eight bytes at a time: the zero tail of a crashed trace can be most of the file.
+    while (i + sizeof(uint64_t) <= limit_) {
+      uint64_t word;
+      std::memcpy(&word, buffer_.data() + i, sizeof(word));
+      if (word != 0) break;
+      i += sizeof(word);
+    }
+    while (i < limit_ && buffer_[i] == 0) ++i;
+    pos_ = i;
+    if (pos_ < limit_) break;
+    if (Position() >= file_size_) break;
+    // Preallocated space is often a hole in a sparse file: jump to the next data directly.
+    const off_t data = lseek(fd_, static_cast<off_t>(Position()), SEEK_DATA);
+    if (data < 0 && errno == ENXIO) {
+      buffer_offset_ = file_size_;
+      pos_ = limit_ = 0;
+      break;
+    }
+    if (data > static_cast<off_t>(Position())) {
+      buffer_offset_ = std::min<uint64_t>(static_cast<uint64_t>(data), file_size_);
+      pos_ = limit_ = 0;
+    }
+    if (Fill(1) == 0) break;
+  }
+  zero_bytes_skipped_ += Position() - start;
+  return pos_ < limit_;
+}
+
+size_t TraceReader::PeekAt(uint64_t offset, char* out, size_t size) {
+  size_t done = 0;
+  while (done < size && offset + done < file_size_) {
+    const size_t want = std::min<uint64_t>(size - done, file_size_ - offset - done);
+    const ssize_t got = pread(fd_, out + done, want, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+bool TraceReader::FrameAt(uint64_t offset, uint64_t* end) {
+  char prefix[1 + kMaxVarintBytes];
+  const size_t have = PeekAt(offset, prefix, sizeof(prefix));
+  if (have < 2 || static_cast<uint8_t>(prefix[0]) != kPacketTag) return false;
+  uint64_t length = 0;
+  size_t varint_bytes = 0;
+  if (DecodeVarint(prefix + 1, have - 1, &length, &varint_bytes) != VarintResult::kOk) return false;
+  if (length > kMaxPacketBytes || length > file_size_ - offset - 1 - varint_bytes) return false;
+  *end = offset + 1 + varint_bytes + length;
+  return true;
+}
+
+uint64_t TraceReader::NextNonZero(uint64_t offset) {
+  char chunk[64 << 10];
+  while (offset < file_size_) {
+    const off_t data = lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);  // skip holes at once
+    if (data < 0 && errno == ENXIO) return file_size_;
+    if (data > static_cast<off_t>(offset)) offset = static_cast<uint64_t>(data);
+    const size_t have = PeekAt(offset, chunk, sizeof(chunk));
+    if (have == 0) return file_size_;
+    for (size_t i = 0; i < have; ++i) {
+      if (chunk[i] != 0) return offset + i;
+    }
+    offset += have;
+  }
+  return file_size_;
+}
+
+bool TraceReader::FindNextIntactPacket(uint64_t damaged, int min_packets, uint64_t* resume) {
+  // Three packets in a row, each followed by zeros or the next tag, do not happen by chance
+  // inside the remains of a half-written packet.
+  constexpr int kChainLength = 3;
+  char chunk[64 << 10];
+  for (uint64_t base = damaged + 1; base < file_size_;) {
+    const size_t have = PeekAt(base, chunk, sizeof(chunk));
+    if (have == 0) return false;
+    for (const char* tag = chunk;
+         (tag = static_cast<const char*>(std::memchr(tag, kPacketTag, chunk + have - tag))) !=
+         nullptr;
+         ++tag) {
+      const uint64_t candidate = base + static_cast<uint64_t>(tag - chunk);
+      uint64_t at = candidate;
+      int intact = 0;
+      uint64_t end = 0;
+      while (intact < kChainLength && FrameAt(at, &end)) {
+        ++intact;
+        at = NextNonZero(end);
+        if (at >= file_size_) break;
+      }
+      if (intact >= kChainLength || (at >= file_size_ && intact >= min_packets)) {
+        *resume = candidate;
+        return true;
+      }
+    }
+    base += have;
+  }
+  return false;
+}
+
+void TraceReader::AddSkippedToMessage() {
+  if (end_.skipped_regions == 0) return;
+  const std::string skipped = "corrupt data at byte " + std::to_string(end_.first_skipped_offset) +
+                              ": skipped " + std::to_string(end_.skipped_bytes) +
+                              " damaged bytes in " + std::to_string(end_.skipped_regions) +
+                              " place(s) to the next intact packet";
+  end_.message = end_.message.empty() ? path_ + ": " + skipped : end_.message + "; also " + skipped;
+}
+
+TraceReader::Frame TraceReader::ReadFrame(Packet* out) {
+  const bool first = packets_read_ == 0;
+  for (;;) {
+    const uint64_t last_packet_end = Position();
+    if (Fill(1) == 0 || !SkipZeros()) {
+      if (end_.kind == TraceEnd::Kind::kIoError) return Frame::kDamaged;
+      if (first) {
+        Fail(TraceEnd::Kind::kEmpty, 0,
+             "empty trace: the recorded process wrote nothing (" + std::to_string(file_size_) +
+                 " zero bytes)");
+        return Frame::kDamaged;
+      }
+      if (last_packet_end < file_size_) {
+        end_.kind = TraceEnd::Kind::kZeroTail;
+        end_.zero_tail_offset = last_packet_end;
+        end_.zero_tail_bytes = file_size_ - last_packet_end;
+      }
+      AddSkippedToMessage();
+      return Frame::kEndOfFile;
+    }
+
+    const uint64_t offset = Position();
+    const uint64_t rest = file_size_ - offset;
+    // Built only on failure: the success path allocates nothing.
+    auto at = [offset] { return " at byte " + std::to_string(offset); };
+    auto not_a_trace = [&](const std::string& why) {
+      Fail(TraceEnd::Kind::kNotATrace, offset, "not a gpumem trace (" + why + at() + ")");
+      return Frame::kDamaged;
+    };
+    TraceEnd::Kind damage = TraceEnd::Kind::kCorrupt;
+    std::string what;  // set when the packet at `offset` is damaged
+    uint64_t length = 0;
+    size_t varint_bytes = 0;
+    const uint8_t tag = static_cast<uint8_t>(buffer_[pos_]);
+    if (tag != kPacketTag) {
+      if (first) return not_a_trace("no header packet");
+      what = "corrupt data" + at() + ": byte " + ByteText(tag) +
+             " is neither zero padding nor a packet tag (last " + std::to_string(rest) +
+             " bytes not read)";
+    } else {
+      const size_t available = Fill(1 + kMaxVarintBytes);
+      switch (DecodeVarint(buffer_.data() + pos_ + 1, available - 1, &length, &varint_bytes)) {
+        case VarintResult::kOk:
+          if (length > rest - 1 - varint_bytes) {
+            damage = TraceEnd::Kind::kTorn;
+            what = "torn packet" + at() + ": its length (" + std::to_string(length) +
+                   " bytes) runs past the end of the file (last " + std::to_string(rest) +
+                   " bytes unreadable)";
+          } else if (length > kMaxPacketBytes) {
+            what = "corrupt data" + at() + ": packet length " + std::to_string(length) +
+                   " is beyond protobuf's 2 GiB limit (last " + std::to_string(rest) +
+                   " bytes not read)";
+          }
+          break;
+        case VarintResult::kTruncated:  // Fill() stopped short: the file ends inside the varint
+          if (first) return not_a_trace("file too short to hold a header");
+          damage = TraceEnd::Kind::kTorn;
+          what = "torn packet" + at() + ": the file ends inside its length (last " +
+                 std::to_string(rest) + " bytes unreadable)";
+          break;
+        case VarintResult::kTooLong:
+          what = "corrupt data" + at() + ": malformed packet length (last " + std::to_string(rest) +
+                 " bytes not read)";
+          break;
+      }
+    }
+
+    if (what.empty()) {
+      const size_t total = static_cast<size_t>(1 + varint_bytes + length);
+      if (Fill(total) < total) {  // the file shrank while we read it
+        damage = TraceEnd::Kind::kTorn;
+        what = "torn packet" + at() + ": the file ended while reading it (last " +
+               std::to_string(rest) + " bytes unreadable)";
+      } else {
+        const char* body = buffer_.data() + pos_ + 1 + varint_bytes;
+        if (first && !StartsLikeHeader(body, length, length)) {
+          return not_a_trace("no header packet");
+        }
+        out->bytes = std::string_view(body, length);
+        out->offset = offset;
+        pos_ += total;
+        ++packets_read_;
+        return Frame::kPacket;
+      }
+    }
+
+    if (first) {
+      // A header cut short is still a trace (what there is of it must look like a header).
+      if (damage != TraceEnd::Kind::kTorn) return not_a_trace("no header packet");
+      const size_t have = Fill(std::min<uint64_t>(rest, kChunkBytes));
+      const size_t prefix = 1 + varint_bytes;
+      if (have <= prefix ||
+          !StartsLikeHeader(buffer_.data() + pos_ + prefix, have - prefix, length)) {
+        return not_a_trace("no header packet");
+      }
+    } else {
+      // A torn packet is normally the last thing in the file; anything intact after the damage
+      // must be a longer chain to count, so the remains of a cut packet are not taken for one.
+      uint64_t resume = 0;
+      const int min_packets = damage == TraceEnd::Kind::kTorn ? 2 : 1;
+      if (FindNextIntactPacket(offset, min_packets, &resume)) {
+        if (end_.skipped_regions++ == 0) end_.first_skipped_offset = offset;
+        end_.skipped_bytes += resume - offset;
+        buffer_offset_ = resume;
+        pos_ = limit_ = 0;
+        continue;
+      }
+    }
+    Fail(damage, offset, what);
+    AddSkippedToMessage();
+    return Frame::kDamaged;
+  }
+}
+
+}  // namespace gpumem

@@ -1,0 +1,140 @@
+// `gpumem dump`: every packet of a trace, readably; or with --counts, the per-API counts.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "report/commands.h"
+#include "report/event_counts.h"
+#include "report/packet_format.h"
+#include "report/symbolizer.h"
+#include "report/trace_file.h"
+#include "report/trace_paths.h"
+
+namespace gpumem::report {
+
+const char kDumpUsage[] =
+    R"usage(usage: gpumem dump [--symbolize] [--counts] TRACE...
+
+Prints every packet of each trace, one line each in file order, then how the file ended.
+A TRACE may be a directory: every *.trace file directly inside it.
+
+  --symbolize  resolve stack frames to "function (file:line)" with the recorded module map;
+               a module missing on this machine is looked for in the directories of
+               GPUMEM_SYMBOL_PATH (colon-separated), matched by GNU build id
+  --counts     print only, over all traces, the count and bytes of each (action, API) and what
+               was still allocated at the end
+  -h, --help   print this text
+
+Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged. A damaged
+trace still prints everything readable; the damage is named in one line on stderr.
+)usage";
+
+namespace {
+
+// Buffered stdout: a dump can be millions of lines.
+class Output {
+ public:
+  ~Output() { Flush(); }
+  void Line(const std::string& text) {
+    buffer_.append(text);
+    buffer_.push_back('\n');
+    if (buffer_.size() > (1 << 20)) Flush();
+  }
+  void Flush() {
+    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
+    std::fflush(stdout);
+    buffer_.clear();
+  }
+
+ private:
+  std::string buffer_;
+};
+
+// Prints one file's packets and end; returns false if the file could not be read whole.
+bool DumpOne(const std::string& path, bool symbolize, Output* out) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> opened = TraceFile::Open(path);
+  if (!opened.ok()) {
+    out->Flush();
+    PrintError(opened.status().message());
+    return false;
+  }
+  TraceFile& trace = **opened;
+  std::unique_ptr<Symbolizer> symbolizer;
+  if (symbolize) symbolizer = std::make_unique<Symbolizer>(&trace);
+  trace.ReadPackets([&](const PacketPosition& position, const TracePacket& packet) {
+    out->Line(FormatPacket(position, packet, trace, symbolizer.get()));
+  });
+  out->Line("end: " + trace.end().Describe());
+  if (!trace.end().damaged()) return true;
+  out->Flush();
+  PrintError(trace.end().ErrorLine(path));
+  return false;
+}
+
+// Counts over all files, each replayed in seq order on its own.
+bool CountAll(const std::vector<std::string>& paths, Output* out) {
+  bool ok = true;
+  EventCounts total;
+  for (const std::string& path : paths) {
+    absl::StatusOr<SortedTrace> trace = ReadMemoryEventsBySeq(path);
+    if (!trace.ok()) {
+      PrintError(trace.status().message());
+      ok = false;
+      continue;
+    }
+    total.Merge(CountEvents(trace->events));
+    if (trace->file->end().damaged()) {
+      PrintError(trace->file->end().ErrorLine(path));
+      ok = false;
+    }
+  }
+  std::string text = FormatEventCounts(total);
+  text.pop_back();  // Line() adds the last newline
+  out->Line(text);
+  return ok;
+}
+
+}  // namespace
+
+int RunDump(const std::vector<std::string>& args) {
+  bool symbolize = false;
+  bool counts = false;
+  std::vector<std::string> inputs;
+  bool flags_done = false;
+  for (const std::string& arg : args) {
+    if (flags_done || arg == "-" || !absl::StartsWith(arg, "-")) {
+      inputs.push_back(arg);
+    } else if (arg == "--") {
+      flags_done = true;
+    } else if (arg == "--symbolize") {
+      symbolize = true;
+    } else if (arg == "--counts") {
+      counts = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::fputs(kDumpUsage, stdout);
+      return kExitOk;
+    } else {
+      return UsageError(absl::StrCat("dump: unknown flag '", arg, "'"), "dump");
+    }
+  }
+  if (inputs.empty()) return UsageError("dump: no trace file given", "dump");
+
+  absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
+  if (!paths.ok()) {
+    PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  Output out;
+  if (counts) return CountAll(*paths, &out) ? kExitOk : kExitBadInput;
+  bool ok = true;
+  for (const std::string& path : *paths) {
+    if (paths->size() > 1) out.Line("== " + path);
+    ok = DumpOne(path, symbolize, &out) && ok;
+  }
+  return ok ? kExitOk : kExitBadInput;
+}
+
+}  // namespace gpumem::report

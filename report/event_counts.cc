@@ -1,0 +1,141 @@
+#include "report/event_counts.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "report/names.h"
+
+namespace gpumem::report {
+
+void EventCounts::Merge(const EventCounts& other) {
+  for (const auto& [key, tally] : other.by_action_api) by_action_api[key].Add(tally);
+  live.Add(other.live);
+}
+
+EventCounter::Space EventCounter::SpaceOf(const MemoryEvent& event) {
+  switch (event.api()) {
+    case CU_MEM_ADDRESS_RESERVE:
+    case CU_MEM_ADDRESS_FREE:
+      return Space::kReservation;
+    case CU_MEM_CREATE:
+    case CU_MEM_RELEASE:
+      return Space::kPhysical;
+    case CU_MEM_MAP:
+    case CU_MEM_UNMAP:
+      return Space::kMapping;
+    default:
+      break;
+  }
+  // An event whose API is not known (a newer recorder, or CUPTI) still says what kind it is.
+  switch (event.kind()) {
+    case VMM_RESERVATION:
+      return Space::kReservation;
+    case VMM_PHYSICAL:
+      return Space::kPhysical;
+    case VMM_MAPPING:
+      return Space::kMapping;
+    default:
+      return Space::kPlain;
+  }
+}
+
+uint64_t EventCounter::MatchFree(const MemoryEvent& event, bool remove) {
+  auto take = [remove](auto& live, uint64_t key) -> uint64_t {
+    auto it = live.find(key);
+    if (it == live.end()) return 0;
+    const uint64_t size = it->second;
+    if (remove) live.erase(it);
+    return size;
+  };
+  switch (SpaceOf(event)) {
+    case Space::kPlain:
+      return take(plain_, event.address());
+    case Space::kPhysical:
+      return take(physical_, event.handle());
+    case Space::kReservation: {
+      const uint64_t matched = take(reservations_, event.address());
+      return event.size() != 0 ? event.size() : matched;
+    }
+    case Space::kMapping: {
+      // cuMemUnmap(ptr, size) unmaps every mapping in [ptr, ptr + size), e.g. several handles
+      // PyTorch's expandable segments mapped one after another.
+      if (event.size() == 0) return take(mappings_, event.address());
+      const uint64_t end = event.address() > std::numeric_limits<uint64_t>::max() - event.size()
+                               ? std::numeric_limits<uint64_t>::max()
+                               : event.address() + event.size();
+      if (remove) {
+        mappings_.erase(mappings_.lower_bound(event.address()), mappings_.lower_bound(end));
+      }
+      return event.size();
+    }
+  }
+  return 0;
+}
+
+void EventCounter::Add(const MemoryEvent& event) {
+  Tally& tally = counts_.by_action_api[{event.action(), ApiName(event.api())}];
+  switch (event.action()) {
+    case ALLOC:
+      switch (SpaceOf(event)) {
+        case Space::kPlain:
+          plain_[event.address()] = event.size();
+          break;
+        case Space::kReservation:
+          reservations_[event.address()] = event.size();
+          break;
+        case Space::kPhysical:
+          physical_[event.handle()] = event.size();
+          break;
+        case Space::kMapping:
+          mappings_[event.address()] = event.size();
+          break;
+      }
+      tally.Add(event.size());
+      break;
+    case FREE:
+      tally.Add(MatchFree(event, /*remove=*/true));
+      break;
+    case FREE_FAILED:  // nothing was freed: the allocation stays live
+      tally.Add(MatchFree(event, /*remove=*/false));
+      break;
+    case ALLOC_FAILED:
+    default:
+      tally.Add(event.size());
+      break;
+  }
+}
+
+EventCounts EventCounter::Counts() const {
+  EventCounts counts = counts_;
+  auto add_live = [&counts](const auto& live) {
+    for (const auto& [key, size] : live) counts.live.Add(size);
+  };
+  add_live(plain_);
+  add_live(reservations_);
+  add_live(physical_);
+  add_live(mappings_);
+  return counts;
+}
+
+std::string FormatEventCounts(const EventCounts& counts) {
+  // Known actions in their schema order; ACTION_UNKNOWN and newer values after them.
+  auto rank = [](Action action) {
+    return action == ACTION_UNKNOWN ? std::numeric_limits<int>::max() : static_cast<int>(action);
+  };
+  std::vector<std::pair<const std::pair<Action, std::string>*, const Tally*>> rows;
+  for (const auto& [key, tally] : counts.by_action_api) rows.push_back({&key, &tally});
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    return rank(a.first->first) < rank(b.first->first);
+  });
+  std::string text;
+  for (const auto& [key, tally] : rows) {
+    absl::StrAppend(&text, ActionName(key->first), " ", key->second, " count=", tally->count,
+                    " bytes=", tally->bytes, "\n");
+  }
+  absl::StrAppend(&text, "live count=", counts.live.count, " bytes=", counts.live.bytes, "\n");
+  return text;
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,84 @@
+// Counts of memory operations per (action, API) with their bytes, and what was still live at the
+// end: the first, simplest report, and the one tests compare against known programs.
+//
+// Output of FormatEventCounts(), one line each, by action (alloc, free, alloc_failed, free_failed)
+// then API name, and `live` last:
+//   alloc cudaMalloc count=12 bytes=50331648
+//   free cudaFree count=6 bytes=25165824
+//   live count=6 bytes=25165824
+#ifndef GPUMEM_REPORT_EVENT_COUNTS_H_
+#define GPUMEM_REPORT_EVENT_COUNTS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/trace.pb.h"
+
+namespace gpumem::report {
+
+struct Tally {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+
+  void Add(uint64_t more_bytes) {
+    ++count;
+    bytes += more_bytes;
+  }
+  void Add(const Tally& other) {
+    count += other.count;
+    bytes += other.bytes;
+  }
+};
+
+struct EventCounts {
+  // Key: (action, API name). Bytes: for allocations (and failed ones) the size asked for; for
+  // frees the size of the allocation they freed (0 when it was never seen allocated), except
+  // cuMemUnmap and cuMemAddressFree, which carry their own size.
+  std::map<std::pair<Action, std::string>, Tally> by_action_api;
+  Tally live;  // allocations of any kind whose free never came
+
+  void Merge(const EventCounts& other);
+};
+
+// Replays the memory events of one process, which must come in `seq` order, matching frees to
+// allocations. One counter per trace file: addresses of different processes are unrelated.
+class EventCounter {
+ public:
+  void Add(const MemoryEvent& event);
+  // The tallies so far, with what is live now as `live`.
+  EventCounts Counts() const;
+
+ private:
+  // Each kind of allocation lives in its own map, keyed the way its free names it, so a mapping
+  // at the same address as its reservation is a different entry.
+  enum class Space { kPlain, kReservation, kPhysical, kMapping };
+  static Space SpaceOf(const MemoryEvent& event);
+
+  // Size of the allocation `event` frees, removing it (and, for cuMemUnmap, every mapping in the
+  // range) when `remove`.
+  uint64_t MatchFree(const MemoryEvent& event, bool remove);
+
+  absl::flat_hash_map<uint64_t, uint64_t> plain_;         // address -> size
+  absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size
+  absl::flat_hash_map<uint64_t, uint64_t> physical_;      // cuMemCreate handle -> size
+  std::map<uint64_t, uint64_t> mappings_;                 // address -> size; ordered for ranges
+  EventCounts counts_;
+};
+
+// Counts the events of `events`, which are one process's memory events sorted by seq.
+template <typename Events>
+EventCounts CountEvents(const Events& events) {
+  EventCounter counter;
+  for (const MemoryEvent& event : events) counter.Add(event);
+  return counter.Counts();
+}
+
+// The lines shown at the top of this file, each ending in '\n'.
+std::string FormatEventCounts(const EventCounts& counts);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_EVENT_COUNTS_H_

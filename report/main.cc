@@ -1,0 +1,65 @@
+// gpumem: the command line. Dispatches to one subcommand per file (cmd_<name>.cc).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "report/commands.h"
+
+#ifndef GPUMEM_VERSION
+#define GPUMEM_VERSION "unknown"
+#endif
+
+namespace {
+
+constexpr char kUsage[] =
+    R"usage(usage: gpumem COMMAND [ARGS...]
+
+GPU memory profiler for CUDA programs.
+
+Commands:
+  record [-o PATH] [--] PROGRAM [ARGS...]   run PROGRAM and record its GPU memory operations
+  dump [--symbolize] [--counts] TRACE...    print a trace packet by packet, or its counts
+  help [COMMAND]                            print this text, or a command's
+
+Options:
+  -h, --help     print this text
+  --version      print gpumem's version
+
+Exit status: 0 ok, 1 a check failed, 2 bad input or usage (record: the program's own status).
+)usage";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpumem::report;
+  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return kExitBadInput;
+  }
+  const std::string& command = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "record") return RunRecord(rest);
+  if (command == "dump") return RunDump(rest);
+  if (command == "--version" || command == "version") {
+    std::printf("gpumem %s\n", GPUMEM_VERSION);
+    return kExitOk;
+  }
+  if (command == "-h" || command == "--help" || command == "help") {
+    const std::string topic = rest.empty() ? "" : rest[0];
+    if (topic == "record") {
+      std::fputs(kRecordUsage, stdout);
+    } else if (topic == "dump") {
+      std::fputs(kDumpUsage, stdout);
+    } else if (topic.empty()) {
+      std::fputs(kUsage, stdout);
+    } else {
+      return UsageError("help: unknown command '" + topic + "'", "");
+    }
+    return kExitOk;
+  }
+  if (!command.empty() && command[0] == '-') {
+    return UsageError("unknown option '" + command + "'", "");
+  }
+  return UsageError("unknown command '" + command + "'", "");
+}

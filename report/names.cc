@@ -1,0 +1,116 @@
+#include "report/names.h"
+
+namespace gpumem::report {
+
+std::string ApiName(Api api) {
+  switch (api) {
+    case API_UNKNOWN:
+      return "unknown";
+    case CUDA_MALLOC:
+      return "cudaMalloc";
+    case CUDA_FREE:
+      return "cudaFree";
+    case CUDA_MALLOC_ASYNC:
+      return "cudaMallocAsync";
+    case CUDA_FREE_ASYNC:
+      return "cudaFreeAsync";
+    case CUDA_MALLOC_FROM_POOL_ASYNC:
+      return "cudaMallocFromPoolAsync";
+    case CUDA_MALLOC_MANAGED:
+      return "cudaMallocManaged";
+    case CUDA_MALLOC_PITCH:
+      return "cudaMallocPitch";
+    case CUDA_MALLOC_3D:
+      return "cudaMalloc3D";
+    case CUDA_MALLOC_HOST:
+      return "cudaMallocHost";
+    case CUDA_HOST_ALLOC:
+      return "cudaHostAlloc";
+    case CUDA_FREE_HOST:
+      return "cudaFreeHost";
+    case CU_MEM_ALLOC:
+      return "cuMemAlloc";
+    case CU_MEM_ALLOC_PITCH:
+      return "cuMemAllocPitch";
+    case CU_MEM_FREE:
+      return "cuMemFree";
+    case CU_MEM_ALLOC_MANAGED:
+      return "cuMemAllocManaged";
+    case CU_MEM_ALLOC_ASYNC:
+      return "cuMemAllocAsync";
+    case CU_MEM_FREE_ASYNC:
+      return "cuMemFreeAsync";
+    case CU_MEM_ALLOC_FROM_POOL_ASYNC:
+      return "cuMemAllocFromPoolAsync";
+    case CU_MEM_ADDRESS_RESERVE:
+      return "cuMemAddressReserve";
+    case CU_MEM_ADDRESS_FREE:
+      return "cuMemAddressFree";
+    case CU_MEM_CREATE:
+      return "cuMemCreate";
+    case CU_MEM_RELEASE:
+      return "cuMemRelease";
+    case CU_MEM_MAP:
+      return "cuMemMap";
+    case CU_MEM_UNMAP:
+      return "cuMemUnmap";
+    case CU_MEM_HOST_ALLOC:
+      return "cuMemHostAlloc";
+    case CU_MEM_FREE_HOST:
+      return "cuMemFreeHost";
+    case CU_MEM_ALLOC_HOST:
+      return "cuMemAllocHost";
+    // No `default`: -Wswitch then names any value added to trace.proto but not here.
+    case Api_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case Api_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  // A value from a newer schema.
+  return "api" + std::to_string(static_cast<int>(api));
+}
+
+std::string ActionName(Action action) {
+  switch (action) {
+    case ACTION_UNKNOWN:
+      return "unknown";
+    case ALLOC:
+      return "alloc";
+    case FREE:
+      return "free";
+    case ALLOC_FAILED:
+      return "alloc_failed";
+    case FREE_FAILED:
+      return "free_failed";
+    case Action_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case Action_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "action" + std::to_string(static_cast<int>(action));
+}
+
+std::string KindName(MemoryKind kind) {
+  switch (kind) {
+    case KIND_UNKNOWN:
+      return "unknown";
+    case DEVICE:
+      return "device";
+    case MANAGED:
+      return "managed";
+    case PINNED_HOST:
+      return "pinned_host";
+    case VMM_RESERVATION:
+      return "vmm_reservation";
+    case VMM_PHYSICAL:
+      return "vmm_physical";
+    case VMM_MAPPING:
+      return "vmm_mapping";
+    case POOL:
+      return "pool";
+    case MemoryKind_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case MemoryKind_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "kind" + std::to_string(static_cast<int>(kind));
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,24 @@
+// Readable names for the enums of core/trace.proto, as the reports print them.
+#ifndef GPUMEM_REPORT_NAMES_H_
+#define GPUMEM_REPORT_NAMES_H_
+
+#include <string>
+
+#include "core/trace.pb.h"
+
+namespace gpumem::report {
+
+// The C function name without version suffix: "cudaMalloc", "cuMemAllocPitch", "cuMemCreate".
+// Values this build does not know print as "api<N>".
+std::string ApiName(Api api);
+
+// "alloc", "free", "alloc_failed", "free_failed" ("action<N>" for unknown values).
+std::string ActionName(Action action);
+
+// "device", "managed", "pinned_host", "vmm_reservation", "vmm_physical", "vmm_mapping", "pool"
+// ("unknown" for KIND_UNKNOWN, "kind<N>" for values this build does not know).
+std::string KindName(MemoryKind kind);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_NAMES_H_

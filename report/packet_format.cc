@@ -1,0 +1,169 @@
+#include "report/packet_format.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/names.h"
+
+namespace gpumem::report {
+namespace {
+
+std::string Quoted(const std::string& text) {
+  return absl::StrCat("\"", absl::Utf8SafeCEscape(text), "\"");
+}
+
+// Addresses, streams, pools and handles: hex, with 0 (null) as plain 0.
+std::string Address(uint64_t value) {
+  return value == 0 ? "0" : absl::StrCat("0x", absl::Hex(value));
+}
+
+// Milliseconds since the trace started; CLOCK_MONOTONIC on both sides.
+std::string RelativeTime(uint64_t mono_ns, const Header& header) {
+  const int64_t delta = static_cast<int64_t>(mono_ns - header.start_time_mono_ns());
+  return absl::StrFormat("%.3fms", static_cast<double>(delta) / 1e6);
+}
+
+std::string UtcTime(uint64_t unix_ns) {
+  const time_t seconds = static_cast<time_t>(unix_ns / 1000000000);
+  struct tm utc;
+  if (gmtime_r(&seconds, &utc) == nullptr) return "?";
+  char text[32];
+  strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
+  return absl::StrFormat("%s.%03uZ", text, static_cast<unsigned>(unix_ns / 1000000 % 1000));
+}
+
+void AppendHeader(const Header& header, std::string* line) {
+  std::vector<std::string> argv;
+  for (const std::string& arg : header.command_line()) argv.push_back(Quoted(arg));
+  std::vector<std::string> options;
+  for (const Option& option : header.option()) {
+    options.push_back(absl::StrCat(option.name(), "=", Quoted(option.value())));
+  }
+  absl::StrAppend(
+      line, "header format_version=", header.format_version(), " host=", Quoted(header.host()),
+      " pid=", header.pid(), " parent_pid=", header.parent_pid(), " command_line=[",
+      absl::StrJoin(argv, " "), "] start_time_unix_ns=", header.start_time_unix_ns(), " (",
+      UtcTime(header.start_time_unix_ns()), ")",
+      " start_time_mono_ns=", header.start_time_mono_ns(), " options=[",
+      absl::StrJoin(options, " "), "]", " recorder_version=", Quoted(header.recorder_version()),
+      " stacks_unavailable=", header.stacks_unavailable() ? "true" : "false");
+}
+
+void AppendMemory(const MemoryEvent& event, const Header& header, std::string* line) {
+  absl::StrAppend(line, "memory seq=", event.seq(),
+                  " t=", RelativeTime(event.timestamp_ns(), header), " tid=", event.tid(),
+                  " dev=", event.device(), " ", ApiName(event.api()), " ",
+                  ActionName(event.action()), " ", KindName(event.kind()), " size=", event.size(),
+                  " addr=", Address(event.address()), " stream=", Address(event.stream()),
+                  " result=", event.result(), " stack=", event.stack_id());
+  // Fields only some APIs use: shown only when set.
+  if (event.pool() != 0) absl::StrAppend(line, " pool=", Address(event.pool()));
+  if (event.handle() != 0) absl::StrAppend(line, " handle=", Address(event.handle()));
+  if (event.offset() != 0) absl::StrAppend(line, " offset=", event.offset());
+  if (event.pitch() != 0) absl::StrAppend(line, " pitch=", event.pitch());
+  if (event.free_bytes() != 0 || event.total_bytes() != 0) {
+    absl::StrAppend(line, " free_bytes=", event.free_bytes(), " total_bytes=", event.total_bytes());
+  }
+}
+
+void AppendStack(const Stack& stack, Symbolizer* symbolizer, std::string* line) {
+  std::vector<std::string> frames;
+  if (symbolizer != nullptr) {
+    for (const Frame& frame : symbolizer->Symbolize(stack.id())) frames.push_back(frame.ToString());
+  }
+  // Without a symbolizer, or if the table holds another stack of this id, print what the packet
+  // itself says.
+  if (frames.size() != static_cast<size_t>(stack.frame_size())) {
+    frames.clear();
+    for (uint64_t pc : stack.frame()) frames.push_back(absl::StrCat("0x", absl::Hex(pc)));
+  }
+  absl::StrAppend(line, "stack id=", stack.id(), " frames=[",
+                  absl::StrJoin(frames, symbolizer != nullptr ? " <- " : " "), "]");
+  if (stack.truncated()) absl::StrAppend(line, " truncated");
+}
+
+void AppendModule(const Module& module, std::string* line) {
+  absl::StrAppend(line, "module id=", module.id(), " path=", Quoted(module.path()), " build_id=",
+                  module.build_id().empty() ? "none" : absl::BytesToHexString(module.build_id()),
+                  " load_bias=", Address(module.load_bias()), " start=", Address(module.start()),
+                  " end=", Address(module.end()));
+}
+
+void AppendModuleUnload(const ModuleUnload& unload, const TraceFile& trace, std::string* line) {
+  absl::StrAppend(line, "module_unload id=", unload.id());
+  const std::vector<ModuleRecord>& modules = trace.modules();
+  auto it = std::find_if(modules.begin(), modules.end(),
+                         [&](const ModuleRecord& m) { return m.module.id() == unload.id(); });
+  if (it != modules.end()) absl::StrAppend(line, " path=", Quoted(it->module.path()));
+}
+
+void AppendFooter(const Footer& footer, const Header& header, std::string* line) {
+  absl::StrAppend(
+      line, "footer events=", footer.events(), " events_dropped=", footer.events_dropped(),
+      " stacks=", footer.stacks(), " stacks_failed=", footer.stacks_failed(),
+      " bytes_written=", footer.bytes_written(),
+      " clean_exit=", footer.clean_exit() ? "true" : "false",
+      " t=", RelativeTime(footer.end_time_mono_ns(), header), " exit_status=", footer.exit_status(),
+      " hook_conflicts=", footer.hook_conflicts());
+}
+
+}  // namespace
+
+std::string FormatPacket(const PacketPosition& position, const TracePacket& packet,
+                         const TraceFile& trace, Symbolizer* symbolizer) {
+  std::string line = absl::StrCat("#", position.index, " ");
+  if (!position.parsed) {
+    absl::StrAppend(&line, "unparseable at byte ", position.offset, " (", position.size,
+                    " bytes): not a valid TracePacket, typically a write cut short by a crash");
+    return line;
+  }
+  const Header& header = trace.header();
+  switch (packet.data_case()) {
+    case TracePacket::kHeader:
+      AppendHeader(packet.header(), &line);
+      break;
+    case TracePacket::kDevice:
+      absl::StrAppend(&line, "device ordinal=", packet.device().ordinal(),
+                      " name=", Quoted(packet.device().name()),
+                      " total_memory=", packet.device().total_memory());
+      break;
+    case TracePacket::kModule:
+      AppendModule(packet.module(), &line);
+      break;
+    case TracePacket::kModuleUnload:
+      AppendModuleUnload(packet.module_unload(), trace, &line);
+      break;
+    case TracePacket::kThread:
+      absl::StrAppend(&line, "thread tid=", packet.thread().tid(),
+                      " name=", Quoted(packet.thread().name()));
+      break;
+    case TracePacket::kStack:
+      AppendStack(packet.stack(), symbolizer, &line);
+      break;
+    case TracePacket::kMemory:
+      AppendMemory(packet.memory(), header, &line);
+      break;
+    case TracePacket::kFooter:
+      AppendFooter(packet.footer(), header, &line);
+      break;
+    case TracePacket::DATA_NOT_SET:
+      if (!packet.padding().empty()) {
+        absl::StrAppend(&line, "padding bytes=", packet.padding().size());
+      } else if (position.size == 0) {
+        absl::StrAppend(&line, "empty");
+      } else {
+        absl::StrAppend(&line, "unknown (", position.size,
+                        " bytes; a packet type from a newer schema)");
+      }
+      break;
+  }
+  return line;
+}
+
+}  // namespace gpumem::report

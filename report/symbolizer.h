@@ -1,0 +1,68 @@
+// Turns a trace's stack frames (absolute return addresses) into function, file and line, offline,
+// with elfutils' libdwfl and the module map recorded in the trace.
+//
+// Each module is opened on its own (one Dwfl per module) at the load bias it had in the recorded
+// process, so modules that reused an address range after a dlclose never collide. A module whose
+// file is missing here, or whose GNU build id differs from the recorded one, is looked for by
+// basename in the directories of GPUMEM_SYMBOL_PATH (colon-separated) and accepted only with a
+// matching build id: no symbols are better than wrong ones. Unresolved frames print as
+// `module_basename+0xoffset`, which `addr2line -e module 0xoffset` can resolve elsewhere.
+#ifndef GPUMEM_REPORT_SYMBOLIZER_H_
+#define GPUMEM_REPORT_SYMBOLIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "report/trace_file.h"
+
+namespace gpumem::report {
+
+struct Frame {
+  uint64_t pc = 0;       // the recorded return address
+  std::string function;  // demangled; empty when unknown
+  std::string file;      // source file; empty when there is no line information
+  int line = 0;
+  std::string module;          // path of the module as recorded; empty when no module covers pc
+  uint64_t module_offset = 0;  // pc - load bias: the address in the module's own ELF terms
+
+  // "function (file:line)", "function (libfoo.so+0x1a2b)" or "libfoo.so+0x1a2b"
+  // ("0x7f12345678" when no module covers the address).
+  std::string ToString() const;
+};
+
+class Symbolizer {
+ public:
+  // `trace` must outlive the symbolizer. It may still be reading: a stack is resolved against the
+  // modules loaded before its Stack packet, which are always known by then.
+  explicit Symbolizer(const TraceFile* trace);
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Innermost frame first. An unknown stack id gives no frames.
+  std::vector<Frame> Symbolize(uint64_t stack_id);
+
+  // One return address, as of the packet with index `packet_index` (which modules were loaded).
+  Frame SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index);
+
+ private:
+  struct OpenModule;
+
+  // The module record covering pc at packet_index, or nullptr.
+  const ModuleRecord* FindModule(uint64_t pc, uint64_t packet_index) const;
+  // The opened module for `record` (opening it the first time); nullptr if its file is unusable.
+  OpenModule* Load(const ModuleRecord& record);
+  void Resolve(OpenModule* module, Frame* frame);
+
+  const TraceFile* trace_;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<OpenModule>> modules_;  // by module id
+  // (module id, pc) -> frame: the same return addresses recur in nearly every stack.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Frame> cache_;
+};
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_SYMBOLIZER_H_

@@ -1,0 +1,189 @@
+#include "report/trace_file.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpumem::report {
+namespace {
+
+// The newest Header.format_version this reader understands.
+constexpr uint32_t kFormatVersion = 1;
+
+}  // namespace
+
+std::string TraceEndStatus::Describe() const {
+  std::string text =
+      footer_present ? "clean (footer present)" : "no footer — the process did not exit cleanly";
+  switch (framing.kind) {
+    case TraceEnd::Kind::kClean:
+      break;
+    case TraceEnd::Kind::kZeroTail:
+      absl::StrAppend(&text, "; ", framing.zero_tail_bytes,
+                      " bytes of unused zero space at the end");
+      break;
+    case TraceEnd::Kind::kTorn:
+      absl::StrAppend(&text, "; torn packet at byte ", framing.offset, " (last ",
+                      framing.unread_bytes, " bytes unreadable)");
+      break;
+    case TraceEnd::Kind::kCorrupt:
+      absl::StrAppend(&text, "; corrupt data at byte ", framing.offset, " (last ",
+                      framing.unread_bytes, " bytes not read)");
+      break;
+    case TraceEnd::Kind::kIoError:
+      absl::StrAppend(&text, "; read error at byte ", framing.offset, " (last ",
+                      framing.unread_bytes, " bytes not read)");
+      break;
+    case TraceEnd::Kind::kNotATrace:
+    case TraceEnd::Kind::kEmpty:
+      break;  // TraceFile::Open() fails on these: no TraceFile has them
+  }
+  if (framing.skipped_regions > 0) {
+    absl::StrAppend(&text, "; corrupt data at byte ", framing.first_skipped_offset, " (skipped ",
+                    framing.skipped_bytes, " damaged bytes in ", framing.skipped_regions,
+                    " place(s))");
+  }
+  if (unparseable_packets > 0) {
+    absl::StrAppend(&text, "; ", unparseable_packets, " packet(s) did not parse (first at byte ",
+                    first_unparseable_offset, ")");
+  }
+  return text;
+}
+
+std::string TraceEndStatus::ErrorLine(const std::string& path) const {
+  std::string line;
+  if (!framing.ok()) line = framing.message;
+  if (unparseable_packets > 0) {
+    absl::StrAppend(&line, line.empty() ? path + ": " : "; also ", unparseable_packets,
+                    " packet(s) did not parse (first at byte ", first_unparseable_offset, ")");
+  }
+  return line;
+}
+
+absl::StatusOr<std::unique_ptr<TraceFile>> TraceFile::Open(const std::string& path) {
+  std::unique_ptr<TraceFile> file(new TraceFile());
+  file->path_ = path;
+  std::string error;
+  if (!file->reader_.Open(path, &error)) return absl::InvalidArgumentError(error);
+  if (!file->reader_.Next(&file->first_packet_)) {
+    // The header itself was cut short: there is nothing to report on.
+    return absl::DataLossError(file->reader_.end().message);
+  }
+  TracePacket packet;
+  if (!packet.ParseFromArray(file->first_packet_.bytes.data(),
+                             static_cast<int>(file->first_packet_.bytes.size())) ||
+      !packet.has_header()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a gpumem trace (the first packet is not a header)"));
+  }
+  if (packet.header().format_version() > kFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": trace format version ", packet.header().format_version(),
+        " is newer than this gpumem reads (", kFormatVersion, "); use a newer gpumem"));
+  }
+  file->header_ = packet.header();
+  return file;
+}
+
+absl::StatusOr<std::unique_ptr<TraceFile>> TraceFile::Read(const std::string& path,
+                                                           const PacketVisitor& visit) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = Open(path);
+  if (file.ok()) (*file)->ReadPackets(visit);
+  return file;
+}
+
+void TraceFile::ReadPackets(const PacketVisitor& visit) {
+  if (read_) return;
+  read_ = true;
+  TracePacket packet;
+  Packet framed = first_packet_;
+  bool have_packet = true;  // Open() already framed the header
+  while (have_packet) {
+    PacketPosition position;
+    position.index = packet_count_++;
+    position.offset = framed.offset;
+    position.size = framed.bytes.size();
+    position.parsed = packet.ParseFromArray(framed.bytes.data(), static_cast<int>(position.size));
+    if (position.parsed) {
+      Record(position, packet);
+    } else {
+      // Typically a packet whose writer died half-way: the rest of its reserved space is zeros.
+      packet.Clear();
+      if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
+    }
+    if (visit) visit(position, packet);
+    have_packet = reader_.Next(&framed);
+  }
+  end_.framing = reader_.end();
+  end_.footer_present = footer_.has_value();
+}
+
+void TraceFile::Record(const PacketPosition& position, const TracePacket& packet) {
+  switch (packet.data_case()) {
+    case TracePacket::kMemory:
+      ++memory_event_count_;
+      break;
+    case TracePacket::kStack: {
+      StackRecord& record = stacks_[packet.stack().id()];
+      record.stack = packet.stack();
+      record.written_at = position.index;
+      break;
+    }
+    case TracePacket::kHeader:
+      // Only the first packet is the trace's header; Open() kept it.
+      break;
+    case TracePacket::kDevice: {
+      auto same_ordinal = [&](const Device& d) { return d.ordinal() == packet.device().ordinal(); };
+      auto it = std::find_if(devices_.begin(), devices_.end(), same_ordinal);
+      if (it != devices_.end()) {
+        *it = packet.device();
+      } else {
+        devices_.push_back(packet.device());
+      }
+      break;
+    }
+    case TracePacket::kModule:
+      module_by_id_[packet.module().id()] = modules_.size();
+      modules_.push_back(ModuleRecord{packet.module(), position.index, std::nullopt});
+      break;
+    case TracePacket::kModuleUnload: {
+      auto it = module_by_id_.find(packet.module_unload().id());
+      if (it != module_by_id_.end()) modules_[it->second].unloaded_at = position.index;
+      break;
+    }
+    case TracePacket::kThread:
+      threads_[packet.thread().tid()] = packet.thread();  // a renamed thread: the newest name wins
+      break;
+    case TracePacket::kFooter:
+      footer_ = packet.footer();
+      break;
+    case TracePacket::DATA_NOT_SET:  // padding, or a packet type from a newer schema
+      break;
+  }
+}
+
+const Thread* TraceFile::FindThread(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? nullptr : &it->second;
+}
+
+const StackRecord* TraceFile::FindStack(uint64_t id) const {
+  auto it = stacks_.find(id);
+  return it == stacks_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<SortedTrace> ReadMemoryEventsBySeq(const std::string& path) {
+  SortedTrace sorted;
+  absl::StatusOr<std::unique_ptr<TraceFile>> file =
+      TraceFile::Read(path, [&](const PacketPosition&, const TracePacket& packet) {
+        if (packet.has_memory()) sorted.events.push_back(packet.memory());
+      });
+  if (!file.ok()) return file.status();
+  sorted.file = *std::move(file);
+  std::stable_sort(sorted.events.begin(), sorted.events.end(),
+                   [](const MemoryEvent& a, const MemoryEvent& b) { return a.seq() < b.seq(); });
+  return sorted;
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,127 @@
+// One decoded trace file: frames it with core/trace_reader.h, parses each packet with libprotobuf,
+// streams the packets to a visitor in file order, and keeps the interned tables (header, devices,
+// modules, threads, stacks) and how the file ended.
+//
+// Events in a file are nearly, not exactly, in `seq` order (threads race for file space). Reports
+// that replay memory sort by seq: ReadMemoryEventsBySeq() does that for traces that fit in memory.
+#ifndef GPUMEM_REPORT_TRACE_FILE_H_
+#define GPUMEM_REPORT_TRACE_FILE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/trace.pb.h"
+#include "core/trace_reader.h"
+
+namespace gpumem::report {
+
+// Where a packet sits in its file.
+struct PacketPosition {
+  uint64_t index = 0;   // 0-based, in file order
+  uint64_t offset = 0;  // byte offset of the packet's tag
+  uint64_t size = 0;    // bytes of the TracePacket message
+  bool parsed = true;   // false: complete by framing but libprotobuf rejected it (packet is empty)
+};
+
+struct ModuleRecord {
+  Module module;
+  uint64_t loaded_at = 0;               // index of the Module packet
+  std::optional<uint64_t> unloaded_at;  // index of its ModuleUnload packet, if one came
+
+  // Whether the module was mapped when the packet at `packet_index` was written.
+  bool LoadedAt(uint64_t packet_index) const {
+    return loaded_at <= packet_index && (!unloaded_at || packet_index < *unloaded_at);
+  }
+};
+
+struct StackRecord {
+  Stack stack;
+  uint64_t written_at = 0;  // index of the Stack packet: modules are looked up as of then
+};
+
+// How a trace file ended: the framing (core reader) and the content (footer, parse failures).
+struct TraceEndStatus {
+  TraceEnd framing;
+  bool footer_present = false;
+  uint64_t unparseable_packets = 0;
+  uint64_t first_unparseable_offset = 0;
+
+  // Some recorded data could not be read: torn, corrupt, read error, or packets that do not parse.
+  // A missing footer alone is not damage: every packet written is there.
+  bool damaged() const { return !framing.ok() || unparseable_packets > 0; }
+  // One phrase for `gpumem dump`'s last line, e.g. "clean (footer present)" or
+  // "no footer — the process did not exit cleanly; torn packet at byte 8123 (last 37 bytes
+  // unreadable)".
+  std::string Describe() const;
+  // One line naming the path and byte offset of the damage; empty when !damaged().
+  std::string ErrorLine(const std::string& path) const;
+};
+
+// Called for every packet in file order, after the tables were updated with it (so a Stack
+// packet's frames can already be symbolized against the modules loaded before it).
+using PacketVisitor = std::function<void(const PacketPosition&, const TracePacket&)>;
+
+class TraceFile {
+ public:
+  // Opens `path` and reads its header. Fails when the file cannot be read, is empty, is not a
+  // gpumem trace, or was written by a newer format version; the message is one line naming the
+  // path.
+  static absl::StatusOr<std::unique_ptr<TraceFile>> Open(const std::string& path);
+
+  // Open() and ReadPackets() together.
+  static absl::StatusOr<std::unique_ptr<TraceFile>> Read(const std::string& path,
+                                                         const PacketVisitor& visit = nullptr);
+
+  // Reads every packet (the header included) to the end of the file, once. A damaged file is not
+  // an error: everything readable is visited, and end() says what was lost.
+  void ReadPackets(const PacketVisitor& visit = nullptr);
+
+  const std::string& path() const { return path_; }
+  const Header& header() const { return header_; }
+  const std::vector<Device>& devices() const { return devices_; }
+  const std::vector<ModuleRecord>& modules() const { return modules_; }  // in load order
+  const Thread* FindThread(uint32_t tid) const;
+  const StackRecord* FindStack(uint64_t id) const;
+  const std::optional<Footer>& footer() const { return footer_; }
+  const TraceEndStatus& end() const { return end_; }
+  uint64_t packet_count() const { return packet_count_; }
+  uint64_t memory_event_count() const { return memory_event_count_; }
+
+ private:
+  TraceFile() = default;
+  void Record(const PacketPosition& position, const TracePacket& packet);
+
+  std::string path_;
+  TraceReader reader_;
+  Packet first_packet_;  // the header, already framed by Open()
+  bool read_ = false;
+  Header header_;
+  std::vector<Device> devices_;
+  std::vector<ModuleRecord> modules_;
+  absl::flat_hash_map<uint32_t, size_t> module_by_id_;  // index into modules_
+  absl::flat_hash_map<uint32_t, Thread> threads_;
+  absl::flat_hash_map<uint64_t, StackRecord> stacks_;
+  std::optional<Footer> footer_;
+  TraceEndStatus end_;
+  uint64_t packet_count_ = 0;
+  uint64_t memory_event_count_ = 0;
+};
+
+// A whole trace with its memory events in `seq` order (ties keep file order). Holds every event in
+// memory: for traces of up to some millions of events.
+struct SortedTrace {
+  std::unique_ptr<TraceFile> file;
+  std::vector<MemoryEvent> events;
+};
+absl::StatusOr<SortedTrace> ReadMemoryEventsBySeq(const std::string& path);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_TRACE_FILE_H_

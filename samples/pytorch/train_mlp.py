@@ -1,0 +1,78 @@
+"""train_mlp: a small deterministic PyTorch training run that reports torch's own memory numbers.
+
+Usage: python3 train_mlp.py [STEPS]   (default 20; needs a CUDA device)
+
+Fixed seed, fixed shapes, no cuDNN autotuning: two runs allocate the same sequence of tensors, so
+what gpumem records can be compared with what PyTorch counts itself. The last line of output is
+one JSON object with torch.cuda.memory_stats() numbers, the allocator backend and
+PYTORCH_CUDA_ALLOC_CONF. Under `backend:cudaMallocAsync` PyTorch leaves the allocation counts at 0
+(they belong to its native allocator); gpumem then sees every tensor as cudaMallocAsync.
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+BATCH = 64
+INPUTS = 512
+HIDDEN = 1024
+CLASSES = 10
+
+
+def make_model(device):
+    torch.manual_seed(0)
+    body = torch.nn.Sequential(
+        torch.nn.Linear(INPUTS, HIDDEN),
+        torch.nn.ReLU(),
+        torch.nn.Linear(HIDDEN, HIDDEN),
+        torch.nn.ReLU(),
+    ).to(device)
+    head = torch.nn.Linear(HIDDEN, CLASSES).to(device)
+    return body, head
+
+
+def make_batch(step, device):
+    """The same batch for the same step in every run, generated on the host."""
+    generator = torch.Generator().manual_seed(step)
+    x = torch.randn(BATCH, INPUTS, generator=generator)
+    y = torch.randint(0, CLASSES, (BATCH,), generator=generator)
+    return x.to(device), y.to(device)
+
+
+def memory_report(**extra):
+    stats = torch.cuda.memory_stats()
+    report = {
+        "allocation.all.allocated": stats.get("allocation.all.allocated", 0),
+        "allocation.all.freed": stats.get("allocation.all.freed", 0),
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "num_alloc_retries": stats.get("num_alloc_retries", 0),
+        "allocator_backend": torch.cuda.get_allocator_backend(),
+        "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+    }
+    report.update(extra)
+    return json.dumps(report, sort_keys=True)
+
+
+def main():
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    torch.backends.cudnn.benchmark = False
+    device = torch.device("cuda")
+    body, head = make_model(device)
+    params = list(body.parameters()) + list(head.parameters())
+    optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    for step in range(steps):
+        x, y = make_batch(step, device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(head(body(x)), y)
+        loss.backward()
+        optimizer.step()
+    torch.cuda.synchronize()
+    print(memory_report(steps=steps))
+
+
+if __name__ == "__main__":
+    main()

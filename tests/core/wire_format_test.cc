@@ -1,0 +1,227 @@
+// The recorder writes protobuf by hand (no libprotobuf in the target process). These tests parse
+// what it wrote with the real libprotobuf and compare field by field, and compare the hand-written
+// encoding byte for byte with libprotobuf's own serialization.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "core/recorder.h"
+#include "core/trace.pb.h"
+#include "core/trace_ids.h"
+#include "core/wire_writer.h"
+
+namespace gpumem {
+namespace {
+
+TEST(TraceIds, MirrorTheSchema) {
+  namespace f = proto::memory_field;
+  const auto* memory = MemoryEvent::descriptor();
+  EXPECT_EQ(memory->FindFieldByName("seq")->number(), static_cast<int>(f::kSeq));
+  EXPECT_EQ(memory->FindFieldByName("timestamp_ns")->number(), static_cast<int>(f::kTimestampNs));
+  EXPECT_EQ(memory->FindFieldByName("device")->number(), static_cast<int>(f::kDevice));
+  EXPECT_EQ(memory->FindFieldByName("api")->number(), static_cast<int>(f::kApi));
+  EXPECT_EQ(memory->FindFieldByName("kind")->number(), static_cast<int>(f::kKind));
+  EXPECT_EQ(memory->FindFieldByName("action")->number(), static_cast<int>(f::kAction));
+  EXPECT_EQ(memory->FindFieldByName("stack_id")->number(), static_cast<int>(f::kStackId));
+  EXPECT_EQ(memory->FindFieldByName("pitch")->number(), static_cast<int>(f::kPitch));
+  EXPECT_EQ(memory->FindFieldByName("total_bytes")->number(), static_cast<int>(f::kTotalBytes));
+  const auto* packet = TracePacket::descriptor();
+  EXPECT_EQ(packet->FindFieldByName("memory")->number(), static_cast<int>(proto::packet_field::kMemory));
+  EXPECT_EQ(packet->FindFieldByName("stack")->number(), static_cast<int>(proto::packet_field::kStack));
+  EXPECT_EQ(packet->FindFieldByName("footer")->number(), static_cast<int>(proto::packet_field::kFooter));
+  // Every Api value the recorder can write exists, with the same number, in the schema.
+  for (auto api : {proto::Api::kCudaMalloc, proto::Api::kCudaFreeHost, proto::Api::kCuMemAlloc,
+                   proto::Api::kCuMemUnmap, proto::Api::kCuMemFreeHost, proto::Api::kCuMemAllocHost}) {
+    EXPECT_NE(Api_descriptor()->FindValueByNumber(static_cast<int>(api)), nullptr);
+  }
+  EXPECT_EQ(static_cast<int>(proto::Api::kCuMemAllocHost), CU_MEM_ALLOC_HOST);
+  EXPECT_EQ(static_cast<int>(proto::Api::kCudaMalloc3D), CUDA_MALLOC_3D);
+  EXPECT_EQ(static_cast<int>(proto::MemoryKind::kVmmMapping), VMM_MAPPING);
+  EXPECT_EQ(static_cast<int>(proto::Action::kFreeFailed), FREE_FAILED);
+}
+
+// Random MemoryEvents: the hand-written encoding equals libprotobuf's, byte for byte.
+TEST(WireWriter, EncodesExactlyAsLibprotobuf) {
+  std::mt19937_64 random(42);
+  const uint64_t edges[] = {0, 1, 127, 128, 16383, 16384, 0xffffffffull, 0x100000000ull,
+                            ~uint64_t{0}};
+  auto value = [&]() { return random() % 3 == 0 ? edges[random() % 9] : random() >> (random() % 64); };
+  for (int round = 0; round < 2000; ++round) {
+    MemoryEvent expected;
+    expected.set_seq(value());
+    expected.set_timestamp_ns(value());
+    expected.set_tid(static_cast<uint32_t>(value()));
+    expected.set_device(static_cast<int32_t>(value()));  // negative ones too
+    expected.set_api(static_cast<Api>(random() % 12));
+    expected.set_size(value());
+    expected.set_address(value());
+    expected.set_result(static_cast<int32_t>(value()));
+    expected.set_stack_id(value());
+    expected.set_pitch(value());
+
+    uint8_t buffer[512];
+    wire::Writer writer(buffer, sizeof(buffer));
+    namespace f = proto::memory_field;
+    writer.Varint(f::kSeq, expected.seq());
+    writer.Varint(f::kTimestampNs, expected.timestamp_ns());
+    writer.Varint(f::kTid, expected.tid());
+    writer.Int32(f::kDevice, expected.device());
+    writer.Varint(f::kApi, expected.api());
+    writer.Varint(f::kSize, expected.size());
+    writer.Varint(f::kAddress, expected.address());
+    writer.Int32(f::kResult, expected.result());
+    writer.Varint(f::kStackId, expected.stack_id());
+    writer.Varint(f::kPitch, expected.pitch());
+    ASSERT_FALSE(writer.overflowed());
+    std::string written(reinterpret_cast<const char*>(writer.data()), writer.size());
+    ASSERT_EQ(written, expected.SerializeAsString()) << expected.ShortDebugString();
+  }
+}
+
+TEST(WireWriter, NestedRepeatedAndEmptyFields) {
+  Stack expected;
+  expected.set_id(300);
+  for (uint64_t frame : {uint64_t{0x7f0000001234}, uint64_t{1}, uint64_t{0}, ~uint64_t{0}}) {
+    expected.add_frame(frame);
+  }
+  Header header;
+  header.add_command_line("prog");
+  header.add_command_line("");  // an empty argument is still an argument
+  header.add_command_line(std::string(300, 'x'));
+
+  uint8_t buffer[2048];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t stack = writer.BeginNested(proto::packet_field::kStack);
+  writer.Varint(proto::stack_field::kId, expected.id());
+  std::vector<uint64_t> frames(expected.frame().begin(), expected.frame().end());
+  writer.PackedVarints(proto::stack_field::kFrame, frames.data(), frames.size());
+  writer.EndNested(stack);
+  writer.EndNested(packet);
+  packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t header_token = writer.BeginNested(proto::packet_field::kHeader);
+  for (const std::string& arg : header.command_line()) {
+    writer.RepeatedBytes(proto::header_field::kCommandLine, arg.data(), arg.size());
+  }
+  writer.EndNested(header_token);
+  writer.EndNested(packet);
+
+  Trace trace;
+  ASSERT_TRUE(trace.ParseFromArray(writer.data(), static_cast<int>(writer.size())));
+  ASSERT_EQ(trace.packet_size(), 2);
+  EXPECT_EQ(trace.packet(0).stack().ShortDebugString(), expected.ShortDebugString());
+  EXPECT_EQ(trace.packet(1).header().ShortDebugString(), header.ShortDebugString());
+}
+
+TEST(WireWriter, StopsAtTheEndOfItsBuffer) {
+  uint8_t buffer[40];
+  wire::Writer writer(buffer, sizeof(buffer));
+  writer.Varint(1, 5);
+  EXPECT_FALSE(writer.overflowed());
+  writer.String(2, "a string that does not fit into the forty bytes of this buffer");
+  EXPECT_TRUE(writer.overflowed());
+  EXPECT_LE(writer.size(), sizeof(buffer));
+}
+
+// The recorder itself, in this process: every packet it writes parses with libprotobuf, and the
+// whole file parses as one Trace message (what `protoc --decode` needs).
+TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("wire_format_test-" + std::to_string(getpid()) + ".trace")).string();
+  setenv("GPUMEM_OUTPUT", path.c_str(), 1);
+  unsetenv("GPUMEM_SESSION_PID");
+  recorder::Init(LoaderFunctions{&dlopen, &dlsym});
+
+  MemoryRecord alloc;
+  alloc.seq = recorder::NextSeq();
+  alloc.api = proto::Api::kCuMemAllocPitch;
+  alloc.kind = proto::MemoryKind::kDevice;
+  alloc.action = proto::Action::kAlloc;
+  alloc.device = 3;
+  alloc.size = 123456789012ull;
+  alloc.address = 0x7f00deadbeef00ull;
+  alloc.pitch = 512;
+  alloc.stack_id = recorder::CaptureStack(reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  recorder::RecordDevice(3, "Test GPU <&>", 85017493504ull);
+  recorder::RecordMemory(alloc);
+  MemoryRecord failed;
+  failed.seq = recorder::NextSeq();
+  failed.api = proto::Api::kCudaMalloc;
+  failed.kind = proto::MemoryKind::kDevice;
+  failed.action = proto::Action::kAllocFailed;
+  failed.device = -1;
+  failed.result = 2;
+  failed.size = ~uint64_t{0};
+  failed.free_bytes = 1;
+  failed.total_bytes = 2;
+  recorder::RecordMemory(failed);
+  recorder::Finish();
+
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  std::filesystem::remove(path);
+  Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(bytes.str()));
+  ASSERT_GE(trace.packet_size(), 5);
+  const Header& header = trace.packet(0).header();
+  EXPECT_EQ(header.format_version(), proto::kFormatVersion);
+  EXPECT_EQ(header.pid(), static_cast<uint32_t>(getpid()));
+  EXPECT_FALSE(header.command_line().empty());
+  EXPECT_GT(header.start_time_unix_ns(), 1700000000ull * 1000000000ull);
+  bool saw_option = false;
+  for (const Option& option : header.option()) saw_option |= option.name() == "GPUMEM_OUTPUT" && option.value() == path;
+  EXPECT_TRUE(saw_option) << header.ShortDebugString();
+
+  std::vector<MemoryEvent> events;
+  const Device* device = nullptr;
+  const Footer* footer = nullptr;
+  bool saw_stack = false, saw_thread = false, saw_own_module = false;
+  for (const TracePacket& packet : trace.packet()) {
+    if (packet.has_memory()) events.push_back(packet.memory());
+    if (packet.has_device()) device = &packet.device();
+    if (packet.has_footer()) footer = &packet.footer();
+    if (packet.has_thread()) saw_thread |= packet.thread().tid() == static_cast<uint32_t>(gettid());
+    if (packet.has_stack()) saw_stack |= packet.stack().id() == alloc.stack_id && packet.stack().frame_size() > 0;
+    if (packet.has_module()) saw_own_module |= packet.module().path() == std::filesystem::canonical("/proc/self/exe").string();
+  }
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].seq(), alloc.seq);
+  EXPECT_EQ(events[0].api(), CU_MEM_ALLOC_PITCH);
+  EXPECT_EQ(events[0].kind(), DEVICE);
+  EXPECT_EQ(events[0].action(), ALLOC);
+  EXPECT_EQ(events[0].device(), 3);
+  EXPECT_EQ(events[0].size(), alloc.size);
+  EXPECT_EQ(events[0].address(), alloc.address);
+  EXPECT_EQ(events[0].pitch(), 512u);
+  EXPECT_EQ(events[0].tid(), static_cast<uint32_t>(gettid()));
+  EXPECT_EQ(events[0].stack_id(), alloc.stack_id);
+  EXPECT_GT(events[0].timestamp_ns(), header.start_time_mono_ns());
+  EXPECT_EQ(events[1].action(), ALLOC_FAILED);
+  EXPECT_EQ(events[1].device(), -1);
+  EXPECT_EQ(events[1].result(), 2);
+  EXPECT_EQ(events[1].size(), ~uint64_t{0});
+  EXPECT_EQ(events[1].free_bytes(), 1u);
+  EXPECT_EQ(events[1].total_bytes(), 2u);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->ordinal(), 3);
+  EXPECT_EQ(device->name(), "Test GPU <&>");
+  EXPECT_EQ(device->total_memory(), 85017493504ull);
+  EXPECT_TRUE(saw_thread);
+  EXPECT_TRUE(saw_own_module);
+  if (alloc.stack_id != 0) EXPECT_TRUE(saw_stack);
+  ASSERT_NE(footer, nullptr);
+  EXPECT_TRUE(footer->clean_exit());
+  EXPECT_EQ(footer->events(), 2u);
+  EXPECT_EQ(footer->events_dropped(), 0u);
+  EXPECT_EQ(footer->bytes_written(), bytes.str().size() - trace.packet().rbegin()->ByteSizeLong() - 2);
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,486 @@
+// Fake CUDA runtime (libcudart.so.13) for tests on machines without a GPU. It reaches the driver
+// only the way the real libcudart does -- dlopen("libcuda.so.1"), dlsym "cuGetProcAddress_v2", ask
+// that for "cuGetProcAddress", then ask the returned pointer for every driver function -- so the
+// profiler's dlsym / cuGetProcAddress hooks are exercised exactly as on a GPU. See README.md.
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#define FAKE_CUDART_EXPORT extern "C" __attribute__((visibility("default")))
+
+#if defined(__x86_64__)
+// Bind the same dlopen / dlsym versions as the real libcudart (built against an older glibc), so
+// that the profiler's dlsym hook is reached exactly as on a GPU machine.
+__asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+#endif
+
+// Per-thread-default-stream forms (CUDA_API_PER_THREAD_DEFAULT_STREAM / nvcc --default-stream
+// per-thread); they use the driver's _ptsz variants.
+FAKE_CUDART_EXPORT decltype(cudaMallocAsync) cudaMallocAsync_ptsz;
+FAKE_CUDART_EXPORT decltype(cudaFreeAsync) cudaFreeAsync_ptsz;
+FAKE_CUDART_EXPORT decltype(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
+
+namespace {
+
+constexpr int kRuntimeVersion = CUDART_VERSION;  // 13000
+
+// The driver functions, as fetched through cuGetProcAddress.
+struct DriverApi {
+  PFN_cuGetProcAddress_v12000 get_proc_address;
+  PFN_cuInit_v2000 init;
+  PFN_cuDriverGetVersion_v2020 driver_get_version;
+  PFN_cuDeviceGetCount_v2000 device_get_count;
+  PFN_cuDevicePrimaryCtxRetain_v7000 primary_ctx_retain;
+  PFN_cuCtxSetCurrent_v4000 ctx_set_current;
+  PFN_cuCtxSynchronize_v13000 ctx_synchronize;
+  PFN_cuMemGetInfo_v3020 mem_get_info;
+  PFN_cuMemAlloc_v3020 mem_alloc;
+  PFN_cuMemAllocPitch_v3020 mem_alloc_pitch;
+  PFN_cuMemFree_v3020 mem_free;
+  PFN_cuMemAllocManaged_v6000 mem_alloc_managed;
+  PFN_cuMemAllocHost_v3020 mem_alloc_host;
+  PFN_cuMemHostAlloc_v2020 mem_host_alloc;
+  PFN_cuMemFreeHost_v2000 mem_free_host;
+  PFN_cuMemAllocAsync_v11020 mem_alloc_async;
+  PFN_cuMemFreeAsync_v11020 mem_free_async;
+  PFN_cuMemAllocFromPoolAsync_v11020 mem_alloc_from_pool_async;
+  PFN_cuMemAllocAsync_v11020_ptsz mem_alloc_async_ptsz;
+  PFN_cuMemFreeAsync_v11020_ptsz mem_free_async_ptsz;
+  PFN_cuMemAllocFromPoolAsync_v11020_ptsz mem_alloc_from_pool_async_ptsz;
+  PFN_cuMemPoolCreate_v11020 mem_pool_create;
+  PFN_cuMemPoolDestroy_v11020 mem_pool_destroy;
+  PFN_cuDeviceGetDefaultMemPool_v11020 device_get_default_mem_pool;
+  PFN_cuStreamCreate_v2000 stream_create;
+  PFN_cuStreamDestroy_v4000 stream_destroy;
+  PFN_cuStreamSynchronize_v2000 stream_synchronize;
+};
+
+struct Runtime {
+  cudaError_t init_error = cudaSuccess;
+  bool driver_loaded = false;
+  DriverApi cu{};
+  int device_count = 0;
+  std::mutex mutex;
+  std::vector<CUcontext> primary_contexts;  // retained on first use of each device
+};
+
+cudaError_t ToRuntimeError(CUresult result) {
+  switch (result) {
+    case CUDA_SUCCESS:
+      return cudaSuccess;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_INVALID_VALUE:
+      return cudaErrorInvalidValue;
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return cudaErrorInitializationError;
+    case CUDA_ERROR_NO_DEVICE:
+      return cudaErrorNoDevice;
+    case CUDA_ERROR_INVALID_DEVICE:
+      return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_HANDLE:
+      return cudaErrorInvalidResourceHandle;
+    default:
+      return cudaErrorUnknown;
+  }
+}
+
+// Asks for `name` at the version its PFN type was introduced with, and with the flags the real
+// libcudart uses (it asks for cuMemAlloc at 3020, cuMemAllocAsync at 11020, and so on).
+template <typename Pfn>
+bool Fetch(PFN_cuGetProcAddress_v12000 get_proc_address, const char* name, int version, Pfn* out,
+           cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT) {
+  void* function = nullptr;
+  CUdriverProcAddressQueryResult status;
+  if (get_proc_address(name, &function, version, flags, &status) != CUDA_SUCCESS) return false;
+  *out = reinterpret_cast<Pfn>(function);
+  return function != nullptr;
+}
+
+bool FetchDriverApi(void* libcuda, DriverApi& cu) {
+  // The one dlsym, then one call to fetch "cuGetProcAddress" itself: as libcudart does.
+  auto bootstrap =
+      reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(libcuda, "cuGetProcAddress_v2"));
+  if (bootstrap == nullptr || !Fetch(bootstrap, "cuGetProcAddress", 12000, &cu.get_proc_address)) {
+    return false;
+  }
+  PFN_cuGetProcAddress_v12000 get = cu.get_proc_address;
+  constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+#define FETCH(name, version, member, ...) \
+  Fetch<PFN_##name##_v##version>(get, #name, version, &cu.member __VA_OPT__(, ) __VA_ARGS__)
+  return FETCH(cuInit, 2000, init) && FETCH(cuDriverGetVersion, 2020, driver_get_version) &&
+         FETCH(cuDeviceGetCount, 2000, device_get_count) &&
+         FETCH(cuDevicePrimaryCtxRetain, 7000, primary_ctx_retain) &&
+         FETCH(cuCtxSetCurrent, 4000, ctx_set_current) &&
+         FETCH(cuCtxSynchronize, 13000, ctx_synchronize) &&
+         FETCH(cuMemGetInfo, 3020, mem_get_info) && FETCH(cuMemAlloc, 3020, mem_alloc) &&
+         FETCH(cuMemAllocPitch, 3020, mem_alloc_pitch) && FETCH(cuMemFree, 3020, mem_free) &&
+         FETCH(cuMemAllocManaged, 6000, mem_alloc_managed) &&
+         FETCH(cuMemAllocHost, 3020, mem_alloc_host) &&
+         FETCH(cuMemHostAlloc, 2020, mem_host_alloc) && FETCH(cuMemFreeHost, 2000, mem_free_host) &&
+         FETCH(cuMemAllocAsync, 11020, mem_alloc_async) &&
+         FETCH(cuMemFreeAsync, 11020, mem_free_async) &&
+         FETCH(cuMemAllocFromPoolAsync, 11020, mem_alloc_from_pool_async) &&
+         FETCH(cuMemAllocAsync, 11020, mem_alloc_async_ptsz, kPerThread) &&
+         FETCH(cuMemFreeAsync, 11020, mem_free_async_ptsz, kPerThread) &&
+         FETCH(cuMemAllocFromPoolAsync, 11020, mem_alloc_from_pool_async_ptsz, kPerThread) &&
+         FETCH(cuMemPoolCreate, 11020, mem_pool_create) &&
+         FETCH(cuMemPoolDestroy, 11020, mem_pool_destroy) &&
+         FETCH(cuDeviceGetDefaultMemPool, 11020, device_get_default_mem_pool) &&
+         FETCH(cuStreamCreate, 2000, stream_create) &&
+         FETCH(cuStreamDestroy, 4000, stream_destroy) &&
+         FETCH(cuStreamSynchronize, 2000, stream_synchronize);
+#undef FETCH
+}
+
+Runtime* LoadRuntime() {
+  auto* runtime = new Runtime;  // leaked on purpose: usable while the process exits
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW);
+  if (libcuda == nullptr || !FetchDriverApi(libcuda, runtime->cu)) {
+    runtime->init_error = cudaErrorInsufficientDriver;
+    return runtime;
+  }
+  runtime->driver_loaded = true;
+  CUresult result = runtime->cu.init(0);
+  if (result == CUDA_SUCCESS) result = runtime->cu.device_get_count(&runtime->device_count);
+  runtime->init_error = ToRuntimeError(result);
+  runtime->primary_contexts.resize(runtime->device_count, nullptr);
+  return runtime;
+}
+
+Runtime& TheRuntime() {
+  static Runtime* runtime = LoadRuntime();
+  return *runtime;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+thread_local int current_device = 0;
+thread_local CUcontext current_context = nullptr;
+
+cudaError_t Record(cudaError_t error) {
+  if (error != cudaSuccess) last_error = error;
+  return error;
+}
+
+// Makes the primary context of this thread's device current, retaining it on first use.
+cudaError_t MakeContextCurrent(Runtime& rt) {
+  std::lock_guard lock(rt.mutex);
+  CUcontext& primary = rt.primary_contexts[current_device];
+  if (primary == nullptr) {
+    if (CUresult r = rt.cu.primary_ctx_retain(&primary, current_device); r != CUDA_SUCCESS) {
+      return ToRuntimeError(r);
+    }
+  }
+  if (current_context != primary) {
+    if (CUresult r = rt.cu.ctx_set_current(primary); r != CUDA_SUCCESS) return ToRuntimeError(r);
+    current_context = primary;
+  }
+  return cudaSuccess;
+}
+
+// Runs `call` against the driver once the runtime and this thread's context are ready; records
+// a failure as this thread's last error, as the real runtime does.
+template <typename Call>
+cudaError_t WithDriver(Call call) {
+  Runtime& rt = TheRuntime();
+  if (rt.init_error != cudaSuccess) return Record(rt.init_error);
+  if (cudaError_t e = MakeContextCurrent(rt); e != cudaSuccess) return Record(e);
+  return Record(ToRuntimeError(call(rt.cu)));
+}
+
+void* AsHostPointer(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
+CUdeviceptr AsDevicePointer(void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Shared by cudaMalloc-like calls: out-parameter checks and the conversion of the pointer.
+template <typename Alloc>
+cudaError_t AllocateDevice(void** devPtr, size_t size, Alloc alloc) {
+  return WithDriver([&](const DriverApi& cu) {
+    if (devPtr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0) {  // the real runtime returns a null pointer without asking the driver
+      *devPtr = nullptr;
+      return CUDA_SUCCESS;
+    }
+    CUdeviceptr p = 0;
+    CUresult r = alloc(cu, &p);
+    if (r == CUDA_SUCCESS) *devPtr = AsHostPointer(p);
+    return r;
+  });
+}
+
+}  // namespace
+
+// ---- Device memory ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  return AllocateDevice(devPtr, size,
+                        [&](const DriverApi& cu, CUdeviceptr* p) { return cu.mem_alloc(p, size); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaFree(void* devPtr) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_free(AsDevicePointer(devPtr)); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
+  return AllocateDevice(devPtr, size, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_managed(p, size, flags);
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width,
+                                               size_t height) {
+  if (pitch == nullptr) return Record(cudaErrorInvalidValue);
+  return AllocateDevice(devPtr, width * height, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_pitch(p, pitch, width, height, sizeof(float));
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  if (pitchedDevPtr == nullptr) return Record(cudaErrorInvalidValue);
+  size_t pitch = 0;
+  void* p = nullptr;
+  cudaError_t e = cudaMallocPitch(&p, &pitch, extent.width, extent.height * extent.depth);
+  if (e == cudaSuccess) *pitchedDevPtr = {p, pitch, extent.width, extent.height};
+  return e;
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_get_info(free, total); });
+}
+
+// ---- Pinned host memory ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_alloc_host(ptr, size); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_host_alloc(pHost, size, flags); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaFreeHost(void* ptr) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_free_host(ptr); });
+}
+
+// ---- Stream-ordered allocation and pools ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  return AllocateDevice(devPtr, size, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_async(p, size, hStream);
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return WithDriver(
+      [&](const DriverApi& cu) { return cu.mem_free_async(AsDevicePointer(devPtr), hStream); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size,
+                                                       cudaMemPool_t memPool, cudaStream_t stream) {
+  return AllocateDevice(ptr, size, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_from_pool_async(p, size, memPool, stream);
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
+                                                    cudaStream_t hStream) {
+  return AllocateDevice(devPtr, size, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_async_ptsz(p, size, hStream);
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
+  return WithDriver([&](const DriverApi& cu) {
+    return cu.mem_free_async_ptsz(AsDevicePointer(devPtr), hStream);
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
+                                                            cudaMemPool_t memPool,
+                                                            cudaStream_t stream) {
+  return AllocateDevice(ptr, size, [&](const DriverApi& cu, CUdeviceptr* p) {
+    return cu.mem_alloc_from_pool_async_ptsz(p, size, memPool, stream);
+  });
+}
+
+// cudaMemPoolProps and CUmemPoolProps share one layout, as the real runtime relies on.
+static_assert(sizeof(cudaMemPoolProps) == sizeof(CUmemPoolProps));
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool,
+                                                 const cudaMemPoolProps* poolProps) {
+  return WithDriver([&](const DriverApi& cu) {
+    return cu.mem_pool_create(memPool, reinterpret_cast<const CUmemPoolProps*>(poolProps));
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  return WithDriver([&](const DriverApi& cu) { return cu.mem_pool_destroy(memPool); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  return WithDriver(
+      [&](const DriverApi& cu) { return cu.device_get_default_mem_pool(memPool, device); });
+}
+
+// ---- Copies and sets: all memory is host memory ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count,
+                                          cudaMemcpyKind /*kind*/) {
+  memcpy(dst, src, count);
+  return cudaSuccess;
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
+                                               cudaMemcpyKind kind, cudaStream_t /*stream*/) {
+  return cudaMemcpy(dst, src, count, kind);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  memset(devPtr, value, count);
+  return cudaSuccess;
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count,
+                                               cudaStream_t /*stream*/) {
+  return cudaMemset(devPtr, value, count);
+}
+
+// ---- Devices, streams, versions ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return Record(cudaErrorInvalidValue);
+  Runtime& rt = TheRuntime();
+  *count = rt.device_count;
+  return Record(rt.init_error);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaSetDevice(int device) {
+  Runtime& rt = TheRuntime();
+  if (rt.init_error != cudaSuccess) return Record(rt.init_error);
+  if (device < 0 || device >= rt.device_count) return Record(cudaErrorInvalidDevice);
+  current_device = device;
+  return Record(MakeContextCurrent(rt));
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return Record(cudaErrorInvalidValue);
+  Runtime& rt = TheRuntime();
+  *device = current_device;
+  return Record(rt.init_error);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaDeviceSynchronize() {
+  return WithDriver([](const DriverApi& cu) { return cu.ctx_synchronize(nullptr); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaDeviceReset() { return cudaSuccess; }
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
+                                                         unsigned int flags) {
+  return WithDriver([&](const DriverApi& cu) { return cu.stream_create(pStream, flags); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
+  return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  return WithDriver([&](const DriverApi& cu) { return cu.stream_destroy(stream); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return WithDriver([&](const DriverApi& cu) { return cu.stream_synchronize(stream); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return Record(cudaErrorInvalidValue);
+  Runtime& rt = TheRuntime();
+  *driverVersion = 0;  // no driver: 0, and still success, as documented
+  return rt.driver_loaded ? Record(ToRuntimeError(rt.cu.driver_get_version(driverVersion)))
+                          : cudaSuccess;
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
+  if (runtimeVersion == nullptr) return Record(cudaErrorInvalidValue);
+  *runtimeVersion = kRuntimeVersion;
+  return cudaSuccess;
+}
+
+// Driver entry points go through the same cuGetProcAddress pointer (the flag and status enums
+// share their values with the driver's).
+FAKE_CUDART_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* driverStatus) {
+  return WithDriver([&](const DriverApi& cu) {
+    CUdriverProcAddressQueryResult status;
+    CUresult r =
+        cu.get_proc_address(symbol, funcPtr, static_cast<int>(cudaVersion), flags, &status);
+    if (driverStatus != nullptr)
+      *driverStatus = static_cast<cudaDriverEntryPointQueryResult>(status);
+    return r;
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t
+cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                        cudaDriverEntryPointQueryResult* driverStatus) {
+  return cudaGetDriverEntryPointByVersion(symbol, funcPtr, kRuntimeVersion, flags, driverStatus);
+}
+
+// ---- Errors ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaGetLastError() {
+  cudaError_t error = last_error;
+  last_error = cudaSuccess;
+  return error;
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaPeekAtLastError() { return last_error; }
+
+namespace {
+
+struct ErrorText {
+  cudaError_t code;
+  const char* name;
+  const char* text;
+};
+#define FAKE_CUDART_ERROR(code, text) \
+  { code, #code, text }
+constexpr ErrorText kErrors[] = {
+    FAKE_CUDART_ERROR(cudaSuccess, "no error"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidValue, "invalid argument"),
+    FAKE_CUDART_ERROR(cudaErrorMemoryAllocation, "out of memory"),
+    FAKE_CUDART_ERROR(cudaErrorInitializationError, "initialization error"),
+    FAKE_CUDART_ERROR(cudaErrorInsufficientDriver,
+                      "CUDA driver version is insufficient for CUDA runtime version"),
+    FAKE_CUDART_ERROR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidDevice, "invalid device ordinal"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
+    FAKE_CUDART_ERROR(cudaErrorUnknown, "unknown error"),
+};
+#undef FAKE_CUDART_ERROR
+
+const ErrorText* FindError(cudaError_t error) {
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+FAKE_CUDART_EXPORT const char* cudaGetErrorString(cudaError_t error) {
+  const ErrorText* e = FindError(error);
+  return e != nullptr ? e->text : "unrecognized error code";
+}
+
+FAKE_CUDART_EXPORT const char* cudaGetErrorName(cudaError_t error) {
+  const ErrorText* e = FindError(error);
+  return e != nullptr ? e->name : "unrecognized error code";
+}

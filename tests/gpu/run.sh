@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The whole GPU check of the recorder, on a machine with an NVIDIA GPU, CUDA and PyTorch.
+#
+#   tests/gpu/run.sh record OUT_DIR   record every sample and the PyTorch scripts into OUT_DIR
+#                                     (needs only build/ and the real CUDA libraries: no protobuf)
+#   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
+#                                     PyTorch's own numbers (needs the full build; any machine)
+#   tests/gpu/run.sh                  both, into a temporary directory (exit 77: no GPU, skipped)
+#
+# BUILD_DIR (default build) holds the build; CUDA_LIBS (default /usr/local/cuda/lib64) the real
+# libcudart.so.13.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${BUILD_DIR:-build}
+cuda_libs=${CUDA_LIBS:-/usr/local/cuda/lib64}
+python=${PYTHON:-python3}
+
+have_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; }
+
+# record_one NAME OUT_DIR ENV... -- COMMAND...: runs COMMAND under gpumem into OUT_DIR/NAME/.
+record_one() {
+  local name=$1 out=$2
+  shift 2
+  local env=()
+  while [[ $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  mkdir -p "$out/$name"
+  local start=$(date +%s%N)
+  env "${env[@]}" LD_LIBRARY_PATH="$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/$name/$name.trace" \
+    "$@" >"$out/$name/stdout" 2>"$out/$name/stderr"
+  echo $? >"$out/$name/exit_code"
+  printf '%-28s exit %s  %5.1fs  %s\n' "$name" "$(cat "$out/$name/exit_code")" \
+    "$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN {print (b - a) / 1e9}')" "$(ls "$out/$name" | grep -c '\.trace$') trace(s)"
+}
+
+record() {
+  local out=$1
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/gpu.txt"
+  for expected in samples/*/expected.txt; do
+    local name=$(basename "$(dirname "$expected")")
+    record_one "$name" "$out" GPUMEM_SESSION_PID= -- "$build/bin/$name"
+  done
+  # PyTorch in its three allocator modes; the default mode also without gpumem for reference.
+  local script=samples/pytorch/train_mlp.py
+  PYTHONUNBUFFERED=1 $python "$script" >"$out/torch_reference.json" 2>"$out/torch_reference.err"
+  record_one torch_default "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$script"
+  record_one torch_expandable "$out" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- \
+    $python "$script"
+  record_one torch_async "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
+    $python "$script"
+  record_one torch_oom "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python samples/pytorch/oom.py
+  # Cost per allocation and per free on the real driver.
+  for mode in async sync; do
+    GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
+  done >"$out/bench.txt" 2>&1
+  cat "$out/bench.txt"
+}
+
+# Prints `gpumem dump --counts` of a recorded run.
+counts() { "$build/bin/gpumem" dump --counts "$1"/*.trace; }
+count_of() { awk -v key="$2 $3" 'index($0, key " count=") == 1 {split($3, c, "="); print c[2]}' <<<"$1"; }
+json_field() { $python -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+
+check() {
+  local out=$1 failures=0
+  fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+  echo "== samples against their expected answers (GPU: $(cat "$out/gpu.txt" 2>/dev/null))"
+  GPUMEM_GPU_TRACES=$out "$build/tests/samples_test" --gtest_brief=1 || fail "samples_test"
+
+  echo "== PyTorch: every allocator mode recorded"
+  for mode in default expandable async; do
+    local dir=$out/torch_$mode
+    [[ $(cat "$dir/exit_code") == 0 ]] || fail "torch_$mode exited $(cat "$dir/exit_code"): $(tail -3 "$dir/stderr")"
+    echo "-- torch_$mode: $(tail -1 "$dir/stdout")"
+    counts "$dir" | sed 's/^/   /'
+  done
+  local c_default=$(counts "$out/torch_default") c_expandable=$(counts "$out/torch_expandable")
+  local c_async=$(counts "$out/torch_async")
+  [[ $(count_of "$c_default" alloc cudaMalloc) -gt 0 ]] || fail "default mode: no cudaMalloc recorded"
+  for api in cuMemAddressReserve cuMemCreate cuMemMap; do
+    [[ $(count_of "$c_expandable" alloc $api) -gt 0 ]] || fail "expandable segments: no $api recorded"
+  done
+  local torch_allocs=$(json_field "$out/torch_default/stdout" allocation.all.allocated 2>/dev/null ||
+                       tail -1 "$out/torch_default/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['allocation.all.allocated'])")
+  local async_allocs=$(count_of "$c_async" alloc cudaMallocAsync)
+  echo "-- cudaMallocAsync mode: $async_allocs allocation events; PyTorch's default-allocator count (allocation.all.allocated): $torch_allocs"
+  [[ -n $torch_allocs && $async_allocs == "$torch_allocs" ]] || fail "allocation events ($async_allocs) != PyTorch's count ($torch_allocs)"
+
+  echo "== PyTorch's out-of-memory exception reaches the script under gpumem"
+  grep -q "caught torch.OutOfMemoryError" "$out/torch_oom/stdout" && [[ $(cat "$out/torch_oom/exit_code") == 0 ]] ||
+    fail "torch_oom: $(cat "$out/torch_oom/stdout" "$out/torch_oom/stderr" | tail -3)"
+  counts "$out/torch_oom" | grep -E 'alloc_failed' | sed 's/^/   /'
+
+  echo "== cost (from the GPU run)"
+  cat "$out/bench.txt" 2>/dev/null
+  if ((failures)); then echo "GPU check: $failures failure(s)"; return 1; fi
+  echo "GPU check: all passed"
+}
+
+case ${1:-all} in
+  record) record "$2" ;;
+  check) check "$2" ;;
+  all)
+    have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
+    out=$(mktemp -d)
+    record "$out" && check "$out"
+    ;;
+  *) echo "usage: $0 [record OUT_DIR | check OUT_DIR]" >&2; exit 2 ;;
+esac

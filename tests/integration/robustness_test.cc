@@ -1,0 +1,120 @@
+// What the preload library must never do to its host: fail it over an unwritable trace path,
+// export more than its hooks, or pull in libraries that clash with the host's.
+#include <gtest/gtest.h>
+#include <stdio.h>
+
+#include <string>
+
+#include "report/symbolizer.h"
+#include "report/trace_file.h"
+#include "tests/integration/expected_answer.h"
+#include "tests/integration/run_program.h"
+
+namespace gpumem::testing {
+namespace {
+
+std::string CommandOutput(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+int CountLines(const std::string& text, const std::string& prefix) {
+  int count = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (text.compare(at, prefix.size(), prefix) == 0) ++count;
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return count;
+}
+
+TEST(Robustness, UnwritableTracePathWarnsOnceAndTheProgramRunsUnharmed) {
+  std::map<std::string, std::string> plain = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
+  ProgramRun without = RunProgram({BuildPath("bin/threads")}, plain);
+  ProgramRun with = RunProgram({BuildPath("bin/threads")},
+                               RecordingEnvironment("/proc/no/such/dir/run.trace"));
+  ASSERT_EQ(without.exit_code, 0);
+  EXPECT_EQ(with.exit_code, 0);
+  EXPECT_EQ(with.out, without.out);
+  EXPECT_EQ(CountLines(with.err, "gpumem: warning: cannot write the trace"), 1) << with.err;
+  EXPECT_EQ(CountLines(with.err, "gpumem:"), 1) << with.err;
+}
+
+TEST(Robustness, DisabledRecorderWritesNothing) {
+  TempDir dir;
+  auto environment = RecordingEnvironment(dir.File("off.trace"));
+  environment["GPUMEM_ENABLE"] = "0";
+  ProgramRun run = RunProgram({BuildPath("bin/leak_loop")}, environment);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("off.trace")));
+}
+
+TEST(Robustness, ExportsOnlyHooksAndNeedsOnlyLibc) {
+  std::string library = BuildPath("lib/libgpumem.so");
+  std::string exported = CommandOutput("nm -D --defined-only " + library + " | awk '{print $3}'");
+  ASSERT_FALSE(exported.empty());
+  std::istringstream names(exported);
+  for (std::string name; std::getline(names, name);) {
+    bool hook = name == "dlsym" || name.rfind("cu", 0) == 0;
+    EXPECT_TRUE(hook) << "exported non-hook symbol: " << name;
+  }
+  std::string needed = CommandOutput("readelf -d " + library + " | grep NEEDED");
+  EXPECT_EQ(CountLines(needed, " 0x"), 1) << needed;
+  EXPECT_NE(needed.find("libc.so.6"), std::string::npos) << needed;
+}
+
+// A library dlopen'd, used and dlclose'd during the run: its frames symbolize against the module
+// that was loaded then, and the trace says when it went away.
+TEST(Robustness, ModuleMapFollowsDlopenAndDlclose) {
+  TempDir dir;
+  std::string trace = dir.File("dlopen.trace");
+  ProgramRun run = RunProgram(
+      {BuildPath("tests/programs/dlopen_main"), BuildPath("tests/programs/libdlopen_plugin.so")},
+      RecordingEnvironment(trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  uint32_t plugin_id = 0;
+  bool plugin_unloaded = false;
+  auto file = report::TraceFile::Read(trace, [&](const report::PacketPosition&,
+                                                 const TracePacket& packet) {
+    if (packet.has_module() && packet.module().path().find("libdlopen_plugin.so") != std::string::npos) {
+      plugin_id = packet.module().id();
+    }
+    if (packet.has_module_unload() && packet.module_unload().id() == plugin_id) plugin_unloaded = true;
+  });
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_NE(plugin_id, 0u);
+  EXPECT_TRUE(plugin_unloaded);
+  auto sorted = report::ReadMemoryEventsBySeq(trace);
+  ASSERT_TRUE(sorted.ok());
+  report::Symbolizer symbolizer(sorted->file.get());
+  std::vector<std::string> innermost;
+  for (const MemoryEvent& event : sorted->events) {
+    if (event.action() != ALLOC) continue;
+    auto frames = symbolizer.Symbolize(event.stack_id());
+    innermost.push_back(frames.empty() ? "" : frames[0].function);
+  }
+  ASSERT_EQ(innermost.size(), 2u);
+  EXPECT_EQ(innermost[0], "plugin_allocate");
+  EXPECT_EQ(innermost[1], "allocate_after_unload()");
+}
+
+// The wrapper: records, returns the program's own exit code, says where the trace is.
+TEST(Robustness, RecordCommandEndToEnd) {
+  TempDir dir;
+  std::string trace = dir.File("wrapped.trace");
+  ProgramRun run = RunProgram(
+      {BuildPath("bin/gpumem"), "record", "-o", trace, "--", BuildPath("bin/leak_loop")},
+      {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}, {"GPUMEM_OUTPUT", ""}, {"LD_PRELOAD", ""}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gpumem: trace written to " + trace), std::string::npos) << run.err;
+  ExpectedAnswer answer = ReadExpectedAnswer(SourcePath("samples/leak_loop/expected.txt"));
+  std::vector<std::string> problems = CheckAgainstAnswer({trace}, answer, false);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
+}  // namespace
+}  // namespace gpumem::testing

@@ -1,0 +1,234 @@
+// `gpumem record` as a user runs it. The programs here make no CUDA call, so the recorder writes
+// nothing; where a test needs a trace to appear, a shell script writes the file the recorder would
+// have written, at the GPUMEM_OUTPUT it was given, to check naming and reporting.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace gpumem {
+namespace {
+
+// A path of its own for each test and process: ctest may run test cases in parallel.
+std::string UniqueTempPath(const std::string& suffix) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
+         std::to_string(getpid()) + suffix;
+}
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+class RecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::absolute(UniqueTempPath(".dir")).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    fs::remove(dir_ + ".stderr");
+  }
+
+  // Starts `gpumem record ARGS` in dir_, with `extra_env` ("NAME=value") added; stderr to a file.
+  pid_t Start(const std::vector<std::string>& args, const std::vector<std::string>& extra_env) {
+    std::vector<std::string> argv_strings = {GPUMEM_BUILD_DIR "/bin/gpumem", "record"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings(extra_env);
+    for (char** entry = environ; *entry != nullptr; ++entry) env_strings.push_back(*entry);
+    std::vector<char*> env;
+    for (std::string& entry : env_strings) env.push_back(entry.data());
+    env.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addchdir_np(&actions, dir_.c_str());
+    posix_spawn_file_actions_addopen(&actions, 2, (dir_ + ".stderr").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(error, 0) << std::strerror(error);
+    return pid;
+  }
+  CommandResult Wait(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CommandResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.err = ReadFile(dir_ + ".stderr");
+    return result;
+  }
+  CommandResult Record(const std::vector<std::string>& args,
+                       const std::vector<std::string>& extra_env = {}) {
+    return Wait(Start(args, extra_env));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RecordTest, ExitsWithTheProgramsStatusAndSaysNoTraceWasWritten) {
+  CommandResult result = Record({"--", "/bin/sh", "-c", "exit 7"});
+  EXPECT_EQ(result.exit_code, 7);
+  EXPECT_EQ(result.err, "gpumem: no trace written: the program made no CUDA memory call\n");
+  EXPECT_TRUE(fs::is_empty(dir_));
+
+  result = Record({"/bin/sh", "-c", "exit 3"});  // without "--"
+  EXPECT_EQ(result.exit_code, 3);
+  result = Record({"true"});  // found on PATH
+  EXPECT_EQ(result.exit_code, 0);
+}
+
+TEST_F(RecordTest, AProgramKilledByASignalExitsLikeInAShell) {
+  const CommandResult result = Record({"--", "/bin/sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  EXPECT_NE(result.err.find("gpumem: the program was killed by signal 9"), std::string::npos)
+      << result.err;
+}
+
+TEST_F(RecordTest, AProgramThatCannotBeExecutedIsAnError) {
+  CommandResult result = Record({"--", "no-such-program-gpumem-test"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "gpumem: error: cannot execute 'no-such-program-gpumem-test': No such file or "
+            "directory\n");
+  result = Record({"--", dir_});  // a directory
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err, "gpumem: error: cannot execute '" + dir_ + "': Permission denied\n");
+}
+
+TEST_F(RecordTest, UsageErrors) {
+  CommandResult result = Record({});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err, "gpumem: error: record: no program given\nTry 'gpumem record --help'.\n");
+  result = Record({"--bogus", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "gpumem: error: record: unknown flag '--bogus'\nTry 'gpumem record --help'.\n");
+  result = Record({"-o"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err, "gpumem: error: record: -o needs a path\nTry 'gpumem record --help'.\n");
+}
+
+TEST_F(RecordTest, DefaultTraceIsNamedAfterHostAndProgramPid) {
+  // The program is exec'd in the forked child, so its $$ is the pid in the name.
+  const CommandResult result =
+      Record({"/bin/sh", "-c", "echo $$ > pid.txt; printf abc > \"$GPUMEM_OUTPUT\""});
+  EXPECT_EQ(result.exit_code, 0);
+  std::string pid = ReadFile(dir_ + "/pid.txt");
+  pid.erase(pid.find_last_not_of('\n') + 1);
+  const std::string name = "gpumem-" + HostName() + "-" + pid + ".trace";
+  EXPECT_EQ(result.err, "gpumem: trace written to " + name + " (3 bytes)\n");
+  EXPECT_EQ(ReadFile(dir_ + "/" + name), "abc");
+}
+
+TEST_F(RecordTest, OutputFileAndTheTracesOfChildProcesses) {
+  std::ofstream(dir_ + "/run.trace") << "an old trace";
+  std::ofstream(dir_ + "/run-1.trace") << "an old child trace, not from this run";
+  CommandResult result = Record({"-o", "run.trace", "--", "/bin/sh", "-c", "exit 0"});
+  EXPECT_EQ(result.err, "gpumem: no trace written: the program made no CUDA memory call\n");
+  EXPECT_FALSE(fs::exists(dir_ + "/run.trace")) << "the old trace must be gone";
+
+  const std::string script =
+      "case \"$GPUMEM_OUTPUT\" in /*) ;; *) exit 9;; esac;"  // absolute: survives a chdir
+      "printf a > \"$GPUMEM_OUTPUT\";"
+      "printf bb > \"${GPUMEM_OUTPUT%.trace}-4321.trace\";"
+      "printf x > \"${GPUMEM_OUTPUT%.trace}-notapid.trace\"";
+  result = Record({"-o", "run.trace", "/bin/sh", "-c", script});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.err,
+            "gpumem: trace written to run.trace (1 byte)\n"
+            "gpumem: trace written to run-4321.trace (2 bytes)\n");
+
+  // No .trace suffix: children write PATH-<pid>.
+  result = Record({"--output=" + dir_ + "/out", "/bin/sh", "-c",
+                   "printf a > \"$GPUMEM_OUTPUT\"; printf bb > \"$GPUMEM_OUTPUT-77\""});
+  EXPECT_EQ(result.err, "gpumem: trace written to " + dir_ + "/out (1 byte)\n" +
+                            "gpumem: trace written to " + dir_ + "/out-77 (2 bytes)\n");
+}
+
+TEST_F(RecordTest, OutputDirectoryListsEveryProcessTrace) {
+  fs::create_directories(dir_ + "/traces");
+  const std::string script =
+      "printf aaaa > \"$GPUMEM_OUTPUT/gpumem-$(uname -n)-$$.trace\";"
+      "printf b > \"$GPUMEM_OUTPUT/gpumem-$(uname -n)-1.trace\"";
+  const CommandResult result = Record({"-o", "traces", "/bin/sh", "-c", script});
+  EXPECT_EQ(result.exit_code, 0);
+  const std::string host = HostName();
+  // The program's own trace first.
+  const size_t own = result.err.find("gpumem: trace written to traces/gpumem-" + host + "-");
+  const size_t child =
+      result.err.find("gpumem: trace written to traces/gpumem-" + host + "-1.trace (1 byte)\n");
+  EXPECT_EQ(own, 0u) << result.err;
+  EXPECT_NE(result.err.find(".trace (4 bytes)\n"), std::string::npos) << result.err;
+  EXPECT_NE(child, std::string::npos) << result.err;
+}
+
+TEST_F(RecordTest, PreloadsTheLibraryKeepingExistingEntries) {
+  const std::string library = GPUMEM_BUILD_DIR "/lib/libgpumem.so";
+  const char* configured = std::getenv("GPUMEM_LIBRARY");
+  const std::string expected = fs::absolute(configured != nullptr ? configured : library).string();
+  // A harmless library already preloaded, for gpumem and the program alike.
+  const std::string existing = "libm.so.6";
+  const CommandResult result =
+      Record({"/bin/sh", "-c", "echo \"$LD_PRELOAD\" > preload.txt"}, {"LD_PRELOAD=" + existing});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ReadFile(dir_ + "/preload.txt"), expected + ":" + existing + "\n");
+}
+
+TEST_F(RecordTest, MissingPreloadLibraryIsAnError) {
+  const CommandResult result = Record({"true"}, {"GPUMEM_LIBRARY=/nonexistent/libgpumem.so"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "gpumem: error: preload library not found: /nonexistent/libgpumem.so (set "
+            "GPUMEM_LIBRARY to its path)\n");
+}
+
+TEST_F(RecordTest, SigtermToGpumemReachesTheProgram) {
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t gpumem = Start({"sleep", "60"}, {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it fork and exec
+  kill(gpumem, SIGTERM);
+  const CommandResult result = Wait(gpumem);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+}  // namespace
+}  // namespace gpumem
