@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -162,7 +163,11 @@ void Symbolizer::Resolve(OpenModule* module, Frame* frame) {
   const Dwarf_Addr address = frame->pc - 1;
   frame->function = InlinedFunctionAt(module->module, address);
   if (frame->function.empty()) {
-    frame->function = Demangle(dwfl_module_addrname(module->module, address));
+    const char* symbol = dwfl_module_addrname(module->module, address);
+    // "__libc_start_main@@GLIBC_2.34": the symbol version says nothing about the call site.
+    if (symbol != nullptr) {
+      frame->function = Demangle(std::string(symbol, std::strcspn(symbol, "@")).c_str());
+    }
   }
   if (Dwfl_Line* line = dwfl_module_getsrc(module->module, address)) {
     int line_number = 0;

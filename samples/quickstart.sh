@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# From nothing to a recorded trace: installs the Debian dependencies, builds, then records the
+# leak_loop sample on the GPU (or, without a GPU, reads a trace that was recorded on an H100).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tests/install_deps.sh
+export PATH=$PATH:/usr/local/cuda/bin
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)"
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; then
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  trace=leak_loop.trace
+  build/bin/gpumem record -o "$trace" -- build/bin/leak_loop
+else
+  trace=samples/traces/leak_loop-h100.trace
+  echo "No GPU here: reading $trace, recorded on an NVIDIA H100 by tests/gpu/run.sh."
+fi
+echo "== gpumem dump --counts $trace"
+build/bin/gpumem dump --counts "$trace"
+echo "== gpumem dump $trace (first 25 packets)"
+build/bin/gpumem dump --symbolize "$trace" | head -25
