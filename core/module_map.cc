@@ -1,8 +1,8 @@
 #include "core/module_map.h"
 
 #include <elf.h>
-#include <link.h>
 #include <limits.h>
+#include <link.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +122,8 @@ int ModuleMap::VisitObject(dl_phdr_info* info, size_t, void* context) {
     ssize_t n = readlink("/proc/self/exe", resolved, sizeof(resolved) - 1);
     resolved[n > 0 ? n : 0] = '\0';
     path = resolved;
-  } else if (path[0] != '/' && strchr(path, '/') != nullptr && realpath(path, resolved) != nullptr) {
+  } else if (path[0] != '/' && strchr(path, '/') != nullptr &&
+             realpath(path, resolved) != nullptr) {
     path = resolved;
   }
   uint64_t path_hash = HashPath(path);

@@ -7,11 +7,11 @@
 namespace gpumem {
 
 struct RecorderOptions {
-  bool enabled = true;              // GPUMEM_ENABLE=0 turns every hook into a plain pass-through
-  char output[4096] = {};           // GPUMEM_OUTPUT: a file, or an existing directory; "" = default
-  int stack_depth = 64;             // GPUMEM_STACK_DEPTH: native frames kept per stack (0 = none)
-  bool free_stacks = false;         // GPUMEM_FREE_STACKS=1: capture stacks on frees too
-  char libunwind_path[4096] = {};   // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
+  bool enabled = true;             // GPUMEM_ENABLE=0 turns every hook into a plain pass-through
+  char output[4096] = {};          // GPUMEM_OUTPUT: a file, or an existing directory; "" = default
+  int stack_depth = 64;            // GPUMEM_STACK_DEPTH: native frames kept per stack (0 = none)
+  bool free_stacks = false;        // GPUMEM_FREE_STACKS=1: capture stacks on frees too
+  char libunwind_path[4096] = {};  // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
 };
 
 inline constexpr int kMaxStackDepth = 256;

@@ -141,7 +141,8 @@ bool OpenTraceFile() {
   // Another process of the session holds the name: X.trace becomes X-<pid>.trace.
   size_t length = strlen(output);
   constexpr char kSuffix[] = ".trace";
-  if (length > sizeof(kSuffix) - 1 && strcmp(output + length - (sizeof(kSuffix) - 1), kSuffix) == 0) {
+  if (length > sizeof(kSuffix) - 1 &&
+      strcmp(output + length - (sizeof(kSuffix) - 1), kSuffix) == 0) {
     snprintf(g.path, sizeof(g.path), "%.*s-%u.trace", static_cast<int>(length - 6), output, g.pid);
   } else {
     snprintf(g.path, sizeof(g.path), "%s-%u", output, g.pid);
@@ -277,11 +278,11 @@ void Init(const LoaderFunctions& loader) {
     pthread_key_create(&g.thread_key, &ThreadExited);
     g.stacks.Init();
     if (g.options.stack_depth > 0) {
-      g.stacks_available =
-          InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
+      g.stacks_available = InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
       if (!g.stacks_available) {
-        Warn("libunwind.so.8 could not be loaded; allocations are recorded without stacks "
-             "(install libunwind8 or set GPUMEM_LIBUNWIND)");
+        Warn(
+            "libunwind.so.8 could not be loaded; allocations are recorded without stacks "
+            "(install libunwind8 or set GPUMEM_LIBUNWIND)");
       }
     }
   }

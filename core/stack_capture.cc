@@ -8,14 +8,15 @@ namespace {
 
 using UnwBacktraceFn = int (*)(void** buffer, int size);
 using SetCachingPolicyFn = int (*)(void* address_space, int policy);
-constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
+constexpr int kUnwCachePerThread = 2;   // UNW_CACHE_PER_THREAD
 constexpr size_t kScratchFrames = 288;  // the deepest kept stack plus gpumem's own frames
 
 UnwBacktraceFn g_unw_backtrace = nullptr;
 
 void* OpenLibunwind(const char* explicit_path, void* (*real_dlopen)(const char*, int)) {
   constexpr int kFlags = RTLD_NOW | RTLD_LOCAL;
-  if (explicit_path != nullptr && explicit_path[0] != '\0') return real_dlopen(explicit_path, kFlags);
+  if (explicit_path != nullptr && explicit_path[0] != '\0')
+    return real_dlopen(explicit_path, kFlags);
   // Next to libgpumem.so first: that is where a carried copy lives on machines without one.
   Dl_info self{};
   if (dladdr(reinterpret_cast<void*>(&OpenLibunwind), &self) != 0 && self.dli_fname != nullptr) {
@@ -44,7 +45,8 @@ bool InitStackCapture(const char* explicit_path, void* (*real_dlopen)(const char
   auto* address_space = static_cast<void**>(real_dlsym(handle, "_ULx86_64_local_addr_space"));
   if (backtrace == nullptr) return false;
   // Without the per-thread cache every unwind re-parses .eh_frame under a global lock.
-  if (set_policy != nullptr && address_space != nullptr) set_policy(*address_space, kUnwCachePerThread);
+  if (set_policy != nullptr && address_space != nullptr)
+    set_policy(*address_space, kUnwCachePerThread);
   g_unw_backtrace = backtrace;
   return true;
 }

@@ -93,12 +93,10 @@ bool TraceReader::Open(const std::string& path, std::string* error) {
     case Frame::kPacket:
       have_first_ = true;
       return true;
-    case Frame::kEndOfFile:  // only zeros: ReadFrame set kEmpty
+    case Frame::kEndOfFile:  // not for a first frame: an all-zero file is kEmpty
     case Frame::kDamaged:
       finished_ = true;
-      if (end_.kind == TraceEnd::Kind::kTorn || end_.kind == TraceEnd::Kind::kCorrupt) {
-        return true;  // a header cut short: Next() reports it
-      }
+      if (end_.kind == TraceEnd::Kind::kTorn) return true;  // a header cut short: Next() says so
       if (error != nullptr) *error = end_.message;
       return false;
   }

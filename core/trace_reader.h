@@ -69,12 +69,13 @@ class TraceReader {
 
   // Opens `path` and checks that it begins with a header packet. On failure returns false, sets
   // *error to one line naming the path (also end().message) and end().kind to kIoError, kEmpty or
-  // kNotATrace. A torn or corrupt first packet that does start like a header opens fine; Next()
-  // then returns false with end() saying what was cut.
+  // kNotATrace. A file cut inside its header packet (what there is starts like a header) opens
+  // fine; Next() then returns false with end() saying what was cut.
   bool Open(const std::string& path, std::string* error);
 
-  // The next complete packet in file order. Returns false at the end of the file or at the first
-  // damage; end() then says which.
+  // The next complete packet in file order, skipping zeros and, after damage in the middle, to the
+  // next intact packet. Returns false at the end of the file or at damage with nothing intact
+  // after it; end() then says which.
   bool Next(Packet* out);
 
   const TraceEnd& end() const { return end_; }

@@ -1,13 +1,13 @@
 #include "core/trace_sink.h"
 
-#include "core/spin_lock.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "core/spin_lock.h"
 
 namespace gpumem {
 namespace {
@@ -99,8 +99,8 @@ void TraceSink::Finish() {
     if (!broken_.load() && ftruncate(fd_, static_cast<off_t>(written)) == 0) {
       // Pages past the new end must not be touched until EnsureFileSize maps them again.
       uint64_t keep = (written + 4095) & ~uint64_t{4095};
-      mmap(base_ + keep, reserved_ - keep, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-           -1, 0);
+      mmap(base_ + keep, reserved_ - keep, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+           0);
       file_size_.store(written);
       finished_ = true;
     }

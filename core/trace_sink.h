@@ -32,8 +32,8 @@ class TraceSink {
   bool EnsureFileSize(uint64_t end);
 
   int fd_ = -1;
-  uint8_t* base_ = nullptr;            // start of the reserved address range
-  size_t reserved_ = 0;                // size of that range: the largest possible trace
+  uint8_t* base_ = nullptr;  // start of the reserved address range
+  size_t reserved_ = 0;      // size of that range: the largest possible trace
   std::atomic<uint64_t> next_offset_{0};
   std::atomic<uint64_t> file_size_{0};  // bytes of the file that are allocated and mapped
   std::atomic<bool> broken_{false};

@@ -37,7 +37,8 @@ inline uint8_t* PutVarint(uint8_t* out, uint64_t value) {
 
 class Writer {
  public:
-  Writer(uint8_t* buffer, size_t capacity) : begin_(buffer), pos_(buffer), end_(buffer + capacity) {}
+  Writer(uint8_t* buffer, size_t capacity)
+      : begin_(buffer), pos_(buffer), end_(buffer + capacity) {}
 
   // Zero is proto3's default and is omitted, as libprotobuf does.
   void Varint(uint32_t field, uint64_t value) {

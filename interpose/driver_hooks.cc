@@ -33,9 +33,8 @@ CUresult MemAllocBody(decltype(&cuMemAlloc_v2) real, uintptr_t caller, CUdevicep
   return result;
 }
 
-CUresult MemAllocPitchBody(decltype(&cuMemAllocPitch_v2) real, uintptr_t caller,
-                           CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
-                           unsigned element_size) {
+CUresult MemAllocPitchBody(decltype(&cuMemAllocPitch_v2) real, uintptr_t caller, CUdeviceptr* dptr,
+                           size_t* pitch, size_t width, size_t height, unsigned element_size) {
   HookScope scope;
   CUresult result = real(dptr, pitch, width, height, element_size);
   if (!scope.recording()) return result;
@@ -59,14 +58,14 @@ CUresult MemFreeBody(decltype(&cuMemFree_v2) real, uintptr_t caller, CUdeviceptr
   return result;
 }
 
-CUresult MemAllocManagedBody(decltype(&cuMemAllocManaged) real, uintptr_t caller,
-                             CUdeviceptr* dptr, size_t size, unsigned flags) {
+CUresult MemAllocManagedBody(decltype(&cuMemAllocManaged) real, uintptr_t caller, CUdeviceptr* dptr,
+                             size_t size, unsigned flags) {
   HookScope scope;
   CUresult result = real(dptr, size, flags);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
-  RecordAllocation({Api::kCuMemAllocManaged, Kind::kManaged, size}, result,
-                   result == 0 ? *dptr : 0, caller);
+  RecordAllocation({Api::kCuMemAllocManaged, Kind::kManaged, size}, result, result == 0 ? *dptr : 0,
+                   caller);
   return result;
 }
 
@@ -78,8 +77,8 @@ CUresult MemAllocHostBody(decltype(&cuMemAllocHost_v2) real, uintptr_t caller, v
   ErrnoKeeper keep;
   Allocation allocation{Api::kCuMemAllocHost, Kind::kPinnedHost, size};
   allocation.device = -1;
-  RecordAllocation(allocation, result,
-                   result == 0 ? reinterpret_cast<uintptr_t>(*pointer) : 0, caller);
+  RecordAllocation(allocation, result, result == 0 ? reinterpret_cast<uintptr_t>(*pointer) : 0,
+                   caller);
   return result;
 }
 
@@ -91,8 +90,8 @@ CUresult MemHostAllocBody(decltype(&cuMemHostAlloc) real, uintptr_t caller, void
   ErrnoKeeper keep;
   Allocation allocation{Api::kCuMemHostAlloc, Kind::kPinnedHost, size};
   allocation.device = -1;
-  RecordAllocation(allocation, result,
-                   result == 0 ? reinterpret_cast<uintptr_t>(*pointer) : 0, caller);
+  RecordAllocation(allocation, result, result == 0 ? reinterpret_cast<uintptr_t>(*pointer) : 0,
+                   caller);
   return result;
 }
 
@@ -197,8 +196,7 @@ CUresult MemReleaseBody(decltype(&cuMemRelease) real, uintptr_t caller,
 }
 
 CUresult MemMapBody(decltype(&cuMemMap) real, uintptr_t caller, CUdeviceptr ptr, size_t size,
-                    size_t offset, CUmemGenericAllocationHandle handle,
-                    unsigned long long flags) {
+                    size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
   HookScope scope;
   CUresult result = real(ptr, size, offset, handle, flags);
   if (!scope.recording()) return result;
@@ -211,8 +209,7 @@ CUresult MemMapBody(decltype(&cuMemMap) real, uintptr_t caller, CUdeviceptr ptr,
   return result;
 }
 
-CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr ptr,
-                      size_t size) {
+CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr ptr, size_t size) {
   HookScope scope;
   if (!scope.recording()) return real(ptr, size);
   PendingFree pending(caller);
@@ -225,31 +222,31 @@ CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr 
 // ---- Slots: one real pointer per way a function is reached. ----
 
 // X(id, name asked through cuGetProcAddress, exported symbol, first CUDA version with this ABI)
-#define GPUMEM_MEMORY_FUNCTIONS(X)                                     \
-  X(MemAlloc, "cuMemAlloc", cuMemAlloc_v2, 3020)                        \
-  X(MemAllocPitch, "cuMemAllocPitch", cuMemAllocPitch_v2, 3020)         \
-  X(MemFree, "cuMemFree", cuMemFree_v2, 3020)                           \
-  X(MemAllocManaged, "cuMemAllocManaged", cuMemAllocManaged, 6000)      \
-  X(MemAllocHost, "cuMemAllocHost", cuMemAllocHost_v2, 3020)            \
-  X(MemHostAlloc, "cuMemHostAlloc", cuMemHostAlloc, 2020)               \
-  X(MemFreeHost, "cuMemFreeHost", cuMemFreeHost, 2000)                  \
+#define GPUMEM_MEMORY_FUNCTIONS(X)                                        \
+  X(MemAlloc, "cuMemAlloc", cuMemAlloc_v2, 3020)                          \
+  X(MemAllocPitch, "cuMemAllocPitch", cuMemAllocPitch_v2, 3020)           \
+  X(MemFree, "cuMemFree", cuMemFree_v2, 3020)                             \
+  X(MemAllocManaged, "cuMemAllocManaged", cuMemAllocManaged, 6000)        \
+  X(MemAllocHost, "cuMemAllocHost", cuMemAllocHost_v2, 3020)              \
+  X(MemHostAlloc, "cuMemHostAlloc", cuMemHostAlloc, 2020)                 \
+  X(MemFreeHost, "cuMemFreeHost", cuMemFreeHost, 2000)                    \
   X(MemAddressReserve, "cuMemAddressReserve", cuMemAddressReserve, 10020) \
-  X(MemAddressFree, "cuMemAddressFree", cuMemAddressFree, 10020)        \
-  X(MemCreate, "cuMemCreate", cuMemCreate, 10020)                       \
-  X(MemRelease, "cuMemRelease", cuMemRelease, 10020)                    \
-  X(MemMap, "cuMemMap", cuMemMap, 10020)                                \
+  X(MemAddressFree, "cuMemAddressFree", cuMemAddressFree, 10020)          \
+  X(MemCreate, "cuMemCreate", cuMemCreate, 10020)                         \
+  X(MemRelease, "cuMemRelease", cuMemRelease, 10020)                      \
+  X(MemMap, "cuMemMap", cuMemMap, 10020)                                  \
   X(MemUnmap, "cuMemUnmap", cuMemUnmap, 10020)
 // Stream-ordered functions also have a per-thread-default-stream (_ptsz) variant.
-#define GPUMEM_STREAM_MEMORY_FUNCTIONS(X)                                        \
-  X(MemAllocAsync, "cuMemAllocAsync", cuMemAllocAsync, 11020)                     \
-  X(MemFreeAsync, "cuMemFreeAsync", cuMemFreeAsync, 11020)                        \
+#define GPUMEM_STREAM_MEMORY_FUNCTIONS(X)                     \
+  X(MemAllocAsync, "cuMemAllocAsync", cuMemAllocAsync, 11020) \
+  X(MemFreeAsync, "cuMemFreeAsync", cuMemFreeAsync, 11020)    \
   X(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync, 11020)
 
 enum Slot : size_t {
 #define GPUMEM_SLOT(id, name, symbol, version) k##id,
   GPUMEM_MEMORY_FUNCTIONS(GPUMEM_SLOT) GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_SLOT)
 #define GPUMEM_PTSZ_SLOT(id, name, symbol, version) k##id##Ptsz,
-  GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
+      GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
 };
 
 std::atomic<void*> g_chain_real[kSlotCount];     // handed out by cuGetProcAddress / dlsym
@@ -260,7 +257,8 @@ struct ChainWrapper;
 template <auto Body, typename R, typename... Args, size_t kSlot>
 struct ChainWrapper<Body, R (*)(Args...), kSlot> {
   static R Call(Args... args) {
-    auto real = reinterpret_cast<R (*)(Args...)>(g_chain_real[kSlot].load(std::memory_order_acquire));
+    auto real =
+        reinterpret_cast<R (*)(Args...)>(g_chain_real[kSlot].load(std::memory_order_acquire));
     return Body(real, GPUMEM_CALLER(), args...);
   }
 };
@@ -300,37 +298,34 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstre
 
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
 
-#define GPUMEM_DEFINE_EXPORT(id, slot, symbol, params, args)                                   \
-  GPUMEM_EXPORT CUresult symbol params {                                                      \
-    auto real = gpumem::ExportedReal<decltype(&symbol)>(gpumem::slot, #symbol);               \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                   \
-    return gpumem::id##Body(real, GPUMEM_CALLER(), GPUMEM_UNPAREN args);                      \
+#define GPUMEM_DEFINE_EXPORT(id, slot, symbol, params, args)                    \
+  GPUMEM_EXPORT CUresult symbol params {                                        \
+    auto real = gpumem::ExportedReal<decltype(&symbol)>(gpumem::slot, #symbol); \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                     \
+    return gpumem::id##Body(real, GPUMEM_CALLER(), GPUMEM_UNPAREN args);        \
   }
 #define GPUMEM_UNPAREN(...) __VA_ARGS__
 
 GPUMEM_DEFINE_EXPORT(MemAlloc, kMemAlloc, cuMemAlloc_v2, (CUdeviceptr * d, size_t n), (d, n))
 GPUMEM_DEFINE_EXPORT(MemAllocPitch, kMemAllocPitch, cuMemAllocPitch_v2,
-                     (CUdeviceptr * d, size_t* p, size_t w, size_t h, unsigned e),
-                     (d, p, w, h, e))
+                     (CUdeviceptr * d, size_t* p, size_t w, size_t h, unsigned e), (d, p, w, h, e))
 GPUMEM_DEFINE_EXPORT(MemFree, kMemFree, cuMemFree_v2, (CUdeviceptr d), (d))
 GPUMEM_DEFINE_EXPORT(MemAllocManaged, kMemAllocManaged, cuMemAllocManaged,
                      (CUdeviceptr * d, size_t n, unsigned f), (d, n, f))
 GPUMEM_DEFINE_EXPORT(MemAllocHost, kMemAllocHost, cuMemAllocHost_v2, (void** p, size_t n), (p, n))
-GPUMEM_DEFINE_EXPORT(MemHostAlloc, kMemHostAlloc, cuMemHostAlloc,
-                     (void** p, size_t n, unsigned f), (p, n, f))
+GPUMEM_DEFINE_EXPORT(MemHostAlloc, kMemHostAlloc, cuMemHostAlloc, (void** p, size_t n, unsigned f),
+                     (p, n, f))
 GPUMEM_DEFINE_EXPORT(MemFreeHost, kMemFreeHost, cuMemFreeHost, (void* p), (p))
 GPUMEM_DEFINE_EXPORT(MemAddressReserve, kMemAddressReserve, cuMemAddressReserve,
-                     (CUdeviceptr * p, size_t n, size_t a, CUdeviceptr addr,
-                      unsigned long long f),
+                     (CUdeviceptr * p, size_t n, size_t a, CUdeviceptr addr, unsigned long long f),
                      (p, n, a, addr, f))
-GPUMEM_DEFINE_EXPORT(MemAddressFree, kMemAddressFree, cuMemAddressFree,
-                     (CUdeviceptr p, size_t n), (p, n))
+GPUMEM_DEFINE_EXPORT(MemAddressFree, kMemAddressFree, cuMemAddressFree, (CUdeviceptr p, size_t n),
+                     (p, n))
 GPUMEM_DEFINE_EXPORT(MemCreate, kMemCreate, cuMemCreate,
                      (CUmemGenericAllocationHandle * h, size_t n, const CUmemAllocationProp* p,
                       unsigned long long f),
                      (h, n, p, f))
-GPUMEM_DEFINE_EXPORT(MemRelease, kMemRelease, cuMemRelease, (CUmemGenericAllocationHandle h),
-                     (h))
+GPUMEM_DEFINE_EXPORT(MemRelease, kMemRelease, cuMemRelease, (CUmemGenericAllocationHandle h), (h))
 GPUMEM_DEFINE_EXPORT(MemMap, kMemMap, cuMemMap,
                      (CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationHandle h,
                       unsigned long long f),
@@ -353,15 +348,28 @@ GPUMEM_DEFINE_EXPORT(MemAllocFromPoolAsync, kMemAllocFromPoolAsyncPtsz,
 namespace gpumem {
 namespace {
 
-#define GPUMEM_HOOK(id, name, symbol, version)                                              \
-  {name, #symbol, nullptr, version, k##id, k##id,                                           \
-   reinterpret_cast<void*>(&ChainWrapper<&id##Body, decltype(&symbol), k##id>::Call),       \
-   nullptr, reinterpret_cast<void*>(&::symbol), nullptr},
+#define GPUMEM_HOOK(id, name, symbol, version)                                        \
+  {name,                                                                              \
+   #symbol,                                                                           \
+   nullptr,                                                                           \
+   version,                                                                           \
+   k##id,                                                                             \
+   k##id,                                                                             \
+   reinterpret_cast<void*>(&ChainWrapper<&id##Body, decltype(&symbol), k##id>::Call), \
+   nullptr,                                                                           \
+   reinterpret_cast<void*>(&::symbol),                                                \
+   nullptr},
 #define GPUMEM_STREAM_HOOK(id, name, symbol, version)                                       \
-  {name, #symbol, #symbol "_ptsz", version, k##id, k##id##Ptsz,                             \
+  {name,                                                                                    \
+   #symbol,                                                                                 \
+   #symbol "_ptsz",                                                                         \
+   version,                                                                                 \
+   k##id,                                                                                   \
+   k##id##Ptsz,                                                                             \
    reinterpret_cast<void*>(&ChainWrapper<&id##Body, decltype(&symbol), k##id>::Call),       \
    reinterpret_cast<void*>(&ChainWrapper<&id##Body, decltype(&symbol), k##id##Ptsz>::Call), \
-   reinterpret_cast<void*>(&::symbol), reinterpret_cast<void*>(&::symbol##_ptsz)},
+   reinterpret_cast<void*>(&::symbol),                                                      \
+   reinterpret_cast<void*>(&::symbol##_ptsz)},
 
 const MemoryHook kMemoryHooks[] = {GPUMEM_MEMORY_FUNCTIONS(GPUMEM_HOOK)
                                        GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_STREAM_HOOK)};

@@ -21,9 +21,8 @@ struct Query {
 enum QueryId { kCtxGetDevice, kMemGetInfo, kDeviceGet, kDeviceGetName, kDeviceTotalMem, kCount };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}},  {"cuMemGetInfo_v2", {nullptr}},
-    {"cuDeviceGet", {nullptr}},     {"cuDeviceGetName", {nullptr}},
-    {"cuDeviceTotalMem_v2", {nullptr}},
+    {"cuCtxGetDevice", {nullptr}},  {"cuMemGetInfo_v2", {nullptr}},     {"cuDeviceGet", {nullptr}},
+    {"cuDeviceGetName", {nullptr}}, {"cuDeviceTotalMem_v2", {nullptr}},
 };
 
 template <typename Fn>

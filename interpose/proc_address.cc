@@ -80,8 +80,8 @@ CUresult ChainV2(const char* symbol, void** function, int cuda_version, cuuint64
 }  // namespace
 }  // namespace gpumem
 
-extern "C" CUresult gpumem_cuGetProcAddress_v1(const char*, void**, int, cuuint64_t) __asm__(
-    "cuGetProcAddress");
+extern "C" CUresult gpumem_cuGetProcAddress_v1(const char*, void**, int,
+                                               cuuint64_t) __asm__("cuGetProcAddress");
 
 namespace gpumem {
 namespace {

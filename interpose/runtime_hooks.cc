@@ -41,9 +41,9 @@ using gpumem::RecordAllocation;
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
 #define GPUMEM_CALLER() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
 // The function shadowed by the one being defined; cudaErrorInitializationError if there is none.
-#define GPUMEM_REAL(function)                                                                \
-  static std::atomic<void*> real_slot{nullptr};                                              \
-  auto real = gpumem::Next<decltype(&function)>(real_slot, #function);                       \
+#define GPUMEM_REAL(function)                                          \
+  static std::atomic<void*> real_slot{nullptr};                        \
+  auto real = gpumem::Next<decltype(&function)>(real_slot, #function); \
   if (real == nullptr) return cudaErrorInitializationError
 
 GPUMEM_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {

@@ -75,12 +75,9 @@ void AppendMemory(const MemoryEvent& event, const Header& header, std::string* l
 void AppendStack(const Stack& stack, Symbolizer* symbolizer, std::string* line) {
   std::vector<std::string> frames;
   if (symbolizer != nullptr) {
+    // The stack table already holds this packet's stack: the visitor runs after the update.
     for (const Frame& frame : symbolizer->Symbolize(stack.id())) frames.push_back(frame.ToString());
-  }
-  // Without a symbolizer, or if the table holds another stack of this id, print what the packet
-  // itself says.
-  if (frames.size() != static_cast<size_t>(stack.frame_size())) {
-    frames.clear();
+  } else {
     for (uint64_t pc : stack.frame()) frames.push_back(absl::StrCat("0x", absl::Hex(pc)));
   }
   absl::StrAppend(line, "stack id=", stack.id(), " frames=[",

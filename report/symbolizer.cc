@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -81,27 +82,70 @@ const Dwfl_Callbacks kOfflineCallbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
-// Name of the innermost function inlined at `address`, demangled; empty when not inlined or no
-// DWARF. Keeps "function (file:line)" consistent: the line table names the inlined code's line.
-std::string InlinedFunctionAt(Dwfl_Module* module, Dwarf_Addr address) {
+// A function's name from its DIE (subprogram or inlined subroutine): the demangled linkage name,
+// which has the namespace, class and parameters, else the plain name (C functions, main).
+std::string FunctionName(Dwarf_Die* function) {
+  Dwarf_Attribute attribute;
+  const char* linkage = nullptr;
+  if (dwarf_attr_integrate(function, DW_AT_linkage_name, &attribute) != nullptr ||
+      dwarf_attr_integrate(function, DW_AT_MIPS_linkage_name, &attribute) != nullptr) {
+    linkage = dwarf_formstring(&attribute);
+  }
+  return Demangle(linkage != nullptr ? linkage : dwarf_diename(function));
+}
+
+// Entry `index` of the compilation unit's file table (DW_AT_call_file refers to it).
+std::string UnitSourceFile(Dwarf_Die* unit, Dwarf_Word index) {
+  Dwarf_Files* files = nullptr;
+  size_t count = 0;
+  if (dwarf_getsrcfiles(unit, &files, &count) != 0 || index >= count) return "";
+  const char* name = dwarf_filesrc(files, index, nullptr, nullptr);
+  return name != nullptr ? name : "";
+}
+
+struct SourceFrame {
+  std::string function;
+  std::string file;
+  int line = 0;
+};
+
+// The functions active at `address`, innermost first: the inlined ones, then the real function
+// they were inlined into. The innermost is at (file, line) of the line table; each outer one at
+// the call site of the function inlined into it. Empty where there is no DWARF for `address`.
+std::vector<SourceFrame> InlineChain(Dwfl_Module* module, Dwarf_Addr address, std::string file,
+                                     int line) {
+  std::vector<SourceFrame> chain;
   Dwarf_Addr bias = 0;
   Dwarf_Die* unit = dwfl_module_addrdie(module, address, &bias);
-  if (unit == nullptr) return "";
+  if (unit == nullptr) return chain;
+  // dwarf_getscopes() finds the innermost scope at the address, but above an inlined function
+  // it continues with the scopes of that function's own definition; the DIE nesting of the
+  // innermost scope is what leads to the caller it was inlined into (as eu-addr2line -i does).
   Dwarf_Die* scopes = nullptr;
-  const int count = dwarf_getscopes(unit, address - bias, &scopes);
-  std::string name;
+  if (dwarf_getscopes(unit, address - bias, &scopes) <= 0) {
+    std::free(scopes);
+    return chain;
+  }
+  Dwarf_Die innermost = scopes[0];
+  std::free(scopes);
+  scopes = nullptr;
+  const int count = dwarf_getscopes_die(&innermost, &scopes);
   for (int i = 0; i < count; ++i) {
-    if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine) continue;
+    const int tag = dwarf_tag(&scopes[i]);
+    if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+    chain.push_back(SourceFrame{FunctionName(&scopes[i]), file, line});
+    if (tag == DW_TAG_subprogram) break;
     Dwarf_Attribute attribute;
-    const char* linkage = nullptr;
-    if (dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &attribute) != nullptr) {
-      linkage = dwarf_formstring(&attribute);
-    }
-    name = linkage != nullptr ? Demangle(linkage) : Demangle(dwarf_diename(&scopes[i]));
-    break;
+    Dwarf_Word value = 0;
+    file = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attribute), &value) == 0
+               ? UnitSourceFile(unit, value)
+               : "";
+    line = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attribute), &value) == 0
+               ? static_cast<int>(value)
+               : 0;
   }
   std::free(scopes);
-  return name;
+  return chain;
 }
 
 }  // namespace
@@ -156,45 +200,46 @@ Symbolizer::OpenModule* Symbolizer::Load(const ModuleRecord& record) {
   return open.get();
 }
 
-void Symbolizer::Resolve(OpenModule* module, Frame* frame) {
-  if (module == nullptr || module->module == nullptr) return;
+std::vector<Frame> Symbolizer::Resolve(OpenModule* module, const Frame& unresolved) {
+  if (module == nullptr || module->module == nullptr || unresolved.pc == 0) return {unresolved};
   // A return address is the instruction after the call; the call itself is one byte before it,
   // and may sit on another line (or in another function, after a noreturn call).
-  const Dwarf_Addr address = frame->pc - 1;
-  frame->function = InlinedFunctionAt(module->module, address);
-  if (frame->function.empty()) {
-    const char* symbol = dwfl_module_addrname(module->module, address);
-    // "__libc_start_main@@GLIBC_2.34": the symbol version says nothing about the call site.
-    if (symbol != nullptr) {
-      frame->function = Demangle(std::string(symbol, std::strcspn(symbol, "@")).c_str());
-    }
-  }
+  const Dwarf_Addr address = unresolved.pc - 1;
+  Frame frame = unresolved;
   if (Dwfl_Line* line = dwfl_module_getsrc(module->module, address)) {
-    int line_number = 0;
-    const char* file = dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr);
-    if (file != nullptr) {
-      frame->file = file;
-      frame->line = line_number;
-    }
+    const char* file = dwfl_lineinfo(line, nullptr, &frame.line, nullptr, nullptr, nullptr);
+    if (file != nullptr) frame.file = file;
   }
+  // The symbol table names the function that holds the code, also without DWARF.
+  if (const char* symbol = dwfl_module_addrname(module->module, address)) {
+    // "__libc_start_main@@GLIBC_2.34": the symbol version says nothing about the call site.
+    frame.function = Demangle(std::string(symbol, std::strcspn(symbol, "@")).c_str());
+  }
+  std::vector<SourceFrame> chain = InlineChain(module->module, address, frame.file, frame.line);
+  if (chain.empty()) return {frame};
+  std::vector<Frame> frames;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    Frame level = frame;
+    if (!chain[i].function.empty()) level.function = std::move(chain[i].function);
+    level.file = std::move(chain[i].file);
+    level.line = chain[i].line;
+    level.inlined = i + 1 < chain.size();
+    frames.push_back(std::move(level));
+  }
+  return frames;
 }
 
-Frame Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index) {
+const std::vector<Frame>& Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index) {
   const ModuleRecord* record = FindModule(pc, packet_index);
-  if (record == nullptr) {
-    Frame unknown;
-    unknown.pc = pc;
-    return unknown;
-  }
-  const std::pair<uint32_t, uint64_t> key{record->module.id(), pc};
+  constexpr uint32_t kNoModule = std::numeric_limits<uint32_t>::max();
+  const std::pair<uint32_t, uint64_t> key{record != nullptr ? record->module.id() : kNoModule, pc};
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   Frame frame;
   frame.pc = pc;
+  if (record == nullptr) return cache_.emplace(key, std::vector<Frame>{frame}).first->second;
   frame.module = record->module.path();
   frame.module_offset = pc - record->module.load_bias();
-  if (pc != 0) Resolve(Load(*record), &frame);
-  cache_.emplace(key, frame);
-  return frame;
+  return cache_.emplace(key, Resolve(Load(*record), frame)).first->second;
 }
 
 std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
@@ -203,7 +248,8 @@ std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
   if (record == nullptr) return frames;
   frames.reserve(record->stack.frame_size());
   for (uint64_t pc : record->stack.frame()) {
-    frames.push_back(SymbolizeReturnAddress(pc, record->written_at));
+    const std::vector<Frame>& resolved = SymbolizeReturnAddress(pc, record->written_at);
+    frames.insert(frames.end(), resolved.begin(), resolved.end());
   }
   return frames;
 }

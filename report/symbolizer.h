@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "report/trace_file.h"
 
 namespace gpumem::report {
@@ -27,6 +28,7 @@ struct Frame {
   int line = 0;
   std::string module;          // path of the module as recorded; empty when no module covers pc
   uint64_t module_offset = 0;  // pc - load bias: the address in the module's own ELF terms
+  bool inlined = false;        // inlined into the next frame, which has the same pc
 
   // "function (file:line)", "function (libfoo.so+0x1a2b)" or "libfoo.so+0x1a2b"
   // ("0x7f12345678" when no module covers the address).
@@ -42,11 +44,14 @@ class Symbolizer {
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
 
-  // Innermost frame first. An unknown stack id gives no frames.
+  // Innermost frame first. A return address inside inlined code gives one frame per inlined
+  // function, then the function they were inlined into (as `addr2line -i` does), so there may be
+  // more frames than the stack has addresses. An unknown stack id gives no frames.
   std::vector<Frame> Symbolize(uint64_t stack_id);
 
-  // One return address, as of the packet with index `packet_index` (which modules were loaded).
-  Frame SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index);
+  // The frames of one return address, as of the packet with index `packet_index` (which modules
+  // were loaded then). Valid until the symbolizer is destroyed.
+  const std::vector<Frame>& SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index);
 
  private:
   struct OpenModule;
@@ -55,12 +60,14 @@ class Symbolizer {
   const ModuleRecord* FindModule(uint64_t pc, uint64_t packet_index) const;
   // The opened module for `record` (opening it the first time); nullptr if its file is unusable.
   OpenModule* Load(const ModuleRecord& record);
-  void Resolve(OpenModule* module, Frame* frame);
+  // `unresolved` (pc and module set) with function, file and line, inlined frames first.
+  std::vector<Frame> Resolve(OpenModule* module, const Frame& unresolved);
 
   const TraceFile* trace_;
   absl::flat_hash_map<uint32_t, std::unique_ptr<OpenModule>> modules_;  // by module id
-  // (module id, pc) -> frame: the same return addresses recur in nearly every stack.
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, Frame> cache_;
+  // (module id, pc) -> frames: the same return addresses recur in nearly every stack. A node map,
+  // so references returned by SymbolizeReturnAddress stay valid.
+  absl::node_hash_map<std::pair<uint32_t, uint64_t>, std::vector<Frame>> cache_;
 };
 
 }  // namespace gpumem::report

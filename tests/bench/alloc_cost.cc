@@ -33,7 +33,9 @@ cudaStream_t g_stream = nullptr;
 cudaError_t Allocate(void** buffer, size_t size) {
   return g_async ? cudaMallocAsync(buffer, size, g_stream) : cudaMalloc(buffer, size);
 }
-cudaError_t Free(void* buffer) { return g_async ? cudaFreeAsync(buffer, g_stream) : cudaFree(buffer); }
+cudaError_t Free(void* buffer) {
+  return g_async ? cudaFreeAsync(buffer, g_stream) : cudaFree(buffer);
+}
 
 __attribute__((noinline)) int MeasureAtDepth(int depth, int pairs, size_t size) {
   if (depth > 1) {

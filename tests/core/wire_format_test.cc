@@ -32,12 +32,16 @@ TEST(TraceIds, MirrorTheSchema) {
   EXPECT_EQ(memory->FindFieldByName("pitch")->number(), static_cast<int>(f::kPitch));
   EXPECT_EQ(memory->FindFieldByName("total_bytes")->number(), static_cast<int>(f::kTotalBytes));
   const auto* packet = TracePacket::descriptor();
-  EXPECT_EQ(packet->FindFieldByName("memory")->number(), static_cast<int>(proto::packet_field::kMemory));
-  EXPECT_EQ(packet->FindFieldByName("stack")->number(), static_cast<int>(proto::packet_field::kStack));
-  EXPECT_EQ(packet->FindFieldByName("footer")->number(), static_cast<int>(proto::packet_field::kFooter));
+  EXPECT_EQ(packet->FindFieldByName("memory")->number(),
+            static_cast<int>(proto::packet_field::kMemory));
+  EXPECT_EQ(packet->FindFieldByName("stack")->number(),
+            static_cast<int>(proto::packet_field::kStack));
+  EXPECT_EQ(packet->FindFieldByName("footer")->number(),
+            static_cast<int>(proto::packet_field::kFooter));
   // Every Api value the recorder can write exists, with the same number, in the schema.
-  for (auto api : {proto::Api::kCudaMalloc, proto::Api::kCudaFreeHost, proto::Api::kCuMemAlloc,
-                   proto::Api::kCuMemUnmap, proto::Api::kCuMemFreeHost, proto::Api::kCuMemAllocHost}) {
+  for (auto api :
+       {proto::Api::kCudaMalloc, proto::Api::kCudaFreeHost, proto::Api::kCuMemAlloc,
+        proto::Api::kCuMemUnmap, proto::Api::kCuMemFreeHost, proto::Api::kCuMemAllocHost}) {
     EXPECT_NE(Api_descriptor()->FindValueByNumber(static_cast<int>(api)), nullptr);
   }
   EXPECT_EQ(static_cast<int>(proto::Api::kCuMemAllocHost), CU_MEM_ALLOC_HOST);
@@ -49,9 +53,11 @@ TEST(TraceIds, MirrorTheSchema) {
 // Random MemoryEvents: the hand-written encoding equals libprotobuf's, byte for byte.
 TEST(WireWriter, EncodesExactlyAsLibprotobuf) {
   std::mt19937_64 random(42);
-  const uint64_t edges[] = {0, 1, 127, 128, 16383, 16384, 0xffffffffull, 0x100000000ull,
+  const uint64_t edges[] = {0,           1, 127, 128, 16383, 16384, 0xffffffffull, 0x100000000ull,
                             ~uint64_t{0}};
-  auto value = [&]() { return random() % 3 == 0 ? edges[random() % 9] : random() >> (random() % 64); };
+  auto value = [&]() {
+    return random() % 3 == 0 ? edges[random() % 9] : random() >> (random() % 64);
+  };
   for (int round = 0; round < 2000; ++round) {
     MemoryEvent expected;
     expected.set_seq(value());
@@ -133,7 +139,8 @@ TEST(WireWriter, StopsAtTheEndOfItsBuffer) {
 // whole file parses as one Trace message (what `protoc --decode` needs).
 TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   std::string path = (std::filesystem::temp_directory_path() /
-                      ("wire_format_test-" + std::to_string(getpid()) + ".trace")).string();
+                      ("wire_format_test-" + std::to_string(getpid()) + ".trace"))
+                         .string();
   setenv("GPUMEM_OUTPUT", path.c_str(), 1);
   unsetenv("GPUMEM_SESSION_PID");
   recorder::Init(LoaderFunctions{&dlopen, &dlsym});
@@ -176,7 +183,8 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   EXPECT_FALSE(header.command_line().empty());
   EXPECT_GT(header.start_time_unix_ns(), 1700000000ull * 1000000000ull);
   bool saw_option = false;
-  for (const Option& option : header.option()) saw_option |= option.name() == "GPUMEM_OUTPUT" && option.value() == path;
+  for (const Option& option : header.option())
+    saw_option |= option.name() == "GPUMEM_OUTPUT" && option.value() == path;
   EXPECT_TRUE(saw_option) << header.ShortDebugString();
 
   std::vector<MemoryEvent> events;
@@ -188,8 +196,11 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
     if (packet.has_device()) device = &packet.device();
     if (packet.has_footer()) footer = &packet.footer();
     if (packet.has_thread()) saw_thread |= packet.thread().tid() == static_cast<uint32_t>(gettid());
-    if (packet.has_stack()) saw_stack |= packet.stack().id() == alloc.stack_id && packet.stack().frame_size() > 0;
-    if (packet.has_module()) saw_own_module |= packet.module().path() == std::filesystem::canonical("/proc/self/exe").string();
+    if (packet.has_stack())
+      saw_stack |= packet.stack().id() == alloc.stack_id && packet.stack().frame_size() > 0;
+    if (packet.has_module())
+      saw_own_module |=
+          packet.module().path() == std::filesystem::canonical("/proc/self/exe").string();
   }
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].seq(), alloc.seq);
@@ -220,7 +231,8 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   EXPECT_TRUE(footer->clean_exit());
   EXPECT_EQ(footer->events(), 2u);
   EXPECT_EQ(footer->events_dropped(), 0u);
-  EXPECT_EQ(footer->bytes_written(), bytes.str().size() - trace.packet().rbegin()->ByteSizeLong() - 2);
+  EXPECT_EQ(footer->bytes_written(),
+            bytes.str().size() - trace.packet().rbegin()->ByteSizeLong() - 2);
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ TEST(Crash, KillNineKeepsEveryCompletedEvent) {
       const MemoryEvent& event = events[i];
       ASSERT_EQ(event.seq(), static_cast<uint64_t>(i + 1));
       ASSERT_EQ(event.action(), i % 2 == 0 ? ALLOC : FREE) << event.ShortDebugString();
-      if (i % 2 == 1) ASSERT_EQ(event.address(), events[i - 1].address());
+      if (i % 2 == 1) {
+        ASSERT_EQ(event.address(), events[i - 1].address());
+      }
     }
   }
 }

@@ -103,6 +103,13 @@ inline std::vector<std::string> CheckAgainstAnswer(const std::vector<std::string
     total.Merge(report::CountEvents(sorted->events));
     report::Symbolizer symbolizer(&file);
     for (const MemoryEvent& event : sorted->events) {
+      // A failed allocation carries what the device had left at that moment.
+      if (event.action() == ALLOC_FAILED &&
+          (event.total_bytes() == 0 || event.free_bytes() >= event.size())) {
+        problems.push_back(
+            "seq " + std::to_string(event.seq()) +
+            ": failed allocation without plausible free/total memory: " + event.ShortDebugString());
+      }
       if (event.action() != ALLOC) continue;
       std::vector<report::Frame> frames = symbolizer.Symbolize(event.stack_id());
       for (const std::string& wanted : answer.frames) {

@@ -35,8 +35,8 @@ int CountLines(const std::string& text, const std::string& prefix) {
 TEST(Robustness, UnwritableTracePathWarnsOnceAndTheProgramRunsUnharmed) {
   std::map<std::string, std::string> plain = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
   ProgramRun without = RunProgram({BuildPath("bin/threads")}, plain);
-  ProgramRun with = RunProgram({BuildPath("bin/threads")},
-                               RecordingEnvironment("/proc/no/such/dir/run.trace"));
+  ProgramRun with =
+      RunProgram({BuildPath("bin/threads")}, RecordingEnvironment("/proc/no/such/dir/run.trace"));
   ASSERT_EQ(without.exit_code, 0);
   EXPECT_EQ(with.exit_code, 0);
   EXPECT_EQ(with.out, without.out);
@@ -78,13 +78,15 @@ TEST(Robustness, ModuleMapFollowsDlopenAndDlclose) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   uint32_t plugin_id = 0;
   bool plugin_unloaded = false;
-  auto file = report::TraceFile::Read(trace, [&](const report::PacketPosition&,
-                                                 const TracePacket& packet) {
-    if (packet.has_module() && packet.module().path().find("libdlopen_plugin.so") != std::string::npos) {
-      plugin_id = packet.module().id();
-    }
-    if (packet.has_module_unload() && packet.module_unload().id() == plugin_id) plugin_unloaded = true;
-  });
+  auto file =
+      report::TraceFile::Read(trace, [&](const report::PacketPosition&, const TracePacket& packet) {
+        if (packet.has_module() &&
+            packet.module().path().find("libdlopen_plugin.so") != std::string::npos) {
+          plugin_id = packet.module().id();
+        }
+        if (packet.has_module_unload() && packet.module_unload().id() == plugin_id)
+          plugin_unloaded = true;
+      });
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_NE(plugin_id, 0u);
   EXPECT_TRUE(plugin_unloaded);

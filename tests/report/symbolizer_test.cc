@@ -42,6 +42,21 @@ __attribute__((noinline)) uint64_t CallerOfKnownLine() {
   return pc;
 }
 
+// Inlined into its caller: a return address inside it belongs to two functions at once.
+constexpr int kInlinedCallLine = __LINE__ + 2;
+__attribute__((always_inline)) inline uint64_t InlinedHelper() {
+  uint64_t pc = ReturnAddressOfCall();
+  asm volatile("" ::: "memory");
+  return pc;
+}
+
+constexpr int kHelperCallLine = __LINE__ + 2;
+__attribute__((noinline)) uint64_t CallerOfInlinedHelper() {
+  uint64_t pc = InlinedHelper();
+  asm volatile("" ::: "memory");
+  return pc;
+}
+
 }  // namespace gpumem_symbolizer_test
 
 namespace gpumem::report {
@@ -165,6 +180,27 @@ TEST_F(SymbolizerTest, AReturnAddressResolvesToTheCallLine) {
   EXPECT_EQ(frame.line, gpumem_symbolizer_test::kCallLine);
   EXPECT_EQ(frame.ToString(), frame.function + " (" + frame.file + ":" +
                                   std::to_string(gpumem_symbolizer_test::kCallLine) + ")");
+}
+
+TEST_F(SymbolizerTest, InlinedCodeGivesAFrameForEachFunction) {
+  const uint64_t pc = gpumem_symbolizer_test::CallerOfInlinedHelper();
+  std::unique_ptr<TraceFile> trace = WriteTrace(SelfModule(), {pc});
+  ASSERT_NE(trace, nullptr);
+  Symbolizer symbolizer(trace.get());
+  const std::vector<Frame> frames = symbolizer.Symbolize(1);
+  if (frames.at(0).file.empty()) GTEST_SKIP() << "test binary built without line information";
+  std::string shown;
+  for (const Frame& frame : frames) shown += frame.ToString() + "\n";
+  ASSERT_EQ(frames.size(), 2u) << shown;
+  EXPECT_EQ(frames[0].function, "gpumem_symbolizer_test::InlinedHelper()");
+  EXPECT_EQ(frames[0].line, gpumem_symbolizer_test::kInlinedCallLine);
+  EXPECT_TRUE(frames[0].inlined);
+  EXPECT_EQ(frames[1].function, "gpumem_symbolizer_test::CallerOfInlinedHelper()");
+  EXPECT_EQ(frames[1].line, gpumem_symbolizer_test::kHelperCallLine);
+  EXPECT_TRUE(frames[1].file.ends_with("symbolizer_test.cc")) << frames[1].file;
+  EXPECT_FALSE(frames[1].inlined);
+  EXPECT_EQ(frames[0].pc, pc);
+  EXPECT_EQ(frames[1].pc, pc);
 }
 
 TEST_F(SymbolizerTest, MissingModuleIsFoundInGpumemSymbolPathByBuildId) {
