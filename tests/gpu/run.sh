@@ -51,6 +51,15 @@ record() {
   record_one torch_async "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
     $python "$script"
   record_one torch_oom "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python samples/pytorch/oom.py
+  # Step time of the PyTorch script in the tensor-level mode, with and without gpumem, A/B
+  # interleaved (200 steps, ~47 allocations and frees per step).
+  for run in 1 2 3 4 5; do
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $python "$script" 200 | tail -1 >>"$out/step_plain.jsonl"
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_LIBRARY_PATH="$cuda_libs" \
+      LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/step.trace" \
+      $python "$script" 200 | tail -1 >>"$out/step_gpumem.jsonl"
+  done
+  rm -f "$out/step.trace"
   # Cost per allocation and per free on the real driver.
   for mode in async sync; do
     GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
@@ -95,6 +104,15 @@ check() {
 
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
+  if [[ -s $out/step_plain.jsonl ]]; then
+    $python - "$out/step_plain.jsonl" "$out/step_gpumem.jsonl" <<'PY'
+import json, statistics, sys
+plain, traced = ([json.loads(line)["step_ms"] for line in open(path)] for path in sys.argv[1:3])
+p, t = statistics.median(plain), statistics.median(traced)
+print(f"train_mlp.py, backend:cudaMallocAsync, 200 steps, {len(plain)} A/B runs: step "
+      f"{p:.3f} ms -> {t:.3f} ms with gpumem, ratio {t / p:.3f} (medians; runs {plain} vs {traced})")
+PY
+  fi
   if ((failures)); then echo "GPU check: $failures failure(s)"; return 1; fi
   echo "GPU check: all passed"
 }
