@@ -3,7 +3,6 @@
 #include "core/trace_reader.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -13,16 +12,15 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
+using testing::FooterPacket;
+using testing::Framed;
+using testing::FramedAll;
+using testing::UniqueTempPath;
 
 // gtest only (no gmock in the test link): a substring check that prints both sides.
 ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
@@ -30,28 +28,9 @@ std::string UniqueTempPath(const std::string& suffix) {
   return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
 }
 
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
-
-// A packet as the recorder frames it: field 1 of `Trace`.
-std::string Framed(const TracePacket& packet) {
-  const std::string body = packet.SerializeAsString();
-  return "\x0A" + Varint(body.size()) + body;
-}
-
 TracePacket HeaderPacket() {
-  TracePacket packet;
+  TracePacket packet = testing::HeaderPacket();
   Header* header = packet.mutable_header();
-  header->set_format_version(1);
-  header->set_host("testhost");
-  header->set_pid(4242);
   header->add_command_line("python");
   header->add_command_line("train.py");
   header->set_start_time_mono_ns(1000);
@@ -81,17 +60,10 @@ TracePacket StackPacket(int frames) {
   return packet;
 }
 
-TracePacket FooterPacket() {
-  TracePacket packet;
-  packet.mutable_footer()->set_events(5);
-  packet.mutable_footer()->set_clean_exit(true);
-  return packet;
-}
-
 std::vector<TracePacket> SamplePackets() {
   std::vector<TracePacket> packets = {HeaderPacket(), StackPacket(30)};
   for (uint64_t seq = 1; seq <= 5; ++seq) packets.push_back(MemoryPacket(seq));
-  packets.push_back(FooterPacket());
+  packets.push_back(FooterPacket(5));
   return packets;
 }
 
@@ -136,12 +108,8 @@ class TraceReaderTest : public ::testing::Test {
 
 TEST_F(TraceReaderTest, CleanFileGivesEveryPacketAndCleanEnd) {
   const std::vector<TracePacket> packets = SamplePackets();
-  std::string bytes;
   std::vector<uint64_t> offsets;
-  for (const TracePacket& packet : packets) {
-    offsets.push_back(bytes.size());
-    bytes += Framed(packet);
-  }
+  const std::string bytes = FramedAll(packets, &offsets);
   Write(bytes);
 
   Result result = ReadAll();
@@ -207,7 +175,7 @@ TEST_F(TraceReaderTest, SkipsASparseHoleOfPreallocatedSpace) {
 
 // The recorder's crash: the file ends inside the last packet, wherever that is.
 TEST_F(TraceReaderTest, TornAtEveryByteOfTheLastPacket) {
-  for (const TracePacket& last : {FooterPacket(), StackPacket(60), MemoryPacket(9)}) {
+  for (const TracePacket& last : {FooterPacket(5), StackPacket(60), MemoryPacket(9)}) {
     std::string intact;
     for (const TracePacket& packet : SamplePackets()) {
       if (!packet.has_footer()) intact += Framed(packet);
@@ -271,8 +239,7 @@ TEST_F(TraceReaderTest, HalfWrittenPacketInTheMiddleIsSkippedAndReported) {
 }
 
 TEST_F(TraceReaderTest, GarbageAtTheEndIsCorruptAtItsOffset) {
-  std::string bytes;
-  for (const TracePacket& packet : SamplePackets()) bytes += Framed(packet);
+  std::string bytes = FramedAll(SamplePackets());
   const uint64_t garbage_at = bytes.size();
   bytes += "\x41\x42\x43 not a packet";
   Write(bytes);

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "report/trace_file.h"
-#include "tests/integration/run_program.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem::testing {
 namespace {

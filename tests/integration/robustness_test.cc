@@ -8,7 +8,7 @@
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "tests/integration/expected_answer.h"
-#include "tests/integration/run_program.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem::testing {
 namespace {

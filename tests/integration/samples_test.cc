@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tests/integration/expected_answer.h"
-#include "tests/integration/run_program.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem::testing {
 namespace {

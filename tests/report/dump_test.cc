@@ -1,11 +1,5 @@
 // `gpumem dump` and the command line's shared behaviour, run as a user would: the built binary,
 // its exit code, stdout and stderr.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,64 +9,28 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
+#include "tests/support/test_support.h"
 
 namespace gpumem {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
+using testing::BuildPath;
+using testing::Framed;
+using testing::FramedAll;
+using testing::ProgramRun;
+using testing::RunProgram;
+using testing::UniqueTempPath;
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs the built gpumem with `args`; stdout and stderr go through files (no pipe deadlocks).
-CommandResult Gpumem(const std::vector<std::string>& args) {
-  const std::string out_path = UniqueTempPath(".stdout");
-  const std::string err_path = UniqueTempPath(".stderr");
-  std::vector<std::string> argv_strings = {GPUMEM_BUILD_DIR "/bin/gpumem"};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& arg : argv_strings) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  CommandResult run;
-  pid_t pid;
-  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    ADD_FAILURE() << "cannot run " << argv[0] << ": " << std::strerror(error);
-    return run;
+// Runs the built gpumem with `args`.
+ProgramRun Gpumem(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProgramRun run = RunProgram(argv);
+  if (run.spawn_error != 0) {
+    ADD_FAILURE() << "cannot run " << argv[0] << ": " << std::strerror(run.spawn_error);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = ReadFile(out_path);
-  run.err = ReadFile(err_path);
-  std::remove(out_path.c_str());
-  std::remove(err_path.c_str());
   return run;
 }
 
@@ -83,21 +41,9 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-std::string Framed(const TracePacket& packet) {
-  const std::string body = packet.SerializeAsString();
-  std::string out = "\x0A";
-  uint64_t n = body.size();
-  for (; n >= 0x80; n >>= 7) out.push_back(static_cast<char>((n & 0x7F) | 0x80));
-  out.push_back(static_cast<char>(n));
-  return out + body;
-}
-
 TracePacket HeaderPacket() {
-  TracePacket packet;
+  TracePacket packet = testing::HeaderPacket();
   Header* header = packet.mutable_header();
-  header->set_format_version(1);
-  header->set_host("testhost");
-  header->set_pid(4242);
   header->add_command_line("python");
   header->add_command_line("train loop.py");
   header->set_start_time_unix_ns(1700000000123456789);
@@ -165,15 +111,13 @@ class DumpTest : public ::testing::Test {
     return path;
   }
   std::string CleanTrace(const std::string& name = "clean.trace") {
-    std::string bytes;
-    for (const TracePacket& packet : SamplePackets()) bytes += Framed(packet);
-    return Write(name, bytes);
+    return Write(name, FramedAll(SamplePackets()));
   }
   std::string dir_;
 };
 
 TEST_F(DumpTest, PrintsEveryPacketOnItsLineThenTheEnd) {
-  const CommandResult run = Gpumem({"dump", CleanTrace()});
+  const ProgramRun run = Gpumem({"dump", CleanTrace()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
   const std::vector<std::string> lines = Lines(run.out);
@@ -207,7 +151,7 @@ TEST_F(DumpTest, TornTracePrintsWhatItCanThenOneErrorLineAndExits2) {
   const std::string footer = Framed(packets.back());
   const std::string path = Write("torn.trace", intact + footer.substr(0, 4));
 
-  const CommandResult run = Gpumem({"dump", path});
+  const ProgramRun run = Gpumem({"dump", path});
   EXPECT_EQ(run.exit_code, 2);
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), packets.size()) << run.out;  // every complete packet, then end:
@@ -224,8 +168,7 @@ TEST_F(DumpTest, CrashedTraceWithoutFooterButIntactIsNoError) {
   std::string bytes;
   const std::vector<TracePacket> packets = SamplePackets();
   for (size_t i = 0; i + 1 < packets.size(); ++i) bytes += Framed(packets[i]);
-  const CommandResult run =
-      Gpumem({"dump", Write("crashed.trace", bytes + std::string(100, '\0'))});
+  const ProgramRun run = Gpumem({"dump", Write("crashed.trace", bytes + std::string(100, '\0'))});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(Lines(run.out).back(),
             "end: no footer — the process did not exit cleanly; 100 bytes of unused zero space at "
@@ -240,7 +183,7 @@ TEST_F(DumpTest, UnparseablePacketIsShownAndNamed) {
   std::fill(cut.begin() + 6, cut.end(), '\0');
   bytes += cut + Framed(packets[5]);
   const std::string path = Write("cut.trace", bytes);
-  const CommandResult run = Gpumem({"dump", path});
+  const ProgramRun run = Gpumem({"dump", path});
   EXPECT_EQ(run.exit_code, 2);
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), 4u) << run.out;
@@ -261,7 +204,7 @@ TEST_F(DumpTest, InputErrorsAreOneLineAndExit2) {
       {GPUMEM_BUILD_DIR "/bin/gpumem", "not a gpumem trace (no header packet at byte 0)"},
   };
   for (const Case& c : cases) {
-    const CommandResult run = Gpumem({"dump", c.path});
+    const ProgramRun run = Gpumem({"dump", c.path});
     EXPECT_EQ(run.exit_code, 2) << c.path;
     EXPECT_EQ(run.out, "") << c.path;
     EXPECT_EQ(run.err, "gpumem: error: " + c.path + ": " + c.reason + "\n");
@@ -269,7 +212,7 @@ TEST_F(DumpTest, InputErrorsAreOneLineAndExit2) {
 }
 
 TEST_F(DumpTest, UsageErrorsSayWhatAndWhereToLook) {
-  CommandResult run = Gpumem({"dump", "--bogus", CleanTrace()});
+  ProgramRun run = Gpumem({"dump", "--bogus", CleanTrace()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "gpumem: error: dump: unknown flag '--bogus'\nTry 'gpumem dump --help'.\n");
   EXPECT_EQ(run.out, "");
@@ -290,11 +233,11 @@ TEST_F(DumpTest, UsageErrorsSayWhatAndWhereToLook) {
 TEST_F(DumpTest, HelpAndVersion) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, {"help"}, {"-h"}}) {
-    const CommandResult run = Gpumem(args);
+    const ProgramRun run = Gpumem(args);
     EXPECT_EQ(run.exit_code, 0);
     EXPECT_EQ(run.out.rfind("usage: gpumem COMMAND", 0), 0u) << run.out;
   }
-  CommandResult run = Gpumem({"help", "dump"});
+  ProgramRun run = Gpumem({"help", "dump"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_EQ(run.out.rfind("usage: gpumem dump", 0), 0u) << run.out;
   run = Gpumem({"dump", "--help"});
@@ -309,14 +252,13 @@ TEST_F(DumpTest, HelpAndVersion) {
 TEST_F(DumpTest, CountsOverFilesAndDirectories) {
   const std::string sub = dir_ + "/many";
   fs::create_directories(sub);
-  std::string bytes;
-  for (const TracePacket& packet : SamplePackets()) bytes += Framed(packet);
+  const std::string bytes = FramedAll(SamplePackets());
   std::ofstream(sub + "/a.trace", std::ios::binary) << bytes;
   std::ofstream(sub + "/b.trace", std::ios::binary) << bytes;
   std::ofstream(sub + "/ignored.txt") << "not a trace";
 
   // Each file: 1 MiB and 4 KiB allocated, the 1 MiB freed.
-  CommandResult run = Gpumem({"dump", "--counts", sub});
+  ProgramRun run = Gpumem({"dump", "--counts", sub});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
             "alloc cudaMalloc count=4 bytes=2105344\n"
@@ -343,7 +285,7 @@ TEST_F(DumpTest, CountsOverFilesAndDirectories) {
 TEST_F(DumpTest, SeveralFilesAreHeadedByTheirPath) {
   const std::string a = CleanTrace("a.trace");
   const std::string b = CleanTrace("b.trace");
-  const CommandResult run = Gpumem({"dump", a, b});
+  const ProgramRun run = Gpumem({"dump", a, b});
   EXPECT_EQ(run.exit_code, 0);
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), 2 * (SamplePackets().size() + 2));
@@ -352,7 +294,7 @@ TEST_F(DumpTest, SeveralFilesAreHeadedByTheirPath) {
 }
 
 TEST_F(DumpTest, AnEmptyDirectoryIsAnError) {
-  const CommandResult run = Gpumem({"dump", dir_});
+  const ProgramRun run = Gpumem({"dump", dir_});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "gpumem: error: " + dir_ + ": directory holds no *.trace file\n");
 }

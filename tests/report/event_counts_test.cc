@@ -2,8 +2,6 @@
 // range for cuMemUnmap; failed calls; what is live at the end; replay in seq order.
 #include "report/event_counts.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -12,16 +10,12 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/trace_file.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem::report {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
+using testing::UniqueTempPath;
 
 constexpr uint64_t kMiB = 1 << 20;
 

@@ -1,10 +1,7 @@
 // `gpumem record` as a user runs it. The programs here make no CUDA call, so the recorder writes
 // nothing; where a test needs a trace to appear, a shell script writes the file the recorder would
 // have written, at the GPUMEM_OUTPUT it was given, to check naming and reporting.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,38 +9,27 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
-
-extern char** environ;
+#include "tests/support/test_support.h"
 
 namespace gpumem {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
+using testing::BuildPath;
+using testing::CurrentEnvironment;
+using testing::ProgramRun;
+using testing::ReadFile;
+using testing::Spawn;
+using testing::SpawnOptions;
+using testing::UniqueTempPath;
+using testing::WaitExitCode;
 
 namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string HostName() {
   char name[256] = {};
@@ -63,40 +49,27 @@ class RecordTest : public ::testing::Test {
     fs::remove(dir_ + ".stderr");
   }
 
-  // Starts `gpumem record ARGS` in dir_, with `extra_env` ("NAME=value") added; stderr to a file.
-  pid_t Start(const std::vector<std::string>& args, const std::vector<std::string>& extra_env) {
-    std::vector<std::string> argv_strings = {GPUMEM_BUILD_DIR "/bin/gpumem", "record"};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_strings) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_strings(extra_env);
-    for (char** entry = environ; *entry != nullptr; ++entry) env_strings.push_back(*entry);
-    std::vector<char*> env;
-    for (std::string& entry : env_strings) env.push_back(entry.data());
-    env.push_back(nullptr);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addchdir_np(&actions, dir_.c_str());
-    posix_spawn_file_actions_addopen(&actions, 2, (dir_ + ".stderr").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
+  // Starts `gpumem record ARGS` in dir_, with `extra_env` added; stderr to a file.
+  pid_t Start(const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& extra_env) {
+    std::vector<std::string> argv = {BuildPath("bin/gpumem"), "record"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    SpawnOptions options;  // stdout stays this test's
+    options.err_path = dir_ + ".stderr";
+    options.working_dir = dir_;
+    int error = 0;
+    const pid_t pid = Spawn(argv, CurrentEnvironment(extra_env), options, &error);
     EXPECT_EQ(error, 0) << std::strerror(error);
     return pid;
   }
-  CommandResult Wait(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CommandResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ProgramRun Wait(pid_t pid) {
+    ProgramRun result;
+    result.exit_code = WaitExitCode(pid);
     result.err = ReadFile(dir_ + ".stderr");
     return result;
   }
-  CommandResult Record(const std::vector<std::string>& args,
-                       const std::vector<std::string>& extra_env = {}) {
+  ProgramRun Record(const std::vector<std::string>& args,
+                    const std::map<std::string, std::string>& extra_env = {}) {
     return Wait(Start(args, extra_env));
   }
 
@@ -104,7 +77,7 @@ class RecordTest : public ::testing::Test {
 };
 
 TEST_F(RecordTest, ExitsWithTheProgramsStatusAndSaysNoTraceWasWritten) {
-  CommandResult result = Record({"--", "/bin/sh", "-c", "exit 7"});
+  ProgramRun result = Record({"--", "/bin/sh", "-c", "exit 7"});
   EXPECT_EQ(result.exit_code, 7);
   EXPECT_EQ(result.err, "gpumem: no trace written: the program made no CUDA memory call\n");
   EXPECT_TRUE(fs::is_empty(dir_));
@@ -116,14 +89,14 @@ TEST_F(RecordTest, ExitsWithTheProgramsStatusAndSaysNoTraceWasWritten) {
 }
 
 TEST_F(RecordTest, AProgramKilledByASignalExitsLikeInAShell) {
-  const CommandResult result = Record({"--", "/bin/sh", "-c", "kill -KILL $$"});
+  const ProgramRun result = Record({"--", "/bin/sh", "-c", "kill -KILL $$"});
   EXPECT_EQ(result.exit_code, 128 + SIGKILL);
   EXPECT_NE(result.err.find("gpumem: the program was killed by signal 9"), std::string::npos)
       << result.err;
 }
 
 TEST_F(RecordTest, AProgramThatCannotBeExecutedIsAnError) {
-  CommandResult result = Record({"--", "no-such-program-gpumem-test"});
+  ProgramRun result = Record({"--", "no-such-program-gpumem-test"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.err,
             "gpumem: error: cannot execute 'no-such-program-gpumem-test': No such file or "
@@ -134,7 +107,7 @@ TEST_F(RecordTest, AProgramThatCannotBeExecutedIsAnError) {
 }
 
 TEST_F(RecordTest, UsageErrors) {
-  CommandResult result = Record({});
+  ProgramRun result = Record({});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.err, "gpumem: error: record: no program given\nTry 'gpumem record --help'.\n");
   result = Record({"--bogus", "true"});
@@ -148,7 +121,7 @@ TEST_F(RecordTest, UsageErrors) {
 
 TEST_F(RecordTest, DefaultTraceIsNamedAfterHostAndProgramPid) {
   // The program is exec'd in the forked child, so its $$ is the pid in the name.
-  const CommandResult result =
+  const ProgramRun result =
       Record({"/bin/sh", "-c", "echo $$ > pid.txt; printf abc > \"$GPUMEM_OUTPUT\""});
   EXPECT_EQ(result.exit_code, 0);
   std::string pid = ReadFile(dir_ + "/pid.txt");
@@ -161,7 +134,7 @@ TEST_F(RecordTest, DefaultTraceIsNamedAfterHostAndProgramPid) {
 TEST_F(RecordTest, OutputFileAndTheTracesOfChildProcesses) {
   std::ofstream(dir_ + "/run.trace") << "an old trace";
   std::ofstream(dir_ + "/run-1.trace") << "an old child trace, not from this run";
-  CommandResult result = Record({"-o", "run.trace", "--", "/bin/sh", "-c", "exit 0"});
+  ProgramRun result = Record({"-o", "run.trace", "--", "/bin/sh", "-c", "exit 0"});
   EXPECT_EQ(result.err, "gpumem: no trace written: the program made no CUDA memory call\n");
   EXPECT_FALSE(fs::exists(dir_ + "/run.trace")) << "the old trace must be gone";
 
@@ -188,7 +161,7 @@ TEST_F(RecordTest, OutputDirectoryListsEveryProcessTrace) {
   const std::string script =
       "printf aaaa > \"$GPUMEM_OUTPUT/gpumem-$(uname -n)-$$.trace\";"
       "printf b > \"$GPUMEM_OUTPUT/gpumem-$(uname -n)-1.trace\"";
-  const CommandResult result = Record({"-o", "traces", "/bin/sh", "-c", script});
+  const ProgramRun result = Record({"-o", "traces", "/bin/sh", "-c", script});
   EXPECT_EQ(result.exit_code, 0);
   const std::string host = HostName();
   // The program's own trace first.
@@ -206,14 +179,14 @@ TEST_F(RecordTest, PreloadsTheLibraryKeepingExistingEntries) {
   const std::string expected = fs::absolute(configured != nullptr ? configured : library).string();
   // A harmless library already preloaded, for gpumem and the program alike.
   const std::string existing = "libm.so.6";
-  const CommandResult result =
-      Record({"/bin/sh", "-c", "echo \"$LD_PRELOAD\" > preload.txt"}, {"LD_PRELOAD=" + existing});
+  const ProgramRun result =
+      Record({"/bin/sh", "-c", "echo \"$LD_PRELOAD\" > preload.txt"}, {{"LD_PRELOAD", existing}});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(ReadFile(dir_ + "/preload.txt"), expected + ":" + existing + "\n");
 }
 
 TEST_F(RecordTest, MissingPreloadLibraryIsAnError) {
-  const CommandResult result = Record({"true"}, {"GPUMEM_LIBRARY=/nonexistent/libgpumem.so"});
+  const ProgramRun result = Record({"true"}, {{"GPUMEM_LIBRARY", "/nonexistent/libgpumem.so"}});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.err,
             "gpumem: error: preload library not found: /nonexistent/libgpumem.so (set "
@@ -225,7 +198,7 @@ TEST_F(RecordTest, SigtermToGpumemReachesTheProgram) {
   const pid_t gpumem = Start({"sleep", "60"}, {});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it fork and exec
   kill(gpumem, SIGTERM);
-  const CommandResult result = Wait(gpumem);
+  const ProgramRun result = Wait(gpumem);
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }

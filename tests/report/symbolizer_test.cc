@@ -5,7 +5,6 @@
 #include <elf.h>
 #include <link.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/trace_file.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem_symbolizer_test {
 
@@ -62,24 +62,8 @@ __attribute__((noinline)) uint64_t CallerOfInlinedHelper() {
 namespace gpumem::report {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
-
-std::string Varint(uint64_t n) {
-  std::string out;
-  for (; n >= 0x80; n >>= 7) out.push_back(static_cast<char>((n & 0x7F) | 0x80));
-  out.push_back(static_cast<char>(n));
-  return out;
-}
-
-std::string Framed(const TracePacket& packet) {
-  const std::string body = packet.SerializeAsString();
-  return "\x0A" + Varint(body.size()) + body;
-}
+using testing::Framed;
+using testing::UniqueTempPath;
 
 // This executable as the recorder would describe it.
 Module SelfModule() {

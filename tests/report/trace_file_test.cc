@@ -1,8 +1,6 @@
 // TraceFile: packets streamed in file order, the interned tables, and how the file ended.
 #include "report/trace_file.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -10,33 +8,16 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 
 namespace gpumem::report {
 namespace {
 
-// A path of its own for each test and process: ctest may run test cases in parallel.
-std::string UniqueTempPath(const std::string& suffix) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
-         std::to_string(getpid()) + suffix;
-}
-
-std::string Framed(const TracePacket& packet) {
-  const std::string body = packet.SerializeAsString();
-  std::string out = "\x0A";
-  uint64_t n = body.size();
-  for (; n >= 0x80; n >>= 7) out.push_back(static_cast<char>((n & 0x7F) | 0x80));
-  out.push_back(static_cast<char>(n));
-  return out + body;
-}
-
-TracePacket HeaderPacket(uint32_t version = 1) {
-  TracePacket packet;
-  packet.mutable_header()->set_format_version(version);
-  packet.mutable_header()->set_host("testhost");
-  packet.mutable_header()->set_pid(4242);
-  return packet;
-}
+using testing::FooterPacket;
+using testing::Framed;
+using testing::FramedAll;
+using testing::HeaderPacket;
+using testing::UniqueTempPath;
 
 TracePacket DevicePacket(int ordinal, const std::string& name) {
   TracePacket packet;
@@ -87,13 +68,6 @@ TracePacket MemoryPacket(uint64_t seq) {
   return packet;
 }
 
-TracePacket FooterPacket() {
-  TracePacket packet;
-  packet.mutable_footer()->set_events(3);
-  packet.mutable_footer()->set_clean_exit(true);
-  return packet;
-}
-
 class TraceFileTest : public ::testing::Test {
  protected:
   void Write(const std::string& bytes) { std::ofstream(path_, std::ios::binary) << bytes; }
@@ -115,15 +89,10 @@ TEST_F(TraceFileTest, CollectsTablesAndVisitsEveryPacketInFileOrder) {
       MemoryPacket(1),
       UnloadPacket(2),
       ThreadPacket(77, "renamed"),
-      FooterPacket(),
+      FooterPacket(3),
   };
-  std::string bytes;
   std::vector<uint64_t> offsets;
-  for (const TracePacket& packet : packets) {
-    offsets.push_back(bytes.size());
-    bytes += Framed(packet);
-  }
-  Write(bytes);
+  Write(FramedAll(packets, &offsets));
 
   std::vector<PacketPosition> seen;
   absl::StatusOr<std::unique_ptr<TraceFile>> trace =
