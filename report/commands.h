@@ -16,11 +16,15 @@ inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitBadInput = 2;
 
 // Each takes the arguments after its own name and returns the process exit code.
+int RunCheck(const std::vector<std::string>& args);
 int RunDump(const std::vector<std::string>& args);
 int RunRecord(const std::vector<std::string>& args);
+int RunReport(const std::vector<std::string>& args);
 
+extern const char kCheckUsage[];
 extern const char kDumpUsage[];
 extern const char kRecordUsage[];
+extern const char kReportUsage[];
 
 // Prints "gpumem: error: <message>" to stderr.
 void PrintError(absl::string_view message);

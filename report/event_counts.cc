@@ -14,33 +14,6 @@ void EventCounts::Merge(const EventCounts& other) {
   live.Add(other.live);
 }
 
-EventCounter::Space EventCounter::SpaceOf(const MemoryEvent& event) {
-  switch (event.api()) {
-    case CU_MEM_ADDRESS_RESERVE:
-    case CU_MEM_ADDRESS_FREE:
-      return Space::kReservation;
-    case CU_MEM_CREATE:
-    case CU_MEM_RELEASE:
-      return Space::kPhysical;
-    case CU_MEM_MAP:
-    case CU_MEM_UNMAP:
-      return Space::kMapping;
-    default:
-      break;
-  }
-  // An event whose API is not known (a newer recorder, or CUPTI) still says what kind it is.
-  switch (event.kind()) {
-    case VMM_RESERVATION:
-      return Space::kReservation;
-    case VMM_PHYSICAL:
-      return Space::kPhysical;
-    case VMM_MAPPING:
-      return Space::kMapping;
-    default:
-      return Space::kPlain;
-  }
-}
-
 uint64_t EventCounter::MatchFree(const MemoryEvent& event, bool remove) {
   auto take = [remove](auto& live, uint64_t key) -> uint64_t {
     auto it = live.find(key);

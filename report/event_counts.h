@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
+#include "report/memory_space.h"
 
 namespace gpumem::report {
 
@@ -52,10 +53,8 @@ class EventCounter {
   EventCounts Counts() const;
 
  private:
-  // Each kind of allocation lives in its own map, keyed the way its free names it, so a mapping
-  // at the same address as its reservation is a different entry.
-  enum class Space { kPlain, kReservation, kPhysical, kMapping };
-  static Space SpaceOf(const MemoryEvent& event);
+  // One map per MemorySpace (memory_space.h).
+  using Space = MemorySpace;
 
   // Size of the allocation `event` frees, removing it (and, for cuMemUnmap, every mapping in the
   // range) when `remove`.

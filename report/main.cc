@@ -19,6 +19,10 @@ GPU memory profiler for CUDA programs.
 Commands:
   record [-o PATH] [--] PROGRAM [ARGS...]   run PROGRAM and record its GPU memory operations
   dump [--symbolize] [--counts] TRACE...    print a trace packet by packet, or its counts
+  report [--peak] [--leaks] [--top N] [--json] TRACE...
+                                            peak memory and leaks by call site
+  check [--max-peak SIZE] [--no-leaks] TRACE...
+                                            memory budgets for CI (exit 1 when one is broken)
   help [COMMAND]                            print this text, or a command's
 
 Options:
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "record") return RunRecord(rest);
   if (command == "dump") return RunDump(rest);
+  if (command == "report") return RunReport(rest);
+  if (command == "check") return RunCheck(rest);
   if (command == "--version" || command == "version") {
     std::printf("gpumem %s\n", GPUMEM_VERSION);
     return kExitOk;
@@ -51,6 +57,10 @@ int main(int argc, char** argv) {
       std::fputs(kRecordUsage, stdout);
     } else if (topic == "dump") {
       std::fputs(kDumpUsage, stdout);
+    } else if (topic == "report") {
+      std::fputs(kReportUsage, stdout);
+    } else if (topic == "check") {
+      std::fputs(kCheckUsage, stdout);
     } else if (topic.empty()) {
       std::fputs(kUsage, stdout);
     } else {

@@ -1,0 +1,116 @@
+// `gpumem check`: memory budgets for CI. Exit 0 when every budget holds, 1 when one is broken
+// (one line each, saying by how much), 2 on bad input.
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "report/commands.h"
+#include "report/replay.h"
+#include "report/sizes.h"
+#include "report/trace_paths.h"
+
+namespace gpumem::report {
+
+const char kCheckUsage[] =
+    R"usage(usage: gpumem check [--max-peak SIZE] [--no-leaks] TRACE...
+
+Checks memory budgets on each trace (a TRACE may be a directory of *.trace files):
+  --max-peak SIZE  no device's peak may exceed SIZE: bytes, or a number with KiB, MiB, GiB, TiB
+                   (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 6GiB, 1.5GB
+  --no-leaks       nothing (device or pinned host memory) may still be allocated at the end
+  -h, --help       print this text
+
+Prints one line per broken budget, or one line saying all hold.
+Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, or a trace that is missing,
+not a trace or damaged.
+)usage";
+
+int RunCheck(const std::vector<std::string>& args) {
+  std::optional<uint64_t> max_peak;
+  bool no_leaks = false;
+  std::vector<std::string> inputs;
+  bool flags_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (flags_done || arg == "-" || !absl::StartsWith(arg, "-")) {
+      inputs.push_back(arg);
+    } else if (arg == "--") {
+      flags_done = true;
+    } else if (arg == "--max-peak" || absl::StartsWith(arg, "--max-peak=")) {
+      std::string value;
+      if (arg == "--max-peak") {
+        if (i + 1 == args.size()) return UsageError("check: --max-peak needs a size", "check");
+        value = args[++i];
+      } else {
+        value = arg.substr(11);
+      }
+      absl::StatusOr<uint64_t> size = ParseSize(value);
+      if (!size.ok())
+        return UsageError(absl::StrCat("check: --max-peak: ", size.status().message()), "check");
+      max_peak = *size;
+    } else if (arg == "--no-leaks") {
+      no_leaks = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::fputs(kCheckUsage, stdout);
+      return kExitOk;
+    } else {
+      return UsageError(absl::StrCat("check: unknown flag '", arg, "'"), "check");
+    }
+  }
+  if (!max_peak && !no_leaks) {
+    return UsageError("check: no budget given (--max-peak SIZE, --no-leaks)", "check");
+  }
+  if (inputs.empty()) return UsageError("check: no trace file given", "check");
+  absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
+  if (!paths.ok()) {
+    PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+
+  bool bad_input = false;
+  uint64_t broken = 0;
+  for (const std::string& path : *paths) {
+    absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
+    if (!replay.ok()) {
+      PrintError(replay.status().message());
+      bad_input = true;
+      continue;
+    }
+    if (replay->file->end().damaged()) {
+      PrintError(replay->file->end().ErrorLine(path));
+      bad_input = true;
+      continue;
+    }
+    Tally leaked;
+    for (const PlaceUsage& place : replay->places) {
+      leaked.Add(place.live);
+      if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
+      ++broken;
+      const uint64_t over = place.peak_bytes - *max_peak;
+      std::printf("%s: %s peaked at %s (%llu bytes), over --max-peak %s by %s (%llu bytes)\n",
+                  path.c_str(), PlaceName(place.place, *replay->file).c_str(),
+                  FormatBytes(place.peak_bytes).c_str(),
+                  static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
+                  FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
+    }
+    if (no_leaks && leaked.count > 0) {
+      ++broken;
+      std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n", path.c_str(),
+                  static_cast<unsigned long long>(leaked.count), leaked.count == 1 ? "" : "s",
+                  FormatBytes(leaked.bytes).c_str(), static_cast<unsigned long long>(leaked.bytes),
+                  replay->file->end().footer_present
+                      ? "never freed"
+                      : "live when the process stopped (it did not exit cleanly)");
+    }
+  }
+  if (bad_input) return kExitBadInput;
+  if (broken > 0) return kExitCheckFailed;
+  std::printf("gpumem check: all budgets hold (%zu trace%s)\n", paths->size(),
+              paths->size() == 1 ? "" : "s");
+  return kExitOk;
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,45 @@
+// Which table of live allocations a memory event belongs to: shared by every replay of a trace
+// (event_counts.h, replay.h) so they match frees to allocations the same way.
+#ifndef GPUMEM_REPORT_MEMORY_SPACE_H_
+#define GPUMEM_REPORT_MEMORY_SPACE_H_
+
+#include "core/trace.pb.h"
+
+namespace gpumem::report {
+
+// Each kind of allocation lives in its own space, keyed the way its free names it: plain
+// allocations (device, managed, pool, pinned host; their frees, often KIND_UNKNOWN, by address),
+// VMM reservations (by address), VMM physical memory (by cuMemCreate handle) and VMM mappings (by
+// address, freed by range). A mapping at the same address as its reservation is a different entry.
+enum class MemorySpace { kPlain, kReservation, kPhysical, kMapping };
+
+// By API where it is known, else by the event's kind (a newer recorder, or CUPTI).
+inline MemorySpace SpaceOf(const MemoryEvent& event) {
+  switch (event.api()) {
+    case CU_MEM_ADDRESS_RESERVE:
+    case CU_MEM_ADDRESS_FREE:
+      return MemorySpace::kReservation;
+    case CU_MEM_CREATE:
+    case CU_MEM_RELEASE:
+      return MemorySpace::kPhysical;
+    case CU_MEM_MAP:
+    case CU_MEM_UNMAP:
+      return MemorySpace::kMapping;
+    default:
+      break;
+  }
+  switch (event.kind()) {
+    case VMM_RESERVATION:
+      return MemorySpace::kReservation;
+    case VMM_PHYSICAL:
+      return MemorySpace::kPhysical;
+    case VMM_MAPPING:
+      return MemorySpace::kMapping;
+    default:
+      return MemorySpace::kPlain;
+  }
+}
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_MEMORY_SPACE_H_

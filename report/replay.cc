@@ -1,0 +1,291 @@
+#include "report/replay.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "report/memory_space.h"
+
+namespace gpumem::report {
+namespace {
+
+bool IsPinnedHost(const MemoryEvent& event) {
+  if (event.kind() == PINNED_HOST) return true;
+  switch (event.api()) {
+    case CUDA_MALLOC_HOST:
+    case CUDA_HOST_ALLOC:
+    case CU_MEM_HOST_ALLOC:
+    case CU_MEM_ALLOC_HOST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One past the last byte of [address, address + size), saturating; a zero size covers one byte.
+uint64_t EndOf(uint64_t address, uint64_t size) {
+  size = std::max<uint64_t>(size, 1);
+  return address > std::numeric_limits<uint64_t>::max() - size
+             ? std::numeric_limits<uint64_t>::max()
+             : address + size;
+}
+
+// Largest first, then by stack id, so output is deterministic.
+std::vector<SiteTally> Sorted(const absl::flat_hash_map<uint64_t, Tally>& by_stack) {
+  std::vector<SiteTally> sites;
+  sites.reserve(by_stack.size());
+  for (const auto& [stack_id, tally] : by_stack) sites.push_back({stack_id, tally});
+  std::sort(sites.begin(), sites.end(), [](const SiteTally& a, const SiteTally& b) {
+    if (a.tally.bytes != b.tally.bytes) return a.tally.bytes > b.tally.bytes;
+    return a.stack_id < b.stack_id;
+  });
+  return sites;
+}
+
+}  // namespace
+
+void Replay::Count(const Live& live, const MemoryEvent& event) {
+  PlaceState& state = places_[live.place];
+  PlaceUsage& usage = state.usage;
+  usage.place = live.place;
+  usage.allocated.Add(live.size);
+  usage.live.Add(live.size);
+  if (usage.live.bytes > usage.peak_bytes) {
+    usage.peak_bytes = usage.live.bytes;
+    usage.peak_seq = event.seq();
+    usage.peak_timestamp_ns = event.timestamp_ns();
+    state.freed_since_peak.clear();  // everything live at the new peak is still live
+  }
+}
+
+void Replay::Uncount(const Live& live) {
+  PlaceState& state = places_[live.place];
+  PlaceUsage& usage = state.usage;
+  usage.live.count -= std::min(usage.live.count, uint64_t{1});
+  usage.live.bytes -= std::min(usage.live.bytes, live.size);
+  // Allocated at or before the peak and freed only now: it was live at the peak.
+  if (live.seq <= usage.peak_seq) state.freed_since_peak[live.stack_id].Add(live.size);
+}
+
+void Replay::AllocPlain(const MemoryEvent& event) {
+  const uint64_t begin = event.address();
+  const uint64_t end = EndOf(begin, event.size());
+  // Live allocations overlapping [begin, end): the one starting before it, and those inside.
+  auto first = plain_.lower_bound(begin);
+  if (first != plain_.begin()) {
+    auto before = std::prev(first);
+    if (EndOf(before->first, before->second.size) > begin) first = before;
+  }
+  auto last = first;
+  while (last != plain_.end() && last->first < end) ++last;
+  if (first != last) {
+    ++anomalies_.overlapping_allocations;
+    for (auto it = first; it != last; ++it) Uncount(it->second);
+    plain_.erase(first, last);
+  }
+  const int32_t place = IsPinnedHost(event) ? kPinnedHost : event.device();
+  const Live live{event.size(), event.seq(), event.stack_id(), place};
+  plain_.emplace(begin, live);
+  freed_plain_.erase(begin);
+  Count(live, event);
+}
+
+void Replay::FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key) {
+  if (freed.contains(key)) {
+    ++anomalies_.double_frees;
+  } else {
+    ++anomalies_.unknown_frees;
+  }
+}
+
+void Replay::FreePlain(const MemoryEvent& event) {
+  if (event.address() == 0) return;  // cudaFree(nullptr) and the like: a no-op
+  auto it = plain_.find(event.address());
+  if (it == plain_.end()) return FreeNotFound(freed_plain_, event.address());
+  Uncount(it->second);
+  plain_.erase(it);
+  freed_plain_.insert(event.address());
+}
+
+void Replay::AllocPhysical(const MemoryEvent& event) {
+  auto it = physical_.find(event.handle());
+  if (it != physical_.end()) {  // a handle the driver handed out again: its release was missed
+    ++anomalies_.overlapping_allocations;
+    Uncount(it->second.live);
+    physical_.erase(it);
+  }
+  Physical physical;
+  physical.live = {event.size(), event.seq(), event.stack_id(), event.device()};
+  physical_.emplace(event.handle(), physical);
+  freed_handles_.erase(event.handle());
+  Count(physical.live, event);
+}
+
+void Replay::ReleasePhysical(const MemoryEvent& event) {
+  auto it = physical_.find(event.handle());
+  if (it == physical_.end()) return FreeNotFound(freed_handles_, event.handle());
+  if (it->second.released) {
+    ++anomalies_.double_frees;
+    return;
+  }
+  it->second.released = true;
+  if (it->second.mappings > 0) return;  // the driver frees it at the last unmap
+  Uncount(it->second.live);
+  physical_.erase(it);
+  freed_handles_.insert(event.handle());
+}
+
+void Replay::Unmapped(uint64_t handle) {
+  auto it = physical_.find(handle);
+  if (it == physical_.end()) return;
+  if (it->second.mappings > 0) --it->second.mappings;
+  if (it->second.mappings > 0 || !it->second.released) return;
+  Uncount(it->second.live);
+  physical_.erase(it);
+  freed_handles_.insert(handle);
+}
+
+void Replay::Map(const MemoryEvent& event) {
+  auto old = mappings_.find(event.address());
+  if (old != mappings_.end()) {
+    ++anomalies_.overlapping_allocations;
+    const uint64_t handle = old->second.handle;
+    mappings_.erase(old);
+    Unmapped(handle);
+  }
+  mappings_[event.address()] = {event.size(), event.handle()};
+  auto physical = physical_.find(event.handle());
+  if (physical != physical_.end()) ++physical->second.mappings;
+}
+
+void Replay::Unmap(const MemoryEvent& event) {
+  // cuMemUnmap(ptr, size) unmaps every mapping in [ptr, ptr + size).
+  auto first = mappings_.lower_bound(event.address());
+  auto last =
+      event.size() == 0
+          ? (first != mappings_.end() && first->first == event.address() ? std::next(first) : first)
+          : mappings_.lower_bound(EndOf(event.address(), event.size()));
+  if (first == last) {
+    ++anomalies_.unknown_frees;
+    return;
+  }
+  std::vector<uint64_t> handles;
+  for (auto it = first; it != last; ++it) handles.push_back(it->second.handle);
+  mappings_.erase(first, last);
+  for (uint64_t handle : handles) Unmapped(handle);
+}
+
+void Replay::ReserveAddress(const MemoryEvent& event) {
+  auto [it, inserted] = reservations_.try_emplace(event.address(), event.size());
+  if (!inserted) {
+    ++anomalies_.overlapping_allocations;
+    reserved_bytes_ -= std::min(reserved_bytes_, it->second);
+    it->second = event.size();
+  }
+  freed_reservations_.erase(event.address());
+  reserved_bytes_ += event.size();
+  reserved_peak_bytes_ = std::max(reserved_peak_bytes_, reserved_bytes_);
+}
+
+void Replay::FreeAddress(const MemoryEvent& event) {
+  auto it = reservations_.find(event.address());
+  if (it == reservations_.end()) return FreeNotFound(freed_reservations_, event.address());
+  reserved_bytes_ -= std::min(reserved_bytes_, it->second);
+  reservations_.erase(it);
+  freed_reservations_.insert(event.address());
+}
+
+void Replay::Add(const MemoryEvent& event) {
+  const MemorySpace space = SpaceOf(event);
+  switch (event.action()) {
+    case ALLOC:
+      switch (space) {
+        case MemorySpace::kPlain:
+          return AllocPlain(event);
+        case MemorySpace::kPhysical:
+          return AllocPhysical(event);
+        case MemorySpace::kMapping:
+          return Map(event);
+        case MemorySpace::kReservation:
+          return ReserveAddress(event);
+      }
+      return;
+    case FREE:
+      switch (space) {
+        case MemorySpace::kPlain:
+          return FreePlain(event);
+        case MemorySpace::kPhysical:
+          return ReleasePhysical(event);
+        case MemorySpace::kMapping:
+          return Unmap(event);
+        case MemorySpace::kReservation:
+          return FreeAddress(event);
+      }
+      return;
+    case ALLOC_FAILED:
+      ++failed_allocations_;
+      return;
+    case FREE_FAILED:  // nothing was freed
+    default:
+      return;
+  }
+}
+
+std::vector<PlaceUsage> Replay::Places() const {
+  absl::flat_hash_map<int32_t, absl::flat_hash_map<uint64_t, Tally>> at_peak;
+  absl::flat_hash_map<int32_t, absl::flat_hash_map<uint64_t, Tally>> live;
+  for (const auto& [place, state] : places_) at_peak[place] = state.freed_since_peak;
+  auto add = [&](const Live& entry) {
+    live[entry.place][entry.stack_id].Add(entry.size);
+    if (entry.seq <= places_.at(entry.place).usage.peak_seq) {
+      at_peak[entry.place][entry.stack_id].Add(entry.size);
+    }
+  };
+  for (const auto& [address, entry] : plain_) add(entry);
+  for (const auto& [handle, physical] : physical_) add(physical.live);
+
+  std::vector<PlaceUsage> places;
+  for (const auto& [place, state] : places_) {
+    PlaceUsage usage = state.usage;
+    usage.peak_sites = Sorted(at_peak[place]);
+    usage.live_sites = Sorted(live[place]);
+    places.push_back(std::move(usage));
+  }
+  // Devices ascending, then the unknown device, then pinned host.
+  auto rank = [](int32_t place) -> int64_t {
+    return place >= 0 ? place : int64_t{std::numeric_limits<int32_t>::max()} - place;
+  };
+  std::sort(places.begin(), places.end(), [&](const PlaceUsage& a, const PlaceUsage& b) {
+    return rank(a.place) < rank(b.place);
+  });
+  return places;
+}
+
+absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
+  absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
+  if (!sorted.ok()) return sorted.status();
+  Replay replay;
+  for (const MemoryEvent& event : sorted->events) replay.Add(event);
+  TraceReplay result;
+  result.file = std::move(sorted->file);
+  result.memory_events = sorted->events.size();
+  result.places = replay.Places();
+  result.anomalies = replay.anomalies();
+  result.failed_allocations = replay.failed_allocations();
+  result.reserved_peak_bytes = replay.reserved_peak_bytes();
+  return result;
+}
+
+std::string PlaceName(int32_t place, const TraceFile& trace) {
+  if (place == kPinnedHost) return "pinned host";
+  if (place < 0) return "device ?";
+  for (const Device& device : trace.devices()) {
+    if (device.ordinal() == place && !device.name().empty()) {
+      return absl::StrCat("device ", place, " (", device.name(), ")");
+    }
+  }
+  return absl::StrCat("device ", place);
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,153 @@
+// Replay of one trace's memory events in `seq` order: what was live on each device at every
+// moment, when each device peaked and what it held then (by call site), and what was still live at
+// the end. The base of `gpumem report` and `gpumem check`.
+//
+// Accounting (report/README.md, "Memory accounting"):
+// - Memory use is counted per place: a device ordinal, or kPinnedHost for page-locked host memory.
+//   Device, managed and pool (stream-ordered) allocations count on their device.
+// - VMM: a reservation (cuMemAddressReserve) is address space, not memory; a physical allocation
+//   (cuMemCreate) is the memory, counted on its device from creation until it is both released
+//   (cuMemRelease) and unmapped everywhere (cuMemUnmap), as the driver frees it; mappings are not
+//   counted again.
+// - A free names no device (-1): it takes the device of the allocation it matches. Plain frees
+//   (cudaFree, cuMemFree, often KIND_UNKNOWN) match any plain allocation by address.
+// - Anomalies are counted, never fatal: a free of a pointer never allocated, a second free of an
+//   allocation, an allocation over a live range (the older allocation is dropped from the live set:
+//   its free was evidently missed).
+//
+// Memory used by the replay is bounded by the live set (and the set of addresses freed, for double
+// free detection), not by trace length: the peak's live set is kept as per-stack tallies of what
+// was freed since the peak, not as snapshots.
+#ifndef GPUMEM_REPORT_REPLAY_H_
+#define GPUMEM_REPORT_REPLAY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "core/trace.pb.h"
+#include "report/event_counts.h"
+#include "report/trace_file.h"
+
+namespace gpumem::report {
+
+// The place of page-locked host memory. Device ordinals are >= 0; -1 is a device allocation whose
+// device the trace does not say.
+inline constexpr int32_t kPinnedHost = -2;
+
+// Bytes and count held by one call site (stack id; 0: no stack recorded).
+struct SiteTally {
+  uint64_t stack_id = 0;
+  Tally tally;
+};
+
+struct ReplayAnomalies {
+  uint64_t unknown_frees = 0;            // a free of an address or handle never allocated
+  uint64_t double_frees = 0;             // a free of an allocation already freed
+  uint64_t overlapping_allocations = 0;  // an allocation over a live range
+
+  uint64_t total() const { return unknown_frees + double_frees + overlapping_allocations; }
+};
+
+// One place's memory over the replay.
+struct PlaceUsage {
+  int32_t place = 0;               // device ordinal, -1 unknown device, or kPinnedHost
+  Tally allocated;                 // every allocation counted here (VMM: cuMemCreate)
+  Tally live;                      // live now (at the end of the replay: never freed)
+  uint64_t peak_bytes = 0;         // highest live bytes
+  uint64_t peak_seq = 0;           // seq of the event that first reached it
+  uint64_t peak_timestamp_ns = 0;  // its CLOCK_MONOTONIC timestamp
+  // What was live at the peak, by call site, largest first (ties by stack id).
+  std::vector<SiteTally> peak_sites;
+  // What is live now, by call site, largest first.
+  std::vector<SiteTally> live_sites;
+};
+
+class Replay {
+ public:
+  // `event` must come in seq order (one process's events).
+  void Add(const MemoryEvent& event);
+
+  // Every place that saw an allocation: devices ascending, then -1, then kPinnedHost.
+  std::vector<PlaceUsage> Places() const;
+  const ReplayAnomalies& anomalies() const { return anomalies_; }
+  uint64_t failed_allocations() const { return failed_allocations_; }
+  // VMM address space reserved (not memory): live now and at most.
+  uint64_t reserved_bytes() const { return reserved_bytes_; }
+  uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
+
+ private:
+  struct Live {
+    uint64_t size = 0;
+    uint64_t seq = 0;
+    uint64_t stack_id = 0;
+    int32_t place = 0;
+  };
+  struct Physical {
+    Live live;
+    uint32_t mappings = 0;
+    bool released = false;
+  };
+  struct Mapping {
+    uint64_t size = 0;
+    uint64_t handle = 0;
+  };
+  struct PlaceState {
+    PlaceUsage usage;
+    // Since the last peak: what was live at it and freed after it, by stack id.
+    absl::flat_hash_map<uint64_t, Tally> freed_since_peak;
+  };
+
+  void Count(const Live& live, const MemoryEvent& event);
+  void Uncount(const Live& live);
+  void AllocPlain(const MemoryEvent& event);
+  void FreePlain(const MemoryEvent& event);
+  void AllocPhysical(const MemoryEvent& event);
+  void ReleasePhysical(const MemoryEvent& event);
+  void Map(const MemoryEvent& event);
+  void Unmap(const MemoryEvent& event);
+  void Unmapped(uint64_t handle);
+  void ReserveAddress(const MemoryEvent& event);
+  void FreeAddress(const MemoryEvent& event);
+  void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
+
+  std::map<uint64_t, Live> plain_;                    // by address, ordered for overlaps
+  absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
+  std::map<uint64_t, Mapping> mappings_;              // by address, ordered for cuMemUnmap ranges
+  absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size
+  // Keys freed and not allocated again since: a free of one of them is a double free.
+  absl::flat_hash_set<uint64_t> freed_plain_;
+  absl::flat_hash_set<uint64_t> freed_handles_;
+  absl::flat_hash_set<uint64_t> freed_reservations_;
+  std::map<int32_t, PlaceState> places_;
+  ReplayAnomalies anomalies_;
+  uint64_t failed_allocations_ = 0;
+  uint64_t reserved_bytes_ = 0;
+  uint64_t reserved_peak_bytes_ = 0;
+};
+
+// One trace file replayed whole.
+struct TraceReplay {
+  std::unique_ptr<TraceFile> file;
+  uint64_t memory_events = 0;
+  std::vector<PlaceUsage> places;
+  ReplayAnomalies anomalies;
+  uint64_t failed_allocations = 0;
+  uint64_t reserved_peak_bytes = 0;
+};
+// Reads `path` (ReadMemoryEventsBySeq) and replays it. Fails as TraceFile::Open does; a damaged
+// file replays what could be read (file->end() says what was lost).
+absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
+
+// "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
+// for -1, "pinned host" for kPinnedHost.
+std::string PlaceName(int32_t place, const TraceFile& trace);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_REPLAY_H_

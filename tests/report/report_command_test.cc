@@ -1,0 +1,464 @@
+// `gpumem report` and `gpumem check` run as a user would (the built binary, its exit code, stdout
+// and stderr) on the bundled H100 traces and on synthetic ones; and the size syntax of budgets.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "report/sizes.h"
+
+extern char** environ;
+
+namespace gpumem::report {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// A path of its own for each test and process: ctest may run test cases in parallel.
+std::string UniqueTempPath(const std::string& suffix) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." +
+         std::to_string(getpid()) + suffix;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the built gpumem with `args`; stdout and stderr go through files.
+CommandResult Gpumem(const std::vector<std::string>& args) {
+  const std::string out_path = UniqueTempPath(".stdout");
+  const std::string err_path = UniqueTempPath(".stderr");
+  std::vector<std::string> argv_strings = {GPUMEM_BUILD_DIR "/bin/gpumem"};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  CommandResult run;
+  pid_t pid;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    ADD_FAILURE() << "cannot run " << argv[0] << ": " << std::strerror(error);
+    return run;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = ReadFile(out_path);
+  run.err = ReadFile(err_path);
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  return run;
+}
+
+size_t LineCount(const std::string& text) {
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+// Every '{' and '[' outside strings closed in order, and one top-level value.
+bool JsonBalanced(const std::string& json) {
+  std::string open;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      open.push_back(c);
+    } else if (c == '}' || c == ']') {
+      if (open.empty() || open.back() != (c == '}' ? '{' : '[')) return false;
+      open.pop_back();
+      if (open.empty() && json.find_first_not_of("\n", i + 1) != std::string::npos) return false;
+    }
+  }
+  return open.empty() && !in_string;
+}
+
+std::string Sample(const std::string& name) {
+  return std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/" + name;
+}
+
+// ---- synthetic traces ----
+
+std::string Framed(const TracePacket& packet) {
+  const std::string body = packet.SerializeAsString();
+  std::string out = "\x0A";
+  uint64_t n = body.size();
+  for (; n >= 0x80; n >>= 7) out.push_back(static_cast<char>((n & 0x7F) | 0x80));
+  out.push_back(static_cast<char>(n));
+  return out + body;
+}
+
+class TraceBuilder {
+ public:
+  TraceBuilder() {
+    TracePacket packet;
+    Header* header = packet.mutable_header();
+    header->set_format_version(1);
+    header->set_host("testhost");
+    header->set_pid(4242);
+    header->add_command_line("./train");
+    header->set_start_time_mono_ns(kStart);
+    header->set_recorder_version("0.1.0");
+    Add(packet);
+  }
+  void Device(int32_t ordinal, const std::string& name) {
+    TracePacket packet;
+    packet.mutable_device()->set_ordinal(ordinal);
+    packet.mutable_device()->set_name(name);
+    Add(packet);
+  }
+  void Stack(uint64_t id, uint64_t frame) {
+    TracePacket packet;
+    packet.mutable_stack()->set_id(id);
+    packet.mutable_stack()->add_frame(frame);
+    Add(packet);
+  }
+  void Memory(Api api, MemoryKind kind, Action action, int32_t device, uint64_t size,
+              uint64_t address, uint64_t stack_id) {
+    TracePacket packet;
+    MemoryEvent* event = packet.mutable_memory();
+    event->set_seq(++seq_);
+    event->set_timestamp_ns(kStart + seq_ * 1'000'000);  // seq N at N ms
+    event->set_api(api);
+    event->set_kind(kind);
+    event->set_action(action);
+    event->set_device(device);
+    event->set_size(size);
+    event->set_address(address);
+    event->set_stack_id(stack_id);
+    Add(packet);
+  }
+  void Malloc(int32_t device, uint64_t size, uint64_t address, uint64_t stack_id) {
+    Memory(CUDA_MALLOC, DEVICE, ALLOC, device, size, address, stack_id);
+  }
+  void Free(uint64_t address) { Memory(CUDA_FREE, KIND_UNKNOWN, FREE, -1, 0, address, 0); }
+  void Footer() {
+    TracePacket packet;
+    packet.mutable_footer()->set_clean_exit(true);
+    Add(packet);
+  }
+  // Each trace of one test needs its own `suffix`.
+  std::string Write(const std::string& suffix = ".trace") {
+    const std::string path = UniqueTempPath(suffix);
+    std::ofstream(path, std::ios::binary) << bytes_;
+    return path;
+  }
+
+ private:
+  static constexpr uint64_t kStart = 5'000'000'000;
+  void Add(const TracePacket& packet) { bytes_ += Framed(packet); }
+  std::string bytes_;
+  uint64_t seq_ = 0;
+};
+
+// Two devices; device 1 peaks at 30 MiB at seq 3 (2 call sites), device 0 at 8 MiB; 4 MiB on
+// device 1 is never freed; one double free.
+std::string TwoDeviceTrace(bool clean_exit, const std::string& suffix = ".trace") {
+  TraceBuilder trace;
+  trace.Device(0, "GPU Zero");
+  trace.Device(1, "GPU One");
+  trace.Stack(1, 0x1111);
+  trace.Stack(2, 0x2222);
+  trace.Malloc(0, 8 * kMiB, 0xA000'0000, 1);   // 1: d0 8
+  trace.Malloc(1, 26 * kMiB, 0xB000'0000, 1);  // 2: d1 26
+  trace.Malloc(1, 4 * kMiB, 0xC000'0000, 2);   // 3: d1 30 <- peak
+  trace.Free(0xB000'0000);                     // 4: d1 4
+  trace.Free(0xA000'0000);                     // 5: d0 0
+  trace.Free(0xA000'0000);                     // 6: double free
+  if (clean_exit) trace.Footer();
+  return trace.Write(suffix);
+}
+
+// ---- report ----
+
+TEST(ReportCommandTest, LeakLoopText) {
+  const CommandResult run = Gpumem({"report", Sample("leak_loop-h100.trace")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_NE(run.out.find("process: pid 472 on vm:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("anomalies: none"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("peak, device 0 (NVIDIA H100 80GB HBM3): 56.00 MiB (58720256 bytes) at "
+                         "seq 29, 238.873 ms after start\n"
+                         "  40.00 MiB   71.4%  10 allocations\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  16.00 MiB   28.6%  1 allocation\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("leaks, device 0 (NVIDIA H100 80GB HBM3): 10 allocations, 40.00 MiB "
+                         "(41943040 bytes) never freed\n"
+                         "  40.00 MiB  10 allocations\n"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(ReportCommandTest, PeakOnlyLeaksOnlyAndTop) {
+  const CommandResult peak =
+      Gpumem({"report", "--peak", "--top", "1", Sample("leak_loop-h100.trace")});
+  EXPECT_EQ(peak.exit_code, 0) << peak.err;
+  EXPECT_NE(peak.out.find("peak, device 0"), std::string::npos);
+  EXPECT_EQ(peak.out.find("leaks"), std::string::npos) << peak.out;
+  EXPECT_NE(peak.out.find("  ... 1 more call site: 16.00 MiB in 1 allocation\n"), std::string::npos)
+      << peak.out;
+  EXPECT_EQ(peak.out.find("28.6%"), std::string::npos);
+
+  const CommandResult leaks = Gpumem({"report", "--leaks", Sample("leak_loop-h100.trace")});
+  EXPECT_EQ(leaks.exit_code, 0) << leaks.err;
+  EXPECT_EQ(leaks.out.find("peak,"), std::string::npos) << leaks.out;
+  EXPECT_NE(leaks.out.find("leaks, device 0"), std::string::npos) << leaks.out;
+}
+
+TEST(ReportCommandTest, ExpandableSegmentsPeakIsPhysicalMemory) {
+  const CommandResult run = Gpumem({"report", "--peak", Sample("train_mlp-expandable-h100.trace")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("peak, device 0 (NVIDIA H100 80GB HBM3): 232.25 MiB (243533824 bytes) at "
+                         "seq 22,"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("failed allocations: 1;"), std::string::npos);
+  EXPECT_NE(run.out.find("VMM address space reserved (not memory use): at most 178.16 GiB"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(ReportCommandTest, LeakLoopJson) {
+  const CommandResult run = Gpumem({"report", "--json", Sample("leak_loop-h100.trace")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(JsonBalanced(run.out)) << run.out;
+  EXPECT_EQ(run.out.rfind("{\"gpumem_report\":1,\"traces\":[{\"path\":", 0), 0u) << run.out;
+  EXPECT_EQ(LineCount(run.out), 1u);
+  for (const char* expected : {
+           "\"pid\":472",
+           "\"clean_exit\":true",
+           "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0}",
+           "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H100 80GB HBM3\","
+           "\"total_memory\":85017493504,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":238873",
+           "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",
+           "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"frames\":[{\"text\":",
+           "{\"bytes\":16777216,\"count\":1,\"share\":0.285714,",
+           "\"leaks\":{\"complete\":true,\"places\":[{\"memory\":\"device\",\"device\":0,",
+           "\"bytes\":41943040,\"count\":10,\"sites\":[{\"bytes\":41943040,\"count\":10,"
+           "\"frames\":",
+       }) {
+    EXPECT_NE(run.out.find(expected), std::string::npos) << expected << "\n" << run.out;
+  }
+}
+
+TEST(ReportCommandTest, SyntheticTwoDevicesText) {
+  const std::string path = TwoDeviceTrace(/*clean_exit=*/true);
+  const CommandResult run = Gpumem({"report", path});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("anomalies: 1 double free\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("peak, device 0 (GPU Zero): 8.00 MiB (8388608 bytes) at seq 1, 1.000 ms "
+                         "after start\n  8.00 MiB  100.0%  1 allocation\n      0x1111\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("peak, device 1 (GPU One): 30.00 MiB (31457280 bytes) at seq 3, 3.000 ms "
+                         "after start\n"
+                         "  26.00 MiB   86.7%  1 allocation\n      0x1111\n"
+                         "  4.00 MiB   13.3%  1 allocation\n      0x2222\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("leaks, device 1 (GPU One): 1 allocation, 4.00 MiB (4194304 bytes) never "
+                         "freed\n  4.00 MiB  1 allocation\n      0x2222\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("leaks, device 0"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("did not exit cleanly"), std::string::npos) << run.out;
+  std::remove(path.c_str());
+}
+
+TEST(ReportCommandTest, NoFooterSaysLiveNotNecessarilyLeaked) {
+  const std::string path = TwoDeviceTrace(/*clean_exit=*/false);
+  const CommandResult text = Gpumem({"report", "--leaks", path});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("leaks: the process did not exit cleanly: what was live when it "
+                          "stopped, not necessarily leaked\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("4.00 MiB (4194304 bytes) live when it stopped"), std::string::npos)
+      << text.out;
+  const CommandResult json = Gpumem({"report", "--json", "--leaks", path});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(JsonBalanced(json.out)) << json.out;
+  EXPECT_NE(json.out.find("\"clean_exit\":false"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"leaks\":{\"complete\":false,\"note\":\"the process did not exit "
+                          "cleanly"),
+            std::string::npos)
+      << json.out;
+  EXPECT_EQ(json.out.find("\"peak\":"), std::string::npos) << json.out;
+  std::remove(path.c_str());
+}
+
+TEST(ReportCommandTest, SeveralTracesInOneJsonObject) {
+  const std::string path = TwoDeviceTrace(/*clean_exit=*/true);
+  const CommandResult run = Gpumem({"report", "--json", path, Sample("leak_loop-h100.trace")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(JsonBalanced(run.out)) << run.out;
+  EXPECT_NE(run.out.find("\"double_frees\":1"), std::string::npos);
+  EXPECT_NE(run.out.find("\"peak_bytes\":31457280"), std::string::npos);
+  EXPECT_NE(run.out.find("\"peak_bytes\":58720256"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ReportCommandTest, BadInputIsOneLineAndExit2) {
+  const std::string not_a_trace = UniqueTempPath(".txt");
+  std::ofstream(not_a_trace) << "hello, this is not a trace\n";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"report", "/nonexistent/x.trace"},
+           {"report", not_a_trace},
+           {"check", "--no-leaks", "/nonexistent/x.trace"},
+           {"check", "--max-peak", "1GiB", not_a_trace},
+       }) {
+    SCOPED_TRACE(args[0] + " " + args.back());
+    const CommandResult run = Gpumem(args);
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_EQ(LineCount(run.err), 1u) << run.err;
+    EXPECT_EQ(run.err.rfind("gpumem: error: ", 0), 0u) << run.err;
+  }
+  std::remove(not_a_trace.c_str());
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"report", "--bogus", Sample("leak_loop-h100.trace")},
+           {"report"},
+           {"report", "--top", "many", Sample("leak_loop-h100.trace")},
+           {"check", Sample("leak_loop-h100.trace")},  // no budget
+           {"check", "--max-peak", "12XB", Sample("leak_loop-h100.trace")},
+           {"check", "--max-peak"},
+       }) {
+    const CommandResult run = Gpumem(args);
+    EXPECT_EQ(run.exit_code, 2) << args.back();
+    EXPECT_EQ(run.err.rfind("gpumem: error: ", 0), 0u) << run.err;
+  }
+}
+
+TEST(ReportCommandTest, HelpMentionsTheCommands) {
+  EXPECT_EQ(Gpumem({"report", "--help"}).exit_code, 0);
+  EXPECT_EQ(Gpumem({"check", "--help"}).exit_code, 0);
+  const CommandResult help = Gpumem({"--help"});
+  EXPECT_NE(help.out.find("report [--peak]"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("check [--max-peak SIZE]"), std::string::npos) << help.out;
+}
+
+// ---- check ----
+
+TEST(CheckCommandTest, MaxPeak) {
+  const std::string leak_loop = Sample("leak_loop-h100.trace");
+  const CommandResult pass = Gpumem({"check", "--max-peak", "56MiB", leak_loop});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_EQ(pass.out, "gpumem check: all budgets hold (1 trace)\n");
+
+  const CommandResult fail = Gpumem({"check", "--max-peak=48MiB", leak_loop});
+  EXPECT_EQ(fail.exit_code, 1) << fail.err;
+  EXPECT_EQ(fail.out, leak_loop +
+                          ": device 0 (NVIDIA H100 80GB HBM3) peaked at 56.00 MiB (58720256 "
+                          "bytes), over --max-peak 48.00 MiB by 8.00 MiB (8388608 bytes)\n");
+
+  // One byte under the peak breaks it, by one byte; decimal units are powers of 1000.
+  EXPECT_EQ(Gpumem({"check", "--max-peak", "58720255", leak_loop}).exit_code, 1);
+  EXPECT_EQ(Gpumem({"check", "--max-peak", "58720256", leak_loop}).exit_code, 0);
+  EXPECT_EQ(Gpumem({"check", "--max-peak", "58MB", leak_loop}).exit_code, 1);
+  EXPECT_EQ(Gpumem({"check", "--max-peak", "59MB", leak_loop}).exit_code, 0);
+}
+
+TEST(CheckCommandTest, NoLeaks) {
+  const std::string leak_loop = Sample("leak_loop-h100.trace");
+  const CommandResult fail = Gpumem({"check", "--no-leaks", "--max-peak", "1GiB", leak_loop});
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_EQ(fail.out, leak_loop +
+                          ": 10 allocations, 40.00 MiB (41943040 bytes) never freed "
+                          "(--no-leaks)\n");
+
+  TraceBuilder trace;
+  trace.Malloc(0, 100, 0x1000, 0);
+  trace.Free(0x1000);
+  trace.Footer();
+  const std::string clean = trace.Write(".clean.trace");
+  const CommandResult pass = Gpumem({"check", "--no-leaks", "--max-peak", "100", clean});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+
+  // Both budgets broken on two traces: one line each, exit 1.
+  const std::string two = TwoDeviceTrace(/*clean_exit=*/false);
+  const CommandResult both = Gpumem({"check", "--no-leaks", "--max-peak", "16MiB", two, clean});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_EQ(both.out, two +
+                          ": device 1 (GPU One) peaked at 30.00 MiB (31457280 bytes), over "
+                          "--max-peak 16.00 MiB by 14.00 MiB (14680064 bytes)\n" +
+                          two +
+                          ": 1 allocation, 4.00 MiB (4194304 bytes) live when the process "
+                          "stopped (it did not exit cleanly) (--no-leaks)\n");
+  std::remove(clean.c_str());
+  std::remove(two.c_str());
+}
+
+// ---- sizes ----
+
+TEST(SizesTest, ParseSize) {
+  const std::vector<std::pair<std::string, uint64_t>> valid = {
+      {"0", 0},
+      {"1234", 1234},
+      {"512B", 512},
+      {"4KiB", 4096},
+      {"2 MiB", 2 * kMiB},
+      {"6GiB", uint64_t{6} << 30},
+      {"1.5GiB", uint64_t{3} << 29},
+      {"1TiB", uint64_t{1} << 40},
+      {"6GB", 6'000'000'000},
+      {"1.5MB", 1'500'000},
+      {"10KB", 10'000},
+      {"18446744073709551615", UINT64_MAX},
+  };
+  for (const auto& [text, bytes] : valid) {
+    absl::StatusOr<uint64_t> parsed = ParseSize(text);
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
+    EXPECT_EQ(*parsed, bytes) << text;
+  }
+  for (const char* text : {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra",
+                           "99999999999999999999GiB", "18446744073709551616", "1..5MiB"}) {
+    EXPECT_FALSE(ParseSize(text).ok()) << text;
+  }
+}
+
+TEST(SizesTest, FormatBytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1024), "1.00 KiB");
+  EXPECT_EQ(FormatBytes(58720256), "56.00 MiB");
+  EXPECT_EQ(FormatBytes(uint64_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace gpumem::report
