@@ -17,5 +17,5 @@ else
 fi
 echo "== gpumem dump --counts $trace"
 build/bin/gpumem dump --counts "$trace"
-echo "== gpumem dump $trace (first 25 packets)"
-build/bin/gpumem dump --symbolize "$trace" | head -25
+echo "== gpumem report $trace: the peak, and what was never freed, by line of code"
+build/bin/gpumem report "$trace"
