@@ -13,6 +13,7 @@ namespace gpumem {
 namespace {
 
 constexpr size_t kReservedAddressSpace = size_t{1} << 38;  // 256 GiB: the largest trace
+constexpr size_t kSmallestReservation = size_t{64} << 20;
 constexpr uint64_t kGrowStep = uint64_t{16} << 20;
 
 }  // namespace
@@ -21,8 +22,13 @@ bool TraceSink::Open(const char* path, bool exclusive) {
   int flags = O_RDWR | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
   int fd = open(path, flags, 0644);
   if (fd < 0) return false;
-  void* base = mmap(nullptr, kReservedAddressSpace, PROT_NONE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Address space only, but `ulimit -v` (common on clusters) counts it: halve until it fits.
+  size_t reserve = kReservedAddressSpace;
+  void* base = MAP_FAILED;
+  for (; reserve >= kSmallestReservation; reserve /= 2) {
+    base = mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base != MAP_FAILED) break;
+  }
   if (base == MAP_FAILED) {
     int saved = errno;
     close(fd);
@@ -31,7 +37,7 @@ bool TraceSink::Open(const char* path, bool exclusive) {
   }
   fd_ = fd;
   base_ = static_cast<uint8_t*>(base);
-  reserved_ = kReservedAddressSpace;
+  reserved_ = reserve;
   next_offset_.store(0);
   file_size_.store(0);
   broken_.store(false);

@@ -44,6 +44,20 @@ TEST(Robustness, UnwritableTracePathWarnsOnceAndTheProgramRunsUnharmed) {
   EXPECT_EQ(CountLines(with.err, "gpumem:"), 1) << with.err;
 }
 
+// Clusters often cap address space (`ulimit -v`); the trace file's reservation must adapt.
+TEST(Robustness, RecordsUnderAnAddressSpaceLimit) {
+  TempDir dir;
+  std::string trace = dir.File("limited.trace");
+  ProgramRun run =
+      RunProgram({"/bin/sh", "-c", "ulimit -v 4000000 && exec \"$0\"", BuildPath("bin/leak_loop")},
+                 RecordingEnvironment(trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("gpumem:"), std::string::npos) << run.err;
+  ExpectedAnswer answer = ReadExpectedAnswer(SourcePath("samples/leak_loop/expected.txt"));
+  std::vector<std::string> problems = CheckAgainstAnswer({trace}, answer, false);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
 TEST(Robustness, DisabledRecorderWritesNothing) {
   TempDir dir;
   auto environment = RecordingEnvironment(dir.File("off.trace"));
