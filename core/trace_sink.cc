@@ -70,48 +70,34 @@ bool TraceSink::EnsureFileSize(uint64_t end) {
 
 bool TraceSink::Append(const uint8_t* data, size_t size) {
   if (fd_ < 0 || broken_.load(std::memory_order_relaxed)) return false;
-  appends_in_flight_.fetch_add(1);
-  while (finishing_.load()) {
-    appends_in_flight_.fetch_sub(1);
-    while (finishing_.load()) sched_yield();
-    appends_in_flight_.fetch_add(1);
-  }
   uint64_t offset = next_offset_.fetch_add(size, std::memory_order_relaxed);
   uint64_t end = offset + size;
   if (end > file_size_.load(std::memory_order_acquire) && !EnsureFileSize(end)) {
     broken_.store(true, std::memory_order_relaxed);
-    appends_in_flight_.fetch_sub(1);
     return false;
   }
   memcpy(base_ + offset, data, size);
-  appends_in_flight_.fetch_sub(1, std::memory_order_release);
   return true;
 }
 
 void TraceSink::Finish() {
   if (fd_ < 0) return;
-  finishing_.store(true);
-  // Threads still running at exit may be appending; give them a moment, never hang the exit.
-  for (int spins = 0; appends_in_flight_.load() != 0; ++spins) {
-    if (spins > 100000) {
-      finishing_.store(false);
-      return;  // untrimmed: readers skip the zero tail
-    }
-    sched_yield();
+  SpinGuard guard(grow_lock_);
+  // Claim [written, file size) the way writers claim space: once the offset has moved past the
+  // file's end, every later packet lands beyond it and grows the file again, and every earlier
+  // one lies below `written`, so cutting the file at `written` touches nobody's bytes.
+  uint64_t file_size = file_size_.load();
+  uint64_t written = next_offset_.load();
+  while (written <= file_size && !next_offset_.compare_exchange_weak(written, file_size)) {
   }
-  {
-    SpinGuard guard(grow_lock_);
-    uint64_t written = next_offset_.load();
-    if (!broken_.load() && ftruncate(fd_, static_cast<off_t>(written)) == 0) {
-      // Pages past the new end must not be touched until EnsureFileSize maps them again.
-      uint64_t keep = (written + 4095) & ~uint64_t{4095};
-      mmap(base_ + keep, reserved_ - keep, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-           0);
-      file_size_.store(written);
-      finished_ = true;
-    }
-  }
-  finishing_.store(false);
+  if (written > file_size || broken_.load()) return;  // a writer is already growing the file
+  if (ftruncate(fd_, static_cast<off_t>(written)) != 0) return;
+  file_size_.store(written);
+  finished_ = true;
+  // Give the claimed tail back unless a teardown packet reserved space after it meanwhile (that
+  // writer waits for our lock to grow the file; then a zero gap precedes it, which readers skip).
+  uint64_t claimed_end = file_size;
+  next_offset_.compare_exchange_strong(claimed_end, written);
 }
 
 void TraceSink::AbandonAfterFork() {
@@ -124,8 +110,6 @@ void TraceSink::AbandonAfterFork() {
   file_size_.store(0);
   broken_.store(false);
   grow_lock_.clear();
-  appends_in_flight_.store(0);
-  finishing_.store(false);
   finished_ = false;
 }
 

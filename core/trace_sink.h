@@ -5,7 +5,8 @@
 //
 // The file grows in chunks allocated with fallocate (a full disk then stops the recording instead
 // of raising SIGBUS in the host). Finish() trims the unused tail so a cleanly closed trace is one
-// valid protobuf message.
+// valid protobuf message: it first claims that tail with the same atomic add, so no writer can be
+// copying into what it cuts off.
 #pragma once
 
 #include <atomic>
@@ -38,9 +39,6 @@ class TraceSink {
   std::atomic<uint64_t> file_size_{0};  // bytes of the file that are allocated and mapped
   std::atomic<bool> broken_{false};
   std::atomic_flag grow_lock_ = ATOMIC_FLAG_INIT;
-  // Finish() trims the file, so it waits until no Append is between its reservation and copy.
-  std::atomic<uint32_t> appends_in_flight_{0};
-  std::atomic<bool> finishing_{false};
   bool finished_ = false;
 };
 
