@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "report/arguments.h"
 #include "report/commands.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -31,35 +32,27 @@ not a trace or damaged.
 int RunCheck(const std::vector<std::string>& args) {
   std::optional<uint64_t> max_peak;
   bool no_leaks = false;
-  std::vector<std::string> inputs;
-  bool flags_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (flags_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      inputs.push_back(arg);
-    } else if (arg == "--") {
-      flags_done = true;
-    } else if (arg == "--max-peak" || absl::StartsWith(arg, "--max-peak=")) {
-      std::string value;
-      if (arg == "--max-peak") {
-        if (i + 1 == args.size()) return UsageError("check: --max-peak needs a size", "check");
-        value = args[++i];
-      } else {
-        value = arg.substr(11);
-      }
+  ArgumentWalker walker(args);
+  std::string value;
+  bool missing = false;
+  while (walker.NextOption()) {
+    if (walker.TakesValue("--max-peak", &value, &missing)) {
+      if (missing) return UsageError("check: --max-peak needs a size", "check");
       absl::StatusOr<uint64_t> size = ParseSize(value);
-      if (!size.ok())
+      if (!size.ok()) {
         return UsageError(absl::StrCat("check: --max-peak: ", size.status().message()), "check");
+      }
       max_peak = *size;
-    } else if (arg == "--no-leaks") {
+    } else if (walker.Is("--no-leaks")) {
       no_leaks = true;
-    } else if (arg == "-h" || arg == "--help") {
+    } else if (walker.Is("-h") || walker.Is("--help")) {
       std::fputs(kCheckUsage, stdout);
       return kExitOk;
     } else {
-      return UsageError(absl::StrCat("check: unknown flag '", arg, "'"), "check");
+      return UsageError(absl::StrCat("check: unknown flag '", walker.option(), "'"), "check");
     }
   }
+  const std::vector<std::string>& inputs = walker.positional();
   if (!max_peak && !no_leaks) {
     return UsageError("check: no budget given (--max-peak SIZE, --no-leaks)", "check");
   }

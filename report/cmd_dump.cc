@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "report/arguments.h"
 #include "report/commands.h"
 #include "report/event_counts.h"
 #include "report/packet_format.h"
@@ -102,24 +103,20 @@ bool CountAll(const std::vector<std::string>& paths, Output* out) {
 int RunDump(const std::vector<std::string>& args) {
   bool symbolize = false;
   bool counts = false;
-  std::vector<std::string> inputs;
-  bool flags_done = false;
-  for (const std::string& arg : args) {
-    if (flags_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      inputs.push_back(arg);
-    } else if (arg == "--") {
-      flags_done = true;
-    } else if (arg == "--symbolize") {
+  ArgumentWalker walker(args);
+  while (walker.NextOption()) {
+    if (walker.Is("--symbolize")) {
       symbolize = true;
-    } else if (arg == "--counts") {
+    } else if (walker.Is("--counts")) {
       counts = true;
-    } else if (arg == "-h" || arg == "--help") {
+    } else if (walker.Is("-h") || walker.Is("--help")) {
       std::fputs(kDumpUsage, stdout);
       return kExitOk;
     } else {
-      return UsageError(absl::StrCat("dump: unknown flag '", arg, "'"), "dump");
+      return UsageError(absl::StrCat("dump: unknown flag '", walker.option(), "'"), "dump");
     }
   }
+  const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("dump: no trace file given", "dump");
 
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);

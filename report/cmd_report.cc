@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report/arguments.h"
 #include "report/commands.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -302,38 +303,29 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
 
 int RunReport(const std::vector<std::string>& args) {
   Options options;
-  std::vector<std::string> inputs;
-  bool flags_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (flags_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      inputs.push_back(arg);
-    } else if (arg == "--") {
-      flags_done = true;
-    } else if (arg == "--peak") {
+  ArgumentWalker walker(args);
+  std::string value;
+  bool missing = false;
+  while (walker.NextOption()) {
+    if (walker.Is("--peak")) {
       options.peak = true;
-    } else if (arg == "--leaks") {
+    } else if (walker.Is("--leaks")) {
       options.leaks = true;
-    } else if (arg == "--json") {
+    } else if (walker.Is("--json")) {
       options.json = true;
-    } else if (arg == "--top" || absl::StartsWith(arg, "--top=")) {
-      std::string value;
-      if (arg == "--top") {
-        if (i + 1 == args.size()) return UsageError("report: --top needs a number", "report");
-        value = args[++i];
-      } else {
-        value = arg.substr(6);
-      }
+    } else if (walker.TakesValue("--top", &value, &missing)) {
+      if (missing) return UsageError("report: --top needs a number", "report");
       if (!absl::SimpleAtoi(value, &options.top)) {
         return UsageError(absl::StrCat("report: --top: not a number: '", value, "'"), "report");
       }
-    } else if (arg == "-h" || arg == "--help") {
+    } else if (walker.Is("-h") || walker.Is("--help")) {
       std::fputs(kReportUsage, stdout);
       return kExitOk;
     } else {
-      return UsageError(absl::StrCat("report: unknown flag '", arg, "'"), "report");
+      return UsageError(absl::StrCat("report: unknown flag '", walker.option(), "'"), "report");
     }
   }
+  const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("report: no trace file given", "report");
   if (!options.peak && !options.leaks) options.peak = options.leaks = true;
 
