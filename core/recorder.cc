@@ -15,6 +15,7 @@
 
 #include <atomic>
 
+#include "core/clock.h"
 #include "core/module_map.h"
 #include "core/options.h"
 #include "core/packet_sink.h"
@@ -269,6 +270,7 @@ void Init(const LoaderFunctions& loader) {
   LoadRecorderOptions(&g.options);
   g.loader = loader;
   g.pid = static_cast<uint32_t>(getpid());
+  InitClock();
   g.start_unix_ns = Now(CLOCK_REALTIME);
   g.start_mono_ns = Now(CLOCK_MONOTONIC);
   gethostname(g.host, sizeof(g.host) - 1);
@@ -324,32 +326,42 @@ uint64_t CaptureStack(uintptr_t caller_pc) {
 void RecordMemory(const MemoryRecord& record) {
   if (!EnsureOpen()) return;
   ThreadState* thread = CurrentThread();
-  uint8_t buffer[256];
-  wire::Writer writer(buffer, sizeof(buffer));
-  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
-  size_t event = writer.BeginNested(proto::packet_field::kMemory);
+  // The body is written after room for the two headers (packet, memory event) that are then
+  // prepended: at most 18 varint fields of 11 bytes.
+  constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
+  uint8_t buffer[kHeaderRoom + 18 * (1 + wire::kMaxVarintBytes)];
+  uint8_t* body = buffer + kHeaderRoom;
+  uint8_t* out = body;
   namespace f = proto::memory_field;
-  writer.Varint(f::kSeq, record.seq);
-  writer.Varint(f::kTimestampNs, Now(CLOCK_MONOTONIC));
-  writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
-  writer.Int32(f::kDevice, record.device);
-  writer.Varint(f::kApi, static_cast<uint64_t>(record.api));
-  writer.Varint(f::kKind, static_cast<uint64_t>(record.kind));
-  writer.Varint(f::kAction, static_cast<uint64_t>(record.action));
-  writer.Varint(f::kSize, record.size);
-  writer.Varint(f::kAddress, record.address);
-  writer.Varint(f::kStream, record.stream);
-  writer.Varint(f::kPool, record.pool);
-  writer.Int32(f::kResult, record.result);
-  writer.Varint(f::kStackId, record.stack_id);
-  writer.Varint(f::kHandle, record.handle);
-  writer.Varint(f::kOffset, record.offset);
-  writer.Varint(f::kFreeBytes, record.free_bytes);
-  writer.Varint(f::kTotalBytes, record.total_bytes);
-  writer.Varint(f::kPitch, record.pitch);
-  writer.EndNested(event);
-  writer.EndNested(packet);
-  g_file_sink.AppendPacket(writer.data(), writer.size());
+  auto int32 = [](int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); };
+  out = wire::PutVarintField(out, f::kSeq, record.seq);
+  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
+  out = wire::PutVarintField(out, f::kTid,
+                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  out = wire::PutVarintField(out, f::kDevice, int32(record.device));
+  out = wire::PutVarintField(out, f::kApi, static_cast<uint64_t>(record.api));
+  out = wire::PutVarintField(out, f::kKind, static_cast<uint64_t>(record.kind));
+  out = wire::PutVarintField(out, f::kAction, static_cast<uint64_t>(record.action));
+  out = wire::PutVarintField(out, f::kSize, record.size);
+  out = wire::PutVarintField(out, f::kAddress, record.address);
+  out = wire::PutVarintField(out, f::kStream, record.stream);
+  out = wire::PutVarintField(out, f::kPool, record.pool);
+  out = wire::PutVarintField(out, f::kResult, int32(record.result));
+  out = wire::PutVarintField(out, f::kStackId, record.stack_id);
+  out = wire::PutVarintField(out, f::kHandle, record.handle);
+  out = wire::PutVarintField(out, f::kOffset, record.offset);
+  // Fields 16 and up have two-byte tags: rare (failed allocations, pitched allocations).
+  if (record.free_bytes | record.total_bytes | record.pitch) {
+    wire::Writer tail(out, sizeof(buffer) - static_cast<size_t>(out - buffer));
+    tail.Varint(f::kFreeBytes, record.free_bytes);
+    tail.Varint(f::kTotalBytes, record.total_bytes);
+    tail.Varint(f::kPitch, record.pitch);
+    out += tail.size();
+  }
+  uint8_t* start =
+      wire::PrependHeader(body, proto::packet_field::kMemory, static_cast<size_t>(out - body));
+  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(out - start));
+  g_file_sink.AppendPacket(start, static_cast<size_t>(out - start));
 }
 
 bool DeviceKnown(int ordinal) {

@@ -35,6 +35,27 @@ inline uint8_t* PutVarint(uint8_t* out, uint64_t value) {
   return out;
 }
 
+// Unchecked helpers for the hot path (one memory event per CUDA call), where the caller's buffer
+// is sized for the largest packet: no bounds checks, no moving bodies around.
+
+// A varint field with a one-byte tag (field numbers below 16); zero is omitted.
+inline uint8_t* PutVarintField(uint8_t* out, uint32_t field, uint64_t value) {
+  if (value == 0) return out;
+  *out++ = static_cast<uint8_t>(field << 3 | kVarint);
+  return PutVarint(out, value);
+}
+
+// Writes a length-delimited header (one-byte tag, length) immediately before `body`, which must
+// have room for it in front; returns where the message now starts.
+inline uint8_t* PrependHeader(uint8_t* body, uint32_t field, size_t body_size) {
+  uint8_t length[kMaxVarintBytes];
+  size_t length_size = static_cast<size_t>(PutVarint(length, body_size) - length);
+  body -= length_size;
+  memcpy(body, length, length_size);
+  *--body = static_cast<uint8_t>(field << 3 | kLengthDelimited);
+  return body;
+}
+
 class Writer {
  public:
   Writer(uint8_t* buffer, size_t capacity)
