@@ -16,24 +16,34 @@ namespace {
 struct Query {
   const char* symbol;
   std::atomic<void*> function;
+  std::atomic<int> failed_lookups;
 };
+
+// A lookup costs a dlopen (~10 µs); where libcuda is not found by that name, stop asking.
+constexpr int kMaxFailedLookups = 8;
 
 enum QueryId { kCtxGetDevice, kMemGetInfo, kDeviceGet, kDeviceGetName, kDeviceTotalMem, kCount };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}},  {"cuMemGetInfo_v2", {nullptr}},     {"cuDeviceGet", {nullptr}},
-    {"cuDeviceGetName", {nullptr}}, {"cuDeviceTotalMem_v2", {nullptr}},
+    {"cuCtxGetDevice", {nullptr}, {0}},      {"cuMemGetInfo_v2", {nullptr}, {0}},
+    {"cuDeviceGet", {nullptr}, {0}},         {"cuDeviceGetName", {nullptr}, {0}},
+    {"cuDeviceTotalMem_v2", {nullptr}, {0}},
 };
 
 template <typename Fn>
 Fn Get(QueryId id) {
   Query& query = g_queries[id];
   void* function = query.function.load(std::memory_order_acquire);
-  if (function == nullptr) {
+  if (function == nullptr &&
+      query.failed_lookups.load(std::memory_order_relaxed) < kMaxFailedLookups) {
     if (void* driver = RealDlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
       function = RealDlsym(driver, query.symbol);
       dlclose(driver);
-      if (function != nullptr) query.function.store(function, std::memory_order_release);
+    }
+    if (function != nullptr) {
+      query.function.store(function, std::memory_order_release);
+    } else {
+      query.failed_lookups.fetch_add(1, std::memory_order_relaxed);
     }
   }
   return reinterpret_cast<Fn>(function);
