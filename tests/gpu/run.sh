@@ -64,6 +64,8 @@ record() {
   for mode in async sync; do
     GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
   done >"$out/bench.txt" 2>&1
+  # What gpumem itself adds, with no driver in the measurement at all.
+  tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).
   GPUMEM_BENCH_STACK_DEPTH=0 GPUMEM_BENCH_CUDA_LIBS=$cuda_libs \
     tests/bench/run_alloc_cost.sh "$build" 7 20000 async >>"$out/bench.txt" 2>&1
