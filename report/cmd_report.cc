@@ -1,9 +1,13 @@
 // `gpumem report`: when each device peaked and what it held then, and what was never freed, by
-// call site; readable text or one JSON object (schema: report/README.md).
+// call site; on request the post-mortem of failed allocations (report/oom.h) and call sites that
+// grow from iteration to iteration (report/growth.h); readable text or one JSON object (schema:
+// report/README.md).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +18,9 @@
 #include "absl/strings/str_join.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/growth.h"
+#include "report/names.h"
+#include "report/oom.h"
 #include "report/replay.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
@@ -23,13 +30,21 @@
 namespace gpumem::report {
 
 const char kReportUsage[] =
-    R"usage(usage: gpumem report [--peak] [--leaks] [--top N] [--json] TRACE...
+    R"usage(usage: gpumem report [--peak] [--leaks] [--oom] [--growth [--iteration-marker FUNCTION]]
+                     [--top N] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
   --peak       when it peaked, by how much, and what was live then by call site, largest first
   --leaks      what was never freed at the end, by call site
-  (neither: both)
-  --top N      call sites shown per device (default 10; 0: all)
+  --oom        each failed allocation: the request, free/total memory then, what was live by
+               call site, and what would have helped (retries of one request are grouped)
+  --growth     call sites whose live bytes rise from iteration to iteration, in bytes/iteration
+  --iteration-marker FUNCTION
+               (implies --growth) an iteration starts at each allocation of the first call site
+               with a frame whose function contains FUNCTION; without it, at each allocation of
+               the most frequent allocation call site (at least 3)
+  (none of --peak, --leaks, --oom, --growth: --peak and --leaks)
+  --top N      call sites shown per device or failure (default 10; 0: all)
   --json       one JSON object instead of text (schema: report/README.md in the sources)
   -h, --help   print this text
 
@@ -47,8 +62,11 @@ constexpr size_t kDefaultTop = 10;
 struct Options {
   bool peak = false;
   bool leaks = false;
+  bool oom = false;
+  bool growth = false;
   bool json = false;
   size_t top = kDefaultTop;
+  std::string iteration_marker;  // empty: detect iterations
 };
 
 // One call site: the symbolized stack and what it held.
@@ -131,7 +149,242 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
   }
 }
 
-std::string TextReport(const TraceReplay& replay, const Options& options) {
+// ---- call sites, OOM and growth ----
+
+// Call sites for the analyses: stacks whose symbolized frames read the same are one call site,
+// named by the first such stack id seen.
+class CallSites {
+ public:
+  explicit CallSites(Symbolizer* symbolizer) : symbolizer_(symbolizer) {}
+
+  const std::vector<Frame>& Frames(uint64_t stack_id) {
+    auto it = frames_.find(stack_id);
+    if (it == frames_.end()) it = frames_.emplace(stack_id, symbolizer_->Symbolize(stack_id)).first;
+    return it->second;
+  }
+  uint64_t Of(uint64_t stack_id) {
+    auto it = site_of_.find(stack_id);
+    if (it != site_of_.end()) return it->second;
+    std::vector<std::string> texts;
+    for (const Frame& frame : Frames(stack_id)) texts.push_back(frame.ToString());
+    const uint64_t site = by_key_.try_emplace(absl::StrJoin(texts, "\n"), stack_id).first->second;
+    site_of_.emplace(stack_id, site);
+    return site;
+  }
+  bool AnyFunctionContains(uint64_t stack_id, absl::string_view text) {
+    for (const Frame& frame : Frames(stack_id)) {
+      if (absl::StrContains(frame.function, text)) return true;
+    }
+    return false;
+  }
+  // The innermost frame, as printed; "(no stack recorded)" without one.
+  std::string Label(uint64_t stack_id) {
+    const std::vector<Frame>& frames = Frames(stack_id);
+    return frames.empty() ? "(no stack recorded)" : frames.front().ToString();
+  }
+
+ private:
+  Symbolizer* symbolizer_;
+  absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
+  absl::flat_hash_map<uint64_t, uint64_t> site_of_;
+  absl::flat_hash_map<std::string, uint64_t> by_key_;
+};
+
+// The --oom and --growth analyses of one trace, when asked for.
+struct Findings {
+  std::optional<OomReport> oom;
+  std::optional<GrowthReport> growth;
+};
+
+Findings Analyze(const std::vector<MemoryEvent>& events, const Options& options, CallSites& sites) {
+  Findings findings;
+  CallSiteOf call_site_of = [&sites](uint64_t stack_id) { return sites.Of(stack_id); };
+  if (options.oom) findings.oom = AnalyzeOoms(events, call_site_of);
+  if (options.growth) {
+    GrowthOptions growth;
+    growth.call_site_of = call_site_of;
+    if (!options.iteration_marker.empty()) {
+      growth.is_marker = [&sites, &options](uint64_t stack_id) {
+        return sites.AnyFunctionContains(stack_id, options.iteration_marker);
+      };
+    }
+    findings.growth = AnalyzeGrowth(events, growth);
+  }
+  return findings;
+}
+
+void AppendFramesText(const std::vector<Frame>& frames, std::string* out) {
+  if (frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
+  for (const Frame& frame : frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
+}
+
+std::string SizeText(uint64_t bytes) {
+  return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
+}
+
+// Memory on the device that the trace does not show live: total - free - live (0 when free/total
+// were not recorded, or when they do not add up).
+uint64_t UntrackedBytes(const OomFailure& failure) {
+  const uint64_t total = failure.request.total_bytes();
+  const uint64_t used_by_driver = total - std::min(total, failure.request.free_bytes());
+  return total == 0 ? 0 : used_by_driver - std::min(used_by_driver, failure.live.bytes);
+}
+
+// "What would have helped", computed from the data: one sentence each.
+std::vector<std::string> HelpedLines(const OomFailure& failure, const OomReport& report,
+                                     CallSites& sites) {
+  std::vector<std::string> lines;
+  std::vector<std::string> early;
+  size_t early_sites = 0;
+  for (const OomSite& site : failure.sites) {
+    if (site.early.bytes == 0) continue;
+    ++early_sites;
+    if (early.size() < 3) {
+      early.push_back(absl::StrCat(sites.Label(site.stack_id), " ", FormatBytes(site.early.bytes)));
+    }
+  }
+  if (early_sites > 0) {
+    lines.push_back(absl::StrCat(
+        early_sites == 1 ? "this call site" : absl::StrCat("these ", early_sites, " call sites"),
+        " held ", FormatBytes(failure.early.bytes), " (",
+        Plural(failure.early.count, "allocation", "allocations"), ") made before seq ",
+        report.early_before_seq, " (the first 10% of the trace) and still held it then: ",
+        absl::StrJoin(early, "; "), early_sites > early.size() ? "; ..." : ""));
+  } else {
+    lines.push_back(absl::StrCat("nothing live then was allocated before seq ",
+                                 report.early_before_seq, " (the first 10% of the trace)"));
+  }
+  const MemoryEvent& request = failure.request;
+  if (request.total_bytes() == 0) return lines;  // free/total not recorded
+  if (request.size() <= request.free_bytes()) {
+    lines.push_back(absl::StrCat("the request was no more than the free memory reported (",
+                                 FormatBytes(request.free_bytes()),
+                                 "): fragmentation or a limit, not a lack of free memory"));
+    return lines;
+  }
+  const uint64_t shortfall = request.size() - request.free_bytes();
+  bool enough = false;
+  const size_t needed = SitesThatWouldHaveMadeRoom(failure, &enough);
+  if (enough) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < needed; ++i) bytes += failure.sites[i].live.bytes;
+    lines.push_back(absl::StrCat(
+        "the request was ", FormatBytes(shortfall), " more than was free: freeing what ",
+        needed == 1 ? "the largest call site" : absl::StrCat("the ", needed, " largest call sites"),
+        " held (", FormatBytes(bytes), ") would have made room"));
+  } else {
+    lines.push_back(absl::StrCat("the request was ", FormatBytes(shortfall),
+                                 " more than was free, more than everything the trace shows live (",
+                                 FormatBytes(failure.live.bytes),
+                                 "): the rest is held outside this process's recorded ",
+                                 "allocations (CUDA context, other processes)"));
+  }
+  return lines;
+}
+
+void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& sites,
+                   const Options& options, std::string* out) {
+  if (report.failures.empty()) {
+    absl::StrAppend(out, "\noom: no failed allocations\n");
+    return;
+  }
+  for (const OomFailure& failure : report.failures) {
+    const MemoryEvent& request = failure.request;
+    absl::StrAppendFormat(out, "\noom, %s: %s of %s failed at seq %d, %.3f ms after start\n",
+                          PlaceName(failure.place, trace), ApiName(request.api()),
+                          SizeText(request.size()), request.seq(),
+                          MillisecondsSinceStart(request.timestamp_ns(), trace));
+    if (failure.attempts.size() > 1) {
+      std::vector<std::string> seqs;
+      for (const OomAttempt& attempt : failure.attempts) seqs.push_back(absl::StrCat(attempt.seq));
+      absl::StrAppend(out, "  retried: ", failure.attempts.size(),
+                      " failed attempts of this request (seq ", absl::StrJoin(seqs, ", "),
+                      "), no allocation on this place succeeded in between; as of the last\n");
+    }
+    absl::StrAppend(out, "  call site:\n");
+    AppendFramesText(sites.Frames(request.stack_id()), out);
+    if (request.total_bytes() > 0) {
+      absl::StrAppend(out, "  free then: ", SizeText(request.free_bytes()), " of ",
+                      SizeText(request.total_bytes()), "\n");
+    } else {
+      absl::StrAppend(out, "  free then: not recorded\n");
+    }
+    absl::StrAppend(out, "  live then: ", SizeText(failure.live.bytes), " in ",
+                    Plural(failure.live.count, "allocation", "allocations"));
+    if (request.total_bytes() > 0) {
+      absl::StrAppend(out, "; in use but not in the trace (context, other processes): ",
+                      FormatBytes(UntrackedBytes(failure)));
+    }
+    absl::StrAppend(out, "\n");
+    std::vector<Site> live;
+    for (const OomSite& site : failure.sites)
+      live.push_back({sites.Frames(site.stack_id), site.live});
+    AppendSitesText(live, options.top, failure.live.bytes, out);
+    for (const std::string& line : HelpedLines(failure, report, sites)) {
+      absl::StrAppend(out, "  what would have helped: ", line, "\n");
+    }
+  }
+}
+
+std::string GrowthRuleText(const GrowthReport& report, const Options& options) {
+  if (report.rule == GrowthReport::Rule::kMarker) {
+    return absl::StrCat("--iteration-marker ", options.iteration_marker,
+                        ": the first call site with a frame whose function contains it");
+  }
+  return absl::StrCat("the most frequent allocation call site (at least ", kMinMarkerOccurrences,
+                      " allocations)");
+}
+
+void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
+                      const Options& options, std::string* out) {
+  if (!report.found) {
+    absl::StrAppend(out, "\ngrowth: no iterations found: no allocation call site is ",
+                    report.rule == GrowthReport::Rule::kMarker
+                        ? absl::StrCat("in a function containing '", options.iteration_marker, "'")
+                        : absl::StrCat("used at least ", kMinMarkerOccurrences, " times"),
+                    "\n");
+    return;
+  }
+  absl::StrAppend(out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
+                  ", each starting at an allocation of ", GrowthRuleText(report, options), ":\n");
+  AppendFramesText(sites.Frames(report.marker_stack_id), out);
+  if (report.iterations() < 2) {
+    absl::StrAppend(out, "growth: one iteration: nothing to compare\n");
+    return;
+  }
+  if (report.sites.empty()) {
+    absl::StrAppend(out, "growth: no call site's live bytes grow from iteration to iteration\n");
+    return;
+  }
+  const size_t boundaries = report.iterations() - 1;
+  const size_t shown =
+      options.top == 0 ? report.sites.size() : std::min(options.top, report.sites.size());
+  int32_t place = 0;
+  for (size_t i = 0; i < shown; ++i) {
+    const GrowingSite& site = report.sites[i];
+    if (i == 0 || site.place != place) {
+      place = site.place;
+      size_t here = 0;
+      for (const GrowingSite& other : report.sites) here += other.place == place;
+      absl::StrAppend(out, "\ngrowth, ", PlaceName(place, trace), ": ",
+                      Plural(here, "call site grows", "call sites grow"), "\n");
+    }
+    absl::StrAppend(out, "  +", FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
+                    "/iteration  rose at ", site.rises, " of ", boundaries,
+                    " iteration boundaries; live ", FormatBytes(site.live_bytes.front()),
+                    " after iteration 1, ", FormatBytes(site.live_bytes.back()), " (",
+                    Plural(site.live_count.back(), "allocation", "allocations"),
+                    ") after iteration ", report.iterations(), "\n");
+    AppendFramesText(sites.Frames(site.stack_id), out);
+  }
+  if (shown < report.sites.size()) {
+    absl::StrAppend(out, "  ... ",
+                    Plural(report.sites.size() - shown, "more call site", "more call sites"), "\n");
+  }
+}
+
+std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>& events,
+                       const Options& options) {
   const TraceFile& trace = *replay.file;
   Symbolizer symbolizer(&trace);
   std::string out;
@@ -172,6 +425,10 @@ std::string TextReport(const TraceReplay& replay, const Options& options) {
     }
     if (!any) absl::StrAppend(&out, "\nleaks: none: everything allocated was freed\n");
   }
+  CallSites sites(&symbolizer);
+  const Findings findings = Analyze(events, options, sites);
+  if (findings.oom) AppendOomText(*findings.oom, trace, sites, options, &out);
+  if (findings.growth) AppendGrowthText(*findings.growth, trace, sites, options, &out);
   return out;
 }
 
@@ -249,7 +506,91 @@ std::string JsonPlace(int32_t place, const TraceFile& trace) {
   return out;
 }
 
-std::string JsonReport(const std::string& path, const TraceReplay& replay, const Options& options) {
+uint64_t SinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
+  const uint64_t start = trace.header().start_time_mono_ns();
+  return timestamp_ns >= start ? timestamp_ns - start : 0;
+}
+
+std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& sites,
+                    const Options& options) {
+  std::vector<std::string> failures;
+  for (const OomFailure& failure : report.failures) {
+    const MemoryEvent& request = failure.request;
+    std::vector<std::string> attempts;
+    for (const OomAttempt& attempt : failure.attempts) {
+      attempts.push_back(absl::StrCat(
+          "{\"seq\":", attempt.seq, ",\"time_ns\":", SinceStart(attempt.timestamp_ns, trace),
+          ",\"free_bytes\":", attempt.free_bytes, ",\"total_bytes\":", attempt.total_bytes, "}"));
+    }
+    const size_t shown =
+        options.top == 0 ? failure.sites.size() : std::min(options.top, failure.sites.size());
+    std::vector<std::string> live;
+    for (size_t i = 0; i < shown; ++i) {
+      const OomSite& site = failure.sites[i];
+      live.push_back(absl::StrFormat(
+          "{\"bytes\":%d,\"count\":%d,\"share\":%.6f,\"early_bytes\":%d,\"early_count\":%d,"
+          "\"frames\":%s}",
+          site.live.bytes, site.live.count,
+          failure.live.bytes == 0
+              ? 0.0
+              : static_cast<double>(site.live.bytes) / static_cast<double>(failure.live.bytes),
+          site.early.bytes, site.early.count, JsonFrames(sites.Frames(site.stack_id))));
+    }
+    bool enough = false;
+    const size_t room = SitesThatWouldHaveMadeRoom(failure, &enough);
+    std::vector<std::string> helped;
+    for (const std::string& line : HelpedLines(failure, report, sites)) {
+      helped.push_back(JsonString(line));
+    }
+    failures.push_back(absl::StrCat(
+        "{", JsonPlace(failure.place, trace), ",\"api\":", JsonString(ApiName(request.api())),
+        ",\"size\":", request.size(), ",\"seq\":", request.seq(), ",\"time_ns\":",
+        SinceStart(request.timestamp_ns(), trace), ",\"free_bytes\":", request.free_bytes(),
+        ",\"total_bytes\":", request.total_bytes(), ",\"attempts\":[", absl::StrJoin(attempts, ","),
+        "]", ",\"frames\":", JsonFrames(sites.Frames(request.stack_id())),
+        ",\"live_bytes\":", failure.live.bytes, ",\"live_count\":", failure.live.count,
+        ",\"early_bytes\":", failure.early.bytes, ",\"early_count\":", failure.early.count,
+        ",\"untracked_bytes\":", UntrackedBytes(failure), ",\"call_sites\":", failure.sites.size(),
+        ",\"sites\":[", absl::StrJoin(live, ","), "]", ",\"room_sites\":", enough ? room : 0,
+        ",\"helped\":[", absl::StrJoin(helped, ","), "]}"));
+  }
+  return absl::StrCat("{\"early_before_seq\":", report.early_before_seq, ",\"failures\":[",
+                      absl::StrJoin(failures, ","), "]}");
+}
+
+std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
+                       const Options& options) {
+  std::string out = absl::StrCat("{\"rule\":", report.rule == GrowthReport::Rule::kMarker
+                                                   ? "\"iteration_marker\""
+                                                   : "\"most_frequent_call_site\"");
+  if (report.rule == GrowthReport::Rule::kMarker) {
+    absl::StrAppend(&out, ",\"marker\":", JsonString(options.iteration_marker));
+  }
+  absl::StrAppend(&out, ",\"found\":", report.found ? "true" : "false",
+                  ",\"iterations\":", report.iterations(), ",\"iteration_seqs\":[",
+                  absl::StrJoin(report.iteration_seqs, ","), "]");
+  if (report.found) {
+    absl::StrAppend(&out, ",\"marker_frames\":", JsonFrames(sites.Frames(report.marker_stack_id)));
+  }
+  const size_t shown =
+      options.top == 0 ? report.sites.size() : std::min(options.top, report.sites.size());
+  std::vector<std::string> items;
+  for (size_t i = 0; i < shown; ++i) {
+    const GrowingSite& site = report.sites[i];
+    items.push_back(absl::StrFormat(
+        "{%s,\"bytes_per_iteration\":%.1f,\"rises\":%d,\"boundaries\":%d,\"live_bytes\":[%s],"
+        "\"live_count\":[%s],\"frames\":%s}",
+        JsonPlace(site.place, trace), site.bytes_per_iteration, site.rises, report.iterations() - 1,
+        absl::StrJoin(site.live_bytes, ","), absl::StrJoin(site.live_count, ","),
+        JsonFrames(sites.Frames(site.stack_id))));
+  }
+  absl::StrAppend(&out, ",\"growing_sites\":", report.sites.size(), ",\"sites\":[",
+                  absl::StrJoin(items, ","), "]}");
+  return out;
+}
+
+std::string JsonReport(const std::string& path, const TraceReplay& replay,
+                       const std::vector<MemoryEvent>& events, const Options& options) {
   const TraceFile& trace = *replay.file;
   Symbolizer symbolizer(&trace);
   const Header& header = trace.header();
@@ -295,6 +636,13 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
     if (!clean) absl::StrAppend(&out, ",\"note\":", JsonString(kNotCleanExit));
     absl::StrAppend(&out, ",\"places\":[", absl::StrJoin(items, ","), "]}");
   }
+  CallSites sites(&symbolizer);
+  const Findings findings = Analyze(events, options, sites);
+  if (findings.oom)
+    absl::StrAppend(&out, ",\"oom\":", JsonOom(*findings.oom, trace, sites, options));
+  if (findings.growth) {
+    absl::StrAppend(&out, ",\"growth\":", JsonGrowth(*findings.growth, trace, sites, options));
+  }
   absl::StrAppend(&out, "}");
   return out;
 }
@@ -311,6 +659,16 @@ int RunReport(const std::vector<std::string>& args) {
       options.peak = true;
     } else if (walker.Is("--leaks")) {
       options.leaks = true;
+    } else if (walker.Is("--oom")) {
+      options.oom = true;
+    } else if (walker.Is("--growth")) {
+      options.growth = true;
+    } else if (walker.TakesValue("--iteration-marker", &value, &missing)) {
+      if (missing || value.empty()) {
+        return UsageError("report: --iteration-marker needs a function name", "report");
+      }
+      options.iteration_marker = value;
+      options.growth = true;
     } else if (walker.Is("--json")) {
       options.json = true;
     } else if (walker.TakesValue("--top", &value, &missing)) {
@@ -327,7 +685,9 @@ int RunReport(const std::vector<std::string>& args) {
   }
   const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("report: no trace file given", "report");
-  if (!options.peak && !options.leaks) options.peak = options.leaks = true;
+  if (!options.peak && !options.leaks && !options.oom && !options.growth) {
+    options.peak = options.leaks = true;
+  }
 
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
   if (!paths.ok()) {
@@ -343,10 +703,16 @@ int RunReport(const std::vector<std::string>& args) {
       ok = false;
       continue;
     }
+    // --oom and --growth replay the events again, stopping where they look.
+    std::vector<MemoryEvent> events;
+    if (options.oom || options.growth) {
+      absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
+      if (sorted.ok()) events = std::move(sorted->events);
+    }
     if (options.json) {
-      json_traces.push_back(JsonReport(path, *replay, options));
+      json_traces.push_back(JsonReport(path, *replay, events, options));
     } else {
-      std::string text = TextReport(*replay, options);
+      std::string text = TextReport(*replay, events, options);
       if (paths->size() > 1) text = absl::StrCat("== ", path, "\n", text, "\n");
       std::fwrite(text.data(), 1, text.size(), stdout);
     }

@@ -45,6 +45,10 @@ std::vector<SiteTally> Sorted(const absl::flat_hash_map<uint64_t, Tally>& by_sta
 
 }  // namespace
 
+int32_t PlaceOf(const MemoryEvent& event) {
+  return IsPinnedHost(event) ? kPinnedHost : event.device();
+}
+
 void Replay::Count(const Live& live, const MemoryEvent& event) {
   PlaceState& state = places_[live.place];
   PlaceUsage& usage = state.usage;
@@ -84,8 +88,7 @@ void Replay::AllocPlain(const MemoryEvent& event) {
     for (auto it = first; it != last; ++it) Uncount(it->second);
     plain_.erase(first, last);
   }
-  const int32_t place = IsPinnedHost(event) ? kPinnedHost : event.device();
-  const Live live{event.size(), event.seq(), event.stack_id(), place};
+  const Live live{event.size(), event.seq(), event.stack_id(), PlaceOf(event)};
   plain_.emplace(begin, live);
   freed_plain_.erase(begin);
   Count(live, event);

@@ -46,6 +46,19 @@ struct SiteTally {
   Tally tally;
 };
 
+// One allocation that is live (plain, or VMM physical memory; reservations and mappings are not
+// memory use): where it counts, its size, and the event that made it.
+struct LiveAllocation {
+  uint64_t size = 0;
+  uint64_t seq = 0;
+  uint64_t stack_id = 0;
+  int32_t place = 0;
+};
+
+// The place an allocation (or failed allocation) event counts on: kPinnedHost for page-locked host
+// memory, else the event's device.
+int32_t PlaceOf(const MemoryEvent& event);
+
 struct ReplayAnomalies {
   uint64_t unknown_frees = 0;            // a free of an address or handle never allocated
   uint64_t double_frees = 0;             // a free of an allocation already freed
@@ -81,13 +94,17 @@ class Replay {
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
 
+  // Calls `visit(const LiveAllocation&)` for every allocation live after the events added so far,
+  // in no particular order: the live set at any moment, for analyses that stop the replay there
+  // (an OOM, an iteration boundary). Costs one pass over the live set.
+  template <typename Visit>
+  void ForEachLive(Visit&& visit) const {
+    for (const auto& [address, live] : plain_) visit(live);
+    for (const auto& [handle, physical] : physical_) visit(physical.live);
+  }
+
  private:
-  struct Live {
-    uint64_t size = 0;
-    uint64_t seq = 0;
-    uint64_t stack_id = 0;
-    int32_t place = 0;
-  };
+  using Live = LiveAllocation;
   struct Physical {
     Live live;
     uint32_t mappings = 0;

@@ -1,0 +1,69 @@
+// OOM post-mortem: for each failed allocation (ALLOC_FAILED), the request, what the driver said was
+// free then, and what the trace shows live on that place at that moment, by call site; and what
+// the data says would have helped (old allocations still held, the largest call sites that would
+// have made room). See report/README.md, "gpumem report --oom".
+//
+// Retries are grouped: a failure of the same size, API and place as the previous failure there,
+// with no successful allocation on that place in between, is another attempt at the same request
+// (PyTorch's caching allocator empties its cache and calls cudaMalloc again). A group is reported
+// once, as of its last attempt (after whatever was freed between attempts).
+#ifndef GPUMEM_REPORT_OOM_H_
+#define GPUMEM_REPORT_OOM_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "report/event_counts.h"
+
+namespace gpumem::report {
+
+// Maps a stack id to the stack id that stands for its call site (stacks that symbolize the same
+// share one); null: every stack is its own call site.
+using CallSiteOf = std::function<uint64_t(uint64_t stack_id)>;
+
+// What one call site held at a failure.
+struct OomSite {
+  uint64_t stack_id = 0;  // the call site's stack id (CallSiteOf)
+  Tally live;             // live at the failure
+  Tally early;            // of which allocated before OomReport::early_before_seq
+};
+
+// One attempt at a failed request.
+struct OomAttempt {
+  uint64_t seq = 0;
+  uint64_t timestamp_ns = 0;
+  uint64_t free_bytes = 0;  // cuMemGetInfo at the failure (0 with total 0: not recorded)
+  uint64_t total_bytes = 0;
+  uint64_t stack_id = 0;
+};
+
+struct OomFailure {
+  MemoryEvent request;               // the last attempt
+  int32_t place = 0;                 // device ordinal, -1 unknown, or kPinnedHost
+  std::vector<OomAttempt> attempts;  // in seq order; one unless retried
+  Tally live;                        // everything live on the place at the last attempt
+  Tally early;                       // of which allocated before early_before_seq
+  std::vector<OomSite> sites;        // live at the last attempt by call site, largest first
+};
+
+struct OomReport {
+  uint64_t first_seq = 0;  // the trace's seq range (all memory events)
+  uint64_t last_seq = 0;
+  // Allocations with a smaller seq were made in the first 10% of the seq range: "early".
+  uint64_t early_before_seq = 0;
+  std::vector<OomFailure> failures;  // in seq order
+};
+
+// `events`: one process's memory events in seq order.
+OomReport AnalyzeOoms(const std::vector<MemoryEvent>& events, const CallSiteOf& call_site_of = {});
+
+// The fewest of `failure.sites` (largest first) whose bytes, freed, would have let the request fit:
+// how many, or 0 when the request fit the free memory recorded, or free/total were not recorded,
+// or even all of them would not have been enough (then *enough is false).
+size_t SitesThatWouldHaveMadeRoom(const OomFailure& failure, bool* enough);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_OOM_H_

@@ -1,0 +1,318 @@
+// Growth: call sites whose live bytes rise from iteration to iteration, with iterations from a
+// marker or detected (the most frequent allocation call site); on synthetic events with
+// hand-computed answers, and on the bundled leak_loop H100 trace (10 iterations, a 4 MiB
+// activation kept each time at leak_loop.cc:26, a 16 MiB buffer freed each time at line 24).
+#include "report/growth.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem::report {
+namespace {
+
+using ::gpumem::testing::BuildPath;
+using ::gpumem::testing::ProgramRun;
+using ::gpumem::testing::RunProgram;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class Events {
+ public:
+  MemoryEvent& Malloc(uint64_t size, uint64_t address, uint64_t stack_id, int32_t device = 0) {
+    MemoryEvent& event = Add(ALLOC, device, address, stack_id);
+    event.set_api(CUDA_MALLOC);
+    event.set_kind(DEVICE);
+    event.set_size(size);
+    return event;
+  }
+  MemoryEvent& Free(uint64_t address) {
+    MemoryEvent& event = Add(FREE, -1, address, 0);
+    event.set_api(CUDA_FREE);
+    return event;
+  }
+  const std::vector<MemoryEvent>& events() const { return events_; }
+
+ private:
+  MemoryEvent& Add(Action action, int32_t device, uint64_t address, uint64_t stack_id) {
+    MemoryEvent& event = events_.emplace_back();
+    event.set_seq(events_.size());
+    event.set_timestamp_ns(events_.size() * 1000);
+    event.set_action(action);
+    event.set_device(device);
+    event.set_address(address);
+    event.set_stack_id(stack_id);
+    return event;
+  }
+  std::vector<MemoryEvent> events_;
+};
+
+uint64_t Address(uint64_t stack_id, uint64_t i) { return (stack_id << 32) + (i << 24); }
+
+// A preamble (stack 9: 100 MiB, kept), then 6 iterations, each starting with stack 1 (16 MiB,
+// freed in the iteration). Live bytes at the end of iterations 1..6:
+//   stack 2: 4 MiB kept each time           4  8 12 16 20 24   rises 5/5, +4 MiB/iteration
+//   stack 6: 8 MiB kept in iterations 1..5  8 16 24 32 40 40   rises 4/5, +6.4 MiB/iteration
+//   stack 5: 2 MiB, alternately kept/freed  2  4  2  4  2  4   rises 3/5: not growing
+//   stack 7: 1 MiB kept, all freed in 6     1  2  3  4  5  0   rises 4/5, lower at the end: not
+//   stack 1, stack 9: constant
+// `activation(i)`: the stack of iteration i's 4 MiB activation (null: stack 2).
+Events Training(
+    uint64_t (*activation)(int) = [](int) -> uint64_t { return 2; },
+    std::vector<uint64_t>* marker_seqs = nullptr,
+    std::vector<uint64_t>* activation_seqs = nullptr) {
+  Events events;
+  events.Malloc(100 * kMiB, Address(9, 0), 9);
+  for (int i = 0; i < 6; ++i) {
+    const uint64_t seq = events.Malloc(16 * kMiB, Address(1, i), 1).seq();
+    if (marker_seqs != nullptr) marker_seqs->push_back(seq);
+    const uint64_t act =
+        events.Malloc(4 * kMiB, Address(2, i), activation != nullptr ? activation(i) : 2).seq();
+    if (activation_seqs != nullptr) activation_seqs->push_back(act);
+    if (i < 5) events.Malloc(8 * kMiB, Address(6, i), 6);
+    if (i % 2 == 0) {
+      if (i == 0) {
+        events.Malloc(2 * kMiB, Address(5, 0), 5);
+      } else {
+        events.Free(Address(5, 1));
+      }
+    } else {
+      events.Malloc(2 * kMiB, Address(5, 1), 5);
+    }
+    if (i < 5) {
+      events.Malloc(1 * kMiB, Address(7, i), 7);
+    } else {
+      for (int j = 0; j < 5; ++j) events.Free(Address(7, j));
+    }
+    events.Free(Address(1, i));
+  }
+  return events;
+}
+
+TEST(GrowthTest, DetectsIterationsAndGrowingSites) {
+  std::vector<uint64_t> marker_seqs;
+  const Events events = Training(nullptr, &marker_seqs);
+  const GrowthReport report = AnalyzeGrowth(events.events(), {});
+  EXPECT_EQ(report.rule, GrowthReport::Rule::kMostFrequent);
+  ASSERT_TRUE(report.found);
+  // Stacks 1 and 2 allocate 6 times each; stack 1 allocated first.
+  EXPECT_EQ(report.marker_stack_id, 1u);
+  EXPECT_EQ(report.iteration_seqs, marker_seqs);
+  ASSERT_EQ(report.iterations(), 6u);
+  ASSERT_EQ(report.sites.size(), 2u);
+
+  const GrowingSite& fastest = report.sites[0];
+  EXPECT_EQ(fastest.place, 0);
+  EXPECT_EQ(fastest.stack_id, 6u);
+  EXPECT_EQ(fastest.live_bytes, (std::vector<uint64_t>{8 * kMiB, 16 * kMiB, 24 * kMiB, 32 * kMiB,
+                                                       40 * kMiB, 40 * kMiB}));
+  EXPECT_EQ(fastest.live_count, (std::vector<uint64_t>{1, 2, 3, 4, 5, 5}));
+  EXPECT_EQ(fastest.rises, 4u);
+  EXPECT_DOUBLE_EQ(fastest.bytes_per_iteration, 32.0 * kMiB / 5);
+
+  const GrowingSite& activation = report.sites[1];
+  EXPECT_EQ(activation.stack_id, 2u);
+  EXPECT_EQ(activation.live_bytes, (std::vector<uint64_t>{4 * kMiB, 8 * kMiB, 12 * kMiB, 16 * kMiB,
+                                                          20 * kMiB, 24 * kMiB}));
+  EXPECT_EQ(activation.rises, 5u);
+  EXPECT_DOUBLE_EQ(activation.bytes_per_iteration, 4.0 * kMiB);
+}
+
+TEST(GrowthTest, MarkerStartsIterations) {
+  std::vector<uint64_t> activation_seqs;
+  const Events events = Training(nullptr, nullptr, &activation_seqs);
+  GrowthOptions options;
+  options.is_marker = [](uint64_t stack_id) { return stack_id == 2; };
+  const GrowthReport report = AnalyzeGrowth(events.events(), options);
+  EXPECT_EQ(report.rule, GrowthReport::Rule::kMarker);
+  ASSERT_TRUE(report.found);
+  EXPECT_EQ(report.marker_stack_id, 2u);
+  EXPECT_EQ(report.iteration_seqs, activation_seqs);
+  // Iterations now end just before the next activation: the same sites grow at the same rates.
+  ASSERT_EQ(report.sites.size(), 2u);
+  EXPECT_EQ(report.sites[0].stack_id, 6u);
+  EXPECT_EQ(report.sites[1].stack_id, 2u);
+  EXPECT_DOUBLE_EQ(report.sites[1].bytes_per_iteration, 4.0 * kMiB);
+}
+
+TEST(GrowthTest, SeveralMatchingSitesTheFirstToAllocateMarks) {
+  std::vector<uint64_t> marker_seqs;
+  const Events events = Training(nullptr, &marker_seqs);
+  GrowthOptions options;
+  options.is_marker = [](uint64_t stack_id) { return stack_id == 1 || stack_id == 2; };
+  const GrowthReport report = AnalyzeGrowth(events.events(), options);
+  ASSERT_TRUE(report.found);
+  EXPECT_EQ(report.marker_stack_id, 1u);
+  EXPECT_EQ(report.iteration_seqs, marker_seqs);
+  EXPECT_EQ(report.sites.size(), 2u);
+}
+
+TEST(GrowthTest, StacksOfOneCallSiteMerge) {
+  // The activation comes from stack 2 in even iterations, stack 12 in odd ones: each alone grows
+  // at half the boundaries, merged they are the one growing site.
+  const Events events = Training([](int i) -> uint64_t { return i % 2 == 0 ? 2 : 12; });
+  const GrowthReport separate = AnalyzeGrowth(events.events(), {});
+  ASSERT_EQ(separate.sites.size(), 1u);
+  EXPECT_EQ(separate.sites[0].stack_id, 6u);
+
+  GrowthOptions options;
+  options.call_site_of = [](uint64_t stack_id) { return stack_id == 12 ? uint64_t{2} : stack_id; };
+  const GrowthReport merged = AnalyzeGrowth(events.events(), options);
+  ASSERT_EQ(merged.sites.size(), 2u);
+  EXPECT_EQ(merged.sites[1].stack_id, 2u);
+  EXPECT_EQ(merged.sites[1].rises, 5u);
+  EXPECT_DOUBLE_EQ(merged.sites[1].bytes_per_iteration, 4.0 * kMiB);
+}
+
+TEST(GrowthTest, GrowthOnEachDeviceApart) {
+  // Stack 3 keeps 1 MiB per iteration on device 1 and frees what it has on device 0.
+  Events events;
+  for (int i = 0; i < 4; ++i) {
+    events.Malloc(kMiB, Address(1, i), 1, 0);
+    events.Malloc(kMiB, Address(3, i), 3, 1);
+    if (i > 0) events.Free(Address(4, i - 1));
+    events.Malloc(kMiB, Address(4, i), 3, 0);
+    events.Free(Address(1, i));
+  }
+  // Detected, stack 3 would mark the iterations (8 allocations, over both devices): say stack 1.
+  EXPECT_EQ(AnalyzeGrowth(events.events(), {}).marker_stack_id, 3u);
+  GrowthOptions options;
+  options.is_marker = [](uint64_t stack_id) { return stack_id == 1; };
+  const GrowthReport report = AnalyzeGrowth(events.events(), options);
+  ASSERT_TRUE(report.found);
+  EXPECT_EQ(report.iterations(), 4u);
+  ASSERT_EQ(report.sites.size(), 1u);
+  EXPECT_EQ(report.sites[0].place, 1);
+  EXPECT_EQ(report.sites[0].stack_id, 3u);
+  EXPECT_DOUBLE_EQ(report.sites[0].bytes_per_iteration, 1.0 * kMiB);
+}
+
+TEST(GrowthTest, NoIterations) {
+  Events events;
+  events.Malloc(kMiB, Address(1, 0), 1);
+  events.Malloc(kMiB, Address(1, 1), 1);  // twice: fewer than kMinMarkerOccurrences
+  events.Malloc(kMiB, Address(2, 0), 2);
+  GrowthReport report = AnalyzeGrowth(events.events(), {});
+  EXPECT_FALSE(report.found);
+  EXPECT_TRUE(report.sites.empty());
+
+  GrowthOptions options;
+  options.is_marker = [](uint64_t) { return false; };
+  report = AnalyzeGrowth(Training().events(), options);
+  EXPECT_EQ(report.rule, GrowthReport::Rule::kMarker);
+  EXPECT_FALSE(report.found);
+  EXPECT_TRUE(report.sites.empty());
+}
+
+TEST(GrowthTest, OneIterationNothingToCompare) {
+  Events events;
+  events.Malloc(kMiB, Address(1, 0), 1);
+  events.Malloc(kMiB, Address(2, 0), 2);
+  GrowthOptions options;
+  options.is_marker = [](uint64_t stack_id) { return stack_id == 1; };
+  const GrowthReport report = AnalyzeGrowth(events.events(), options);
+  EXPECT_TRUE(report.found);
+  EXPECT_EQ(report.iterations(), 1u);
+  EXPECT_TRUE(report.sites.empty());
+}
+
+// ---- the command, on the bundled leak_loop trace ----
+
+ProgramRun Gpumem(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProgram(argv);
+}
+
+const std::string kLeakLoop =
+    std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/leak_loop-h100.trace";
+
+// The part of `out` from its first growing-site section on.
+std::string GrowingPart(const std::string& out) {
+  const size_t at = out.find("\ngrowth, device 0");
+  return at == std::string::npos ? "" : out.substr(at);
+}
+
+TEST(GrowthCommandTest, LeakLoopDetected) {
+  const ProgramRun run = Gpumem({"report", "--growth", kLeakLoop});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the most "
+                         "frequent allocation call site (at least 3 allocations):\n      "
+                         "leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:24)\n"),
+            std::string::npos)
+      << run.out;
+  const std::string growing = GrowingPart(run.out);
+  EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H100 80GB HBM3): 1 call site grows\n"
+                         "  +4.00 MiB/iteration  rose at 9 of 9 iteration boundaries; live 4.00 "
+                         "MiB after iteration 1, 40.00 MiB (10 allocations) after iteration 10\n"
+                         "      leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:26)\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(growing.find("leak_loop.cc:24"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("peak,"), std::string::npos) << run.out;
+}
+
+TEST(GrowthCommandTest, LeakLoopWithMarker) {
+  const ProgramRun run = Gpumem({"report", "--iteration-marker", "leak_iteration", kLeakLoop});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\ngrowth: 10 iterations, each starting at an allocation of "
+                         "--iteration-marker leak_iteration: the first call site with a frame "
+                         "whose function contains it:\n"),
+            std::string::npos)
+      << run.out;
+  const std::string growing = GrowingPart(run.out);
+  EXPECT_NE(growing.find("+4.00 MiB/iteration"), std::string::npos) << run.out;
+  EXPECT_NE(growing.find("leak_loop.cc:26"), std::string::npos) << run.out;
+  EXPECT_EQ(growing.find("leak_loop.cc:24"), std::string::npos) << run.out;
+}
+
+TEST(GrowthCommandTest, LeakLoopJson) {
+  const ProgramRun run = Gpumem({"report", "--growth", "--json", kLeakLoop});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find(",\"growth\":{\"rule\":\"most_frequent_call_site\",\"found\":true,"
+                         "\"iterations\":10,\"iteration_seqs\":[1,4,7,10,13,16,19,22,25,28],"
+                         "\"marker_frames\":[{\"text\":\"leak_iteration() "
+                         "(/work/main/samples/leak_loop/leak_loop.cc:24)\""),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(",\"growing_sites\":1,\"sites\":[{\"memory\":\"device\",\"device\":0,"
+                         "\"name\":\"NVIDIA H100 80GB HBM3\",\"total_memory\":"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(",\"bytes_per_iteration\":4194304.0,\"rises\":9,\"boundaries\":9,"
+                         "\"live_bytes\":[4194304,8388608,12582912,16777216,20971520,25165824,"
+                         "29360128,33554432,37748736,41943040],\"live_count\":[1,2,3,4,5,6,7,8,9,"
+                         "10],\"frames\":[{\"text\":\"leak_iteration() "
+                         "(/work/main/samples/leak_loop/leak_loop.cc:26)\""),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("\"peak\""), std::string::npos) << run.out;
+}
+
+TEST(GrowthCommandTest, MarkerNotFoundAndBadUsage) {
+  ProgramRun run = Gpumem({"report", "--iteration-marker=no_such_function", kLeakLoop});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\ngrowth: no iterations found: no allocation call site is in a function "
+                         "containing 'no_such_function'\n"),
+            std::string::npos)
+      << run.out;
+  run = Gpumem({"report", kLeakLoop, "--iteration-marker"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--iteration-marker needs a function name"), std::string::npos) << run.err;
+}
+
+TEST(GrowthCommandTest, PlainReportHasNoGrowth) {
+  const ProgramRun run = Gpumem({"report", kLeakLoop});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\npeak, device 0"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\nleaks, device 0"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("growth"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("\noom"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace gpumem::report
