@@ -257,9 +257,10 @@ std::vector<std::string> HelpedLines(const OomFailure& failure, const OomReport&
   const MemoryEvent& request = failure.request;
   if (request.total_bytes() == 0) return lines;  // free/total not recorded
   if (request.size() <= request.free_bytes()) {
-    lines.push_back(absl::StrCat("the request was no more than the free memory reported (",
-                                 FormatBytes(request.free_bytes()),
-                                 "): fragmentation or a limit, not a lack of free memory"));
+    lines.push_back(
+        absl::StrCat("the request was no more than the free memory reported (",
+                     FormatBytes(request.free_bytes()),
+                     "): it failed for another reason (the error code, fragmentation, a limit)"));
     return lines;
   }
   const uint64_t shortfall = request.size() - request.free_bytes();
@@ -290,10 +291,10 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
   }
   for (const OomFailure& failure : report.failures) {
     const MemoryEvent& request = failure.request;
-    absl::StrAppendFormat(out, "\noom, %s: %s of %s failed at seq %d, %.3f ms after start\n",
-                          PlaceName(failure.place, trace), ApiName(request.api()),
-                          SizeText(request.size()), request.seq(),
-                          MillisecondsSinceStart(request.timestamp_ns(), trace));
+    absl::StrAppendFormat(
+        out, "\noom, %s: %s of %s failed (error %d) at seq %d, %.3f ms after start\n",
+        PlaceName(failure.place, trace), ApiName(request.api()), SizeText(request.size()),
+        request.result(), request.seq(), MillisecondsSinceStart(request.timestamp_ns(), trace));
     if (failure.attempts.size() > 1) {
       std::vector<std::string> seqs;
       for (const OomAttempt& attempt : failure.attempts) seqs.push_back(absl::StrCat(attempt.seq));
@@ -544,15 +545,15 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
     }
     failures.push_back(absl::StrCat(
         "{", JsonPlace(failure.place, trace), ",\"api\":", JsonString(ApiName(request.api())),
-        ",\"size\":", request.size(), ",\"seq\":", request.seq(), ",\"time_ns\":",
-        SinceStart(request.timestamp_ns(), trace), ",\"free_bytes\":", request.free_bytes(),
-        ",\"total_bytes\":", request.total_bytes(), ",\"attempts\":[", absl::StrJoin(attempts, ","),
-        "]", ",\"frames\":", JsonFrames(sites.Frames(request.stack_id())),
-        ",\"live_bytes\":", failure.live.bytes, ",\"live_count\":", failure.live.count,
-        ",\"early_bytes\":", failure.early.bytes, ",\"early_count\":", failure.early.count,
-        ",\"untracked_bytes\":", UntrackedBytes(failure), ",\"call_sites\":", failure.sites.size(),
-        ",\"sites\":[", absl::StrJoin(live, ","), "]", ",\"room_sites\":", enough ? room : 0,
-        ",\"helped\":[", absl::StrJoin(helped, ","), "]}"));
+        ",\"result\":", request.result(), ",\"size\":", request.size(), ",\"seq\":", request.seq(),
+        ",\"time_ns\":", SinceStart(request.timestamp_ns(), trace),
+        ",\"free_bytes\":", request.free_bytes(), ",\"total_bytes\":", request.total_bytes(),
+        ",\"attempts\":[", absl::StrJoin(attempts, ","), "]", ",\"frames\":",
+        JsonFrames(sites.Frames(request.stack_id())), ",\"live_bytes\":", failure.live.bytes,
+        ",\"live_count\":", failure.live.count, ",\"early_bytes\":", failure.early.bytes,
+        ",\"early_count\":", failure.early.count, ",\"untracked_bytes\":", UntrackedBytes(failure),
+        ",\"call_sites\":", failure.sites.size(), ",\"sites\":[", absl::StrJoin(live, ","), "]",
+        ",\"room_sites\":", enough ? room : 0, ",\"helped\":[", absl::StrJoin(helped, ","), "]}"));
   }
   return absl::StrCat("{\"early_before_seq\":", report.early_before_seq, ",\"failures\":[",
                       absl::StrJoin(failures, ","), "]}");

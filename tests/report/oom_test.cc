@@ -231,7 +231,7 @@ TEST(OomCommandTest, OomLoopText) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string& out = run.out;
   EXPECT_NE(out.find("\noom, device 0 (gpumem fake device): cudaMalloc of 256.00 MiB (268435456 "
-                     "bytes) failed at seq 8, "),
+                     "bytes) failed (error 2) at seq 8, "),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("  call site:\n      allocate_until_oom(unsigned long) ("), std::string::npos)
@@ -268,7 +268,7 @@ TEST(OomCommandTest, OomLoopJson) {
   const std::string& out = run.out;
   EXPECT_NE(out.find(",\"oom\":{\"early_before_seq\":3,\"failures\":[{\"memory\":\"device\","
                      "\"device\":0,\"name\":\"gpumem fake device\",\"total_memory\":2147483648,"
-                     "\"api\":\"cudaMalloc\",\"size\":268435456,\"seq\":8,"),
+                     "\"api\":\"cudaMalloc\",\"result\":2,\"size\":268435456,\"seq\":8,"),
             std::string::npos)
       << out;
   EXPECT_NE(
