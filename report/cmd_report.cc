@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "report/arguments.h"
 #include "report/commands.h"
 #include "report/growth.h"
+#include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
 #include "report/replay.h"
@@ -73,11 +75,13 @@ struct Options {
 struct Site {
   std::vector<Frame> frames;
   Tally tally;
+  const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
 };
 
 // Per-stack tallies grouped by call site (for now the whole symbolized stack, so stack ids whose
 // frames read the same merge), largest first.
-std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, Symbolizer& symbolizer) {
+std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, Symbolizer& symbolizer,
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks) {
   std::vector<Site> sites;
   absl::flat_hash_map<std::string, size_t> by_key;
   for (const SiteTally& entry : tallies) {
@@ -86,7 +90,11 @@ std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, Symbolizer& 
     for (const Frame& frame : frames) texts.push_back(frame.ToString());
     const std::string key = absl::StrJoin(texts, "\n");
     auto [it, inserted] = by_key.try_emplace(key, sites.size());
-    if (inserted) sites.push_back({std::move(frames), {}});
+    if (inserted) {
+      const MemoryHolder* holder =
+          FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
+      sites.push_back({std::move(frames), {}, holder});
+    }
     sites[it->second].tally.Add(entry.tally);
   }
   std::stable_sort(sites.begin(), sites.end(),
@@ -136,7 +144,9 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
           out, "  %5.1f%%",
           100.0 * static_cast<double>(site.tally.bytes) / static_cast<double>(share_of));
     }
-    absl::StrAppend(out, "  ", Plural(site.tally.count, "allocation", "allocations"), "\n");
+    absl::StrAppend(out, "  ", Plural(site.tally.count, "allocation", "allocations"));
+    if (site.holder != nullptr) absl::StrAppend(out, "  [held by ", site.holder->name, "]");
+    absl::StrAppend(out, "\n");
     if (site.frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
     for (const Frame& frame : site.frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
   }
@@ -147,6 +157,30 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
         out, "  ... ", Plural(sites.size() - shown, "more call site", "more call sites"), ": ",
         FormatBytes(rest.bytes), " in ", Plural(rest.count, "allocation", "allocations"), "\n");
   }
+}
+
+// Under a place's leaks: how much of it allocators and libraries hold, by holder, and the rest.
+void AppendHeldText(const std::vector<Site>& sites, std::string* out) {
+  std::vector<std::pair<const MemoryHolder*, Tally>> held;  // in order of first appearance
+  Tally own;
+  for (const Site& site : sites) {
+    if (site.holder == nullptr) {
+      own.Add(site.tally);
+      continue;
+    }
+    auto it = std::find_if(held.begin(), held.end(),
+                           [&](const auto& entry) { return entry.first == site.holder; });
+    if (it == held.end()) it = held.insert(held.end(), {site.holder, Tally{}});
+    it->second.Add(site.tally);
+  }
+  if (held.empty()) return;
+  for (const auto& [holder, tally] : held) {
+    absl::StrAppend(out, "  held by ", holder->name, ": ", FormatBytes(tally.bytes), " in ",
+                    Plural(tally.count, "allocation", "allocations"), " (", holder->explanation,
+                    ")\n");
+  }
+  absl::StrAppend(out, "  not held by an allocator or library: ", FormatBytes(own.bytes), " in ",
+                  Plural(own.count, "allocation", "allocations"), "\n");
 }
 
 // ---- call sites, OOM and growth ----
@@ -388,6 +422,7 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
                        const Options& options) {
   const TraceFile& trace = *replay.file;
   Symbolizer symbolizer(&trace);
+  const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
   const Header& header = trace.header();
   absl::StrAppend(&out, "process: pid ", header.pid(), " on ", header.host(), ": ",
@@ -407,8 +442,8 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
                             PlaceName(place.place, trace), FormatBytes(place.peak_bytes),
                             place.peak_bytes, place.peak_seq,
                             MillisecondsSinceStart(place.peak_timestamp_ns, trace));
-      AppendSitesText(GroupSites(place.peak_sites, symbolizer), options.top, place.peak_bytes,
-                      &out);
+      AppendSitesText(GroupSites(place.peak_sites, symbolizer, stream_ordered), options.top,
+                      place.peak_bytes, &out);
     }
   }
   if (options.leaks) {
@@ -422,7 +457,9 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
                       Plural(place.live.count, "allocation", "allocations"), ", ",
                       FormatBytes(place.live.bytes), " (", place.live.bytes, " bytes) ",
                       clean ? "never freed" : "live when it stopped", "\n");
-      AppendSitesText(GroupSites(place.live_sites, symbolizer), options.top, 0, &out);
+      std::vector<Site> live = GroupSites(place.live_sites, symbolizer, stream_ordered);
+      AppendHeldText(live, &out);
+      AppendSitesText(live, options.top, 0, &out);
     }
     if (!any) absl::StrAppend(&out, "\nleaks: none: everything allocated was freed\n");
   }
@@ -488,6 +525,9 @@ std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share
       absl::StrAppendFormat(
           &item, ",\"share\":%.6f",
           static_cast<double>(sites[i].tally.bytes) / static_cast<double>(share_of));
+    }
+    if (sites[i].holder != nullptr) {
+      absl::StrAppend(&item, ",\"held_by\":", JsonString(sites[i].holder->id));
     }
     absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), "}");
     items.push_back(std::move(item));
@@ -594,6 +634,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
                        const std::vector<MemoryEvent>& events, const Options& options) {
   const TraceFile& trace = *replay.file;
   Symbolizer symbolizer(&trace);
+  const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   const Header& header = trace.header();
   std::vector<std::string> argv;
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
@@ -620,7 +661,9 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
               : 0,
           ",\"allocations\":", place.allocated.count, ",\"allocated_bytes\":",
           place.allocated.bytes, ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
-          JsonSites(GroupSites(place.peak_sites, symbolizer), options.top, place.peak_bytes), "}"));
+          JsonSites(GroupSites(place.peak_sites, symbolizer, stream_ordered), options.top,
+                    place.peak_bytes),
+          "}"));
     }
     absl::StrAppend(&out, ",\"peak\":[", absl::StrJoin(items, ","), "]");
   }
@@ -628,10 +671,15 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
       if (place.live.count == 0) continue;
+      std::vector<Site> live = GroupSites(place.live_sites, symbolizer, stream_ordered);
+      Tally held;
+      for (const Site& site : live) {
+        if (site.holder != nullptr) held.Add(site.tally);
+      }
       items.push_back(absl::StrCat(
           "{", JsonPlace(place.place, trace), ",\"bytes\":", place.live.bytes,
-          ",\"count\":", place.live.count,
-          ",\"sites\":", JsonSites(GroupSites(place.live_sites, symbolizer), options.top, 0), "}"));
+          ",\"count\":", place.live.count, ",\"sites\":", JsonSites(live, options.top, 0),
+          ",\"held_bytes\":", held.bytes, ",\"held_count\":", held.count, "}"));
     }
     absl::StrAppend(&out, ",\"leaks\":{\"complete\":", clean ? "true" : "false");
     if (!clean) absl::StrAppend(&out, ",\"note\":", JsonString(kNotCleanExit));

@@ -269,8 +269,13 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
   absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
   if (!sorted.ok()) return sorted.status();
   Replay replay;
-  for (const MemoryEvent& event : sorted->events) replay.Add(event);
   TraceReplay result;
+  for (const MemoryEvent& event : sorted->events) {
+    replay.Add(event);
+    if (event.action() == ALLOC && event.kind() == POOL) {
+      result.stream_ordered_stacks.insert(event.stack_id());
+    }
+  }
   result.file = std::move(sorted->file);
   result.memory_events = sorted->events.size();
   result.places = replay.Places();

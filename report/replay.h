@@ -156,6 +156,9 @@ struct TraceReplay {
   ReplayAnomalies anomalies;
   uint64_t failed_allocations = 0;
   uint64_t reserved_peak_bytes = 0;
+  // Stack ids of stream-ordered pool allocations (cudaMallocAsync and kin): under PyTorch's
+  // cudaMallocAsync backend each is one tensor, never an allocator's cached segment.
+  absl::flat_hash_set<uint64_t> stream_ordered_stacks;
 };
 // Reads `path` (ReadMemoryEventsBySeq) and replays it. Fails as TraceFile::Open does; a damaged
 // file replays what could be read (file->end() says what was lost).

@@ -1,0 +1,28 @@
+// Who holds memory that is still live at exit, when it is not the program's own code: a caching
+// allocator's segments (PyTorch keeps freed tensors' memory for reuse) or a library's workspace
+// (cuBLAS, cuDNN keep theirs for the life of their handle). The leaks report tells these apart from
+// memory the program itself lost. Recognised from the stack's modules, so it works without symbols.
+#ifndef GPUMEM_REPORT_MEMORY_HOLDERS_H_
+#define GPUMEM_REPORT_MEMORY_HOLDERS_H_
+
+#include <vector>
+
+#include "report/symbolizer.h"
+
+namespace gpumem::report {
+
+struct MemoryHolder {
+  const char* id;           // for JSON, e.g. "pytorch_caching_allocator"
+  const char* name;         // for people, e.g. "PyTorch's CUDA caching allocator"
+  const char* explanation;  // what the memory is and how it goes away
+};
+
+// The holder whose module is nearest the CUDA call in `frames` (innermost first), or nullptr when
+// the allocation was made by no known allocator or library. `stream_ordered`: the allocation came
+// from a stream-ordered pool (cudaMallocAsync...), which for PyTorch's cudaMallocAsync backend is
+// one tensor, not a cached segment.
+const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stream_ordered);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_MEMORY_HOLDERS_H_
