@@ -11,17 +11,19 @@
 #include "report/commands.h"
 #include "report/replay.h"
 #include "report/sizes.h"
+#include "report/symbolizer.h"
 #include "report/trace_paths.h"
 
 namespace gpumem::report {
 
 const char kCheckUsage[] =
-    R"usage(usage: gpumem check [--max-peak SIZE] [--no-leaks] TRACE...
+    R"usage(usage: gpumem check [--max-peak SIZE] [--no-leaks] [--markdown FILE] TRACE...
 
 Checks memory budgets on each trace (a TRACE may be a directory of *.trace files):
   --max-peak SIZE  no device's peak may exceed SIZE: bytes, or a number with KiB, MiB, GiB, TiB
                    (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 6GiB, 1.5GB
   --no-leaks       nothing (device or pinned host memory) may still be allocated at the end
+  --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post
   -h, --help       print this text
 
 Prints one line per broken budget, or one line saying all hold.
@@ -29,9 +31,55 @@ Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, or a trace
 not a trace or damaged.
 )usage";
 
+namespace {
+
+// The --markdown summary: one table row per budget checked, biggest call site at a broken peak.
+class MarkdownSummary {
+ public:
+  void AddPeak(const std::string& path, const TraceReplay& replay, const PlaceUsage& place,
+               uint64_t budget) {
+    const bool over = place.peak_bytes > budget;
+    std::string detail;
+    if (over && !place.peak_sites.empty()) {
+      Symbolizer symbolizer(replay.file.get());
+      const SiteTally& largest = place.peak_sites.front();
+      std::vector<Frame> frames = symbolizer.Symbolize(largest.stack_id);
+      detail = absl::StrCat("largest call site ", FormatBytes(largest.tally.bytes), ": `",
+                            frames.empty() ? "no stack" : frames.front().ToString(), "`");
+    }
+    rows_.push_back(absl::StrCat(
+        "| `", path, "` | peak, ", PlaceName(place.place, *replay.file), " | ",
+        FormatBytes(place.peak_bytes), " | ≤ ", FormatBytes(budget), " | ",
+        over ? "❌ over by " + FormatBytes(place.peak_bytes - budget) : std::string("✅"),
+        detail.empty() ? "" : "; " + detail, " |"));
+  }
+  void AddLeaks(const std::string& path, const Tally& leaked, bool clean_exit) {
+    rows_.push_back(absl::StrCat("| `", path, "` | never freed | ", FormatBytes(leaked.bytes),
+                                 " in ", leaked.count, " allocation", leaked.count == 1 ? "" : "s",
+                                 " | none | ", leaked.count == 0 ? "✅" : "❌",
+                                 clean_exit ? "" : " (process did not exit cleanly)", " |"));
+  }
+  bool Write(const std::string& path, bool passed) const {
+    std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",
+                                    "\n\n| trace | budget | measured | limit | result |\n"
+                                    "|---|---|---|---|---|\n");
+    for (const std::string& row : rows_) absl::StrAppend(&text, row, "\n");
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) return false;
+    bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+    return std::fclose(file) == 0 && ok;
+  }
+
+ private:
+  std::vector<std::string> rows_;
+};
+
+}  // namespace
+
 int RunCheck(const std::vector<std::string>& args) {
   std::optional<uint64_t> max_peak;
   bool no_leaks = false;
+  std::string markdown_path;
   ArgumentWalker walker(args);
   std::string value;
   bool missing = false;
@@ -43,6 +91,9 @@ int RunCheck(const std::vector<std::string>& args) {
         return UsageError(absl::StrCat("check: --max-peak: ", size.status().message()), "check");
       }
       max_peak = *size;
+    } else if (walker.TakesValue("--markdown", &value, &missing)) {
+      if (missing) return UsageError("check: --markdown needs a file name", "check");
+      markdown_path = value;
     } else if (walker.Is("--no-leaks")) {
       no_leaks = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
@@ -65,6 +116,7 @@ int RunCheck(const std::vector<std::string>& args) {
 
   bool bad_input = false;
   uint64_t broken = 0;
+  MarkdownSummary markdown;
   for (const std::string& path : *paths) {
     absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
     if (!replay.ok()) {
@@ -80,6 +132,7 @@ int RunCheck(const std::vector<std::string>& args) {
     Tally leaked;
     for (const PlaceUsage& place : replay->places) {
       leaked.Add(place.live);
+      if (max_peak && place.place != kPinnedHost) markdown.AddPeak(path, *replay, place, *max_peak);
       if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
@@ -89,6 +142,7 @@ int RunCheck(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
                   FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
     }
+    if (no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
     if (no_leaks && leaked.count > 0) {
       ++broken;
       std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n", path.c_str(),
@@ -98,6 +152,10 @@ int RunCheck(const std::vector<std::string>& args) {
                       ? "never freed"
                       : "live when the process stopped (it did not exit cleanly)");
     }
+  }
+  if (!markdown_path.empty() && !markdown.Write(markdown_path, broken == 0 && !bad_input)) {
+    PrintError(absl::StrCat(markdown_path, ": cannot write the Markdown summary"));
+    return kExitBadInput;
   }
   if (bad_input) return kExitBadInput;
   if (broken > 0) return kExitCheckFailed;
