@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,9 +16,18 @@
 #include "core/trace.pb.h"
 #include "report/event_counts.h"
 #include "report/symbolizer.h"
+#include "report/replay.h"
 #include "report/trace_file.h"
 
 namespace gpumem::testing {
+
+// What `gpumem report` must find: the peak (its bytes and the function of its largest call site)
+// or the memory never freed (bytes, allocations, function of its largest call site).
+struct ReportExpectation {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  std::string site;
+};
 
 struct ExpectedAnswer {
   std::set<std::string> count_lines;  // "alloc cudaMalloc count=20 bytes=209715200", "live ..."
@@ -27,7 +37,22 @@ struct ExpectedAnswer {
   int traces = 1;
   bool gpu_only = false;
   bool bytes_depend_on_device = false;  // on a real GPU only counts are compared
+  std::optional<ReportExpectation> peak;    // "peak bytes=N site=FUNCTION"
+  std::optional<ReportExpectation> leaked;  // "leaked bytes=N count=N site=FUNCTION"
 };
+
+// "key=value" words after the keyword of a report line.
+inline ReportExpectation ReadReportExpectation(std::istringstream& words) {
+  ReportExpectation expectation;
+  for (std::string word; words >> word;) {
+    size_t equals = word.find('=');
+    std::string key = word.substr(0, equals), value = word.substr(equals + 1);
+    if (key == "bytes") expectation.bytes = std::stoull(value);
+    if (key == "count") expectation.count = std::stoull(value);
+    if (key == "site") expectation.site = value;
+  }
+  return expectation;
+}
 
 inline ExpectedAnswer ReadExpectedAnswer(const std::string& path) {
   ExpectedAnswer answer;
@@ -55,6 +80,10 @@ inline ExpectedAnswer ReadExpectedAnswer(const std::string& path) {
       answer.gpu_only = true;
     } else if (keyword == "bytes-depend-on-device") {
       answer.bytes_depend_on_device = true;
+    } else if (keyword == "peak") {
+      answer.peak = ReadReportExpectation(words);
+    } else if (keyword == "leaked") {
+      answer.leaked = ReadReportExpectation(words);
     } else {
       answer.count_lines.insert(line);
     }
@@ -79,6 +108,68 @@ inline std::vector<std::string> TraceFilesOfRun(const std::string& dir, const st
 inline std::string WithoutBytes(const std::string& line) {
   size_t at = line.find(" bytes=");
   return at == std::string::npos ? line : line.substr(0, at);
+}
+
+// The function names of a stack, innermost first, joined for messages and searching.
+inline std::string FunctionsOf(report::Symbolizer& symbolizer, uint64_t stack_id) {
+  std::string functions;
+  for (const report::Frame& frame : symbolizer.Symbolize(stack_id)) {
+    functions += frame.function + " <- ";
+  }
+  return functions;
+}
+
+// The peak and leaks that `gpumem report` finds in `trace`, against the sample's answer.
+inline void CheckReport(const std::string& trace, const ExpectedAnswer& answer, bool on_gpu,
+                        std::vector<std::string>* problems) {
+  auto replay = report::ReplayTrace(trace);
+  if (!replay.ok()) {
+    problems->push_back(std::string(replay.status().message()));
+    return;
+  }
+  report::Symbolizer symbolizer(replay->file.get());
+  const bool compare_bytes = !(on_gpu && answer.bytes_depend_on_device);
+  const report::PlaceUsage* device = nullptr;
+  report::Tally leaked;
+  for (const report::PlaceUsage& place : replay->places) {
+    if (place.place >= 0 && (device == nullptr || place.peak_bytes > device->peak_bytes)) {
+      device = &place;
+    }
+    leaked.Add(place.live);
+  }
+  if (answer.peak) {
+    if (device == nullptr) {
+      problems->push_back("report: no device peak");
+    } else {
+      if (compare_bytes && device->peak_bytes != answer.peak->bytes) {
+        problems->push_back("report: peak " + std::to_string(device->peak_bytes) +
+                            " bytes, expected " + std::to_string(answer.peak->bytes));
+      }
+      std::string site = device->peak_sites.empty()
+                             ? ""
+                             : FunctionsOf(symbolizer, device->peak_sites.front().stack_id);
+      if (site.find(answer.peak->site) == std::string::npos) {
+        problems->push_back("report: largest call site at the peak is " + site + ", expected " +
+                            answer.peak->site);
+      }
+    }
+  }
+  if (answer.leaked) {
+    if (compare_bytes && (leaked.bytes != answer.leaked->bytes ||
+                          leaked.count != answer.leaked->count)) {
+      problems->push_back("report: leaked " + std::to_string(leaked.bytes) + " bytes in " +
+                          std::to_string(leaked.count) + ", expected " +
+                          std::to_string(answer.leaked->bytes) + " in " +
+                          std::to_string(answer.leaked->count));
+    }
+    std::string site = device == nullptr || device->live_sites.empty()
+                           ? ""
+                           : FunctionsOf(symbolizer, device->live_sites.front().stack_id);
+    if (site.find(answer.leaked->site) == std::string::npos) {
+      problems->push_back("report: largest leaking call site is " + site + ", expected " +
+                          answer.leaked->site);
+    }
+  }
 }
 
 // Everything that is wrong with `traces` as a recording of the sample, one finding per entry.
@@ -125,6 +216,9 @@ inline std::vector<std::string> CheckAgainstAnswer(const std::vector<std::string
         }
       }
     }
+  }
+  if (traces.size() == 1 && (answer.peak || answer.leaked)) {
+    CheckReport(traces.front(), answer, counts_only_where_device_dependent, &problems);
   }
   std::set<std::string> recorded;
   std::istringstream lines(report::FormatEventCounts(total));
