@@ -1,7 +1,7 @@
 // `gpumem report`: when each device peaked and what it held then, and what was never freed, by
-// call site; on request the post-mortem of failed allocations (report/oom.h) and call sites that
-// grow from iteration to iteration (report/growth.h); readable text or one JSON object (schema:
-// report/README.md).
+// call site; on request the torch.cuda.memory_summary() table (report/summary_table.h), the
+// post-mortem of failed allocations (report/oom.h) and call sites that grow from iteration to
+// iteration (report/growth.h); readable text or one JSON object (schema: report/README.md).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -25,6 +25,7 @@
 #include "report/oom.h"
 #include "report/replay.h"
 #include "report/sizes.h"
+#include "report/summary_table.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "report/trace_paths.h"
@@ -32,10 +33,12 @@
 namespace gpumem::report {
 
 const char kReportUsage[] =
-    R"usage(usage: gpumem report [--peak] [--leaks] [--oom] [--growth [--iteration-marker FUNCTION]]
-                     [--top N] [--json] TRACE...
+    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom]
+                     [--growth [--iteration-marker FUNCTION]] [--top N] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
+  --summary    a table in the layout of PyTorch's torch.cuda.memory_summary(), with notes on
+               what each row was measured from and why a row the trace cannot support is n/a
   --peak       when it peaked, by how much, and what was live then by call site, largest first
   --leaks      what was never freed at the end, by call site
   --oom        each failed allocation: the request, free/total memory then, what was live by
@@ -45,7 +48,7 @@ Replays each trace's memory operations in order and reports, per device:
                (implies --growth) an iteration starts at each allocation of the first call site
                with a frame whose function contains FUNCTION; without it, at each allocation of
                the most frequent allocation call site (at least 3)
-  (none of --peak, --leaks, --oom, --growth: --peak and --leaks)
+  (none of --summary, --peak, --leaks, --oom, --growth: --peak and --leaks)
   --top N      call sites shown per device or failure (default 10; 0: all)
   --json       one JSON object instead of text (schema: report/README.md in the sources)
   -h, --help   print this text
@@ -62,6 +65,7 @@ namespace {
 constexpr size_t kDefaultTop = 10;
 
 struct Options {
+  bool summary = false;
   bool peak = false;
   bool leaks = false;
   bool oom = false;
@@ -435,6 +439,7 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
     absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
+  if (options.summary) absl::StrAppend(&out, "\n", SummaryText(SummarizeTrace(trace, events)));
   if (options.peak) {
     if (replay.places.empty()) absl::StrAppend(&out, "\npeak: no memory allocated\n");
     for (const PlaceUsage& place : replay.places) {
@@ -650,6 +655,9 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
       ",\"double_frees\":", replay.anomalies.double_frees,
       ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
       ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+  if (options.summary) {
+    absl::StrAppend(&out, ",\"summary\":", SummaryJson(SummarizeTrace(trace, events)));
+  }
   if (options.peak) {
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
@@ -704,7 +712,9 @@ int RunReport(const std::vector<std::string>& args) {
   std::string value;
   bool missing = false;
   while (walker.NextOption()) {
-    if (walker.Is("--peak")) {
+    if (walker.Is("--summary")) {
+      options.summary = true;
+    } else if (walker.Is("--peak")) {
       options.peak = true;
     } else if (walker.Is("--leaks")) {
       options.leaks = true;
@@ -734,7 +744,7 @@ int RunReport(const std::vector<std::string>& args) {
   }
   const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("report: no trace file given", "report");
-  if (!options.peak && !options.leaks && !options.oom && !options.growth) {
+  if (!options.summary && !options.peak && !options.leaks && !options.oom && !options.growth) {
     options.peak = options.leaks = true;
   }
 
@@ -752,9 +762,9 @@ int RunReport(const std::vector<std::string>& args) {
       ok = false;
       continue;
     }
-    // --oom and --growth replay the events again, stopping where they look.
+    // --summary, --oom and --growth replay the events again, each in its own way.
     std::vector<MemoryEvent> events;
-    if (options.oom || options.growth) {
+    if (options.summary || options.oom || options.growth) {
       absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
       if (sorted.ok()) events = std::move(sorted->events);
     }

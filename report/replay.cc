@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "report/event_stream.h"
 #include "report/memory_space.h"
 
 namespace gpumem::report {
@@ -49,8 +50,16 @@ int32_t PlaceOf(const MemoryEvent& event) {
   return IsPinnedHost(event) ? kPinnedHost : event.device();
 }
 
+Replay::PlaceState& Replay::StateOf(int32_t place) {
+  if (last_state_ == nullptr || last_place_ != place) {
+    last_state_ = &places_[place];
+    last_place_ = place;
+  }
+  return *last_state_;
+}
+
 void Replay::Count(const Live& live, const MemoryEvent& event) {
-  PlaceState& state = places_[live.place];
+  PlaceState& state = StateOf(live.place);
   PlaceUsage& usage = state.usage;
   usage.place = live.place;
   usage.allocated.Add(live.size);
@@ -64,7 +73,7 @@ void Replay::Count(const Live& live, const MemoryEvent& event) {
 }
 
 void Replay::Uncount(const Live& live) {
-  PlaceState& state = places_[live.place];
+  PlaceState& state = StateOf(live.place);
   PlaceUsage& usage = state.usage;
   usage.live.count -= std::min(usage.live.count, uint64_t{1});
   usage.live.bytes -= std::min(usage.live.bytes, live.size);
@@ -72,25 +81,71 @@ void Replay::Uncount(const Live& live) {
   if (live.seq <= usage.peak_seq) state.freed_since_peak[live.stack_id].Add(live.size);
 }
 
+uint32_t Replay::NewPlainSlot(uint64_t address) {
+  uint32_t slot;
+  if (free_plain_slots_.empty()) {
+    slot = static_cast<uint32_t>(plain_slots_.size());
+    plain_slots_.emplace_back();
+  } else {
+    slot = free_plain_slots_.back();
+    free_plain_slots_.pop_back();
+  }
+  PlainSlot& record = plain_slots_[slot];
+  record.address = address;
+  record.in_use = true;
+  return slot;
+}
+
+void Replay::DropPlain(uint32_t slot) {
+  plain_slots_[slot].in_use = false;
+  free_plain_slots_.push_back(slot);
+}
+
 void Replay::AllocPlain(const MemoryEvent& event) {
   const uint64_t begin = event.address();
   const uint64_t end = EndOf(begin, event.size());
-  // Live allocations overlapping [begin, end): the one starting before it, and those inside.
-  auto first = plain_.lower_bound(begin);
-  if (first != plain_.begin()) {
-    auto before = std::prev(first);
-    if (EndOf(before->first, before->second.size) > begin) first = before;
+  // Live allocations overlapping [begin, end), from the last entry starting below `end` down: live
+  // ranges are disjoint, so the first live one that ends at or before `begin` is the last to look
+  // at. The first stale entry on the way is kept, to be reused for this allocation (it lies between
+  // that live one and `end`, and so will `begin`); the other stale ones are erased. `cursor` is the
+  // first entry at or above `end`, or the kept one.
+  using Position = AddressMap<uint32_t>::Position;
+  Position cursor = plain_order_.LowerBound(end);
+  bool reuse = false;
+  bool overlapped = false;
+  for (;;) {
+    Position before = cursor;
+    if (!plain_order_.Previous(&before)) break;
+    const uint64_t address = plain_order_.KeyAt(before);
+    const uint32_t slot = plain_order_.ValueAt(before);
+    if (IsLivePlain(address, slot)) {
+      const Live& live = plain_slots_[slot].live;
+      if (EndOf(address, live.size) <= begin) break;
+      overlapped = true;
+      Uncount(live);
+      DropPlain(slot);
+      plain_.erase(address);  // dropped, not freed: a free of it is of an unknown address
+    } else if (!reuse) {
+      reuse = true;
+      cursor = before;
+      continue;
+    }
+    cursor = plain_order_.EraseAt(before);  // the entry after it: `cursor`'s entry
   }
-  auto last = first;
-  while (last != plain_.end() && last->first < end) ++last;
-  if (first != last) {
-    ++anomalies_.overlapping_allocations;
-    for (auto it = first; it != last; ++it) Uncount(it->second);
-    plain_.erase(first, last);
+  if (overlapped) ++anomalies_.overlapping_allocations;
+  const uint32_t slot = NewPlainSlot(begin);
+  // Field by field: a Live built whole and copied in stalls on store forwarding.
+  Live& live = plain_slots_[slot].live;
+  live.size = event.size();
+  live.seq = event.seq();
+  live.stack_id = event.stack_id();
+  live.place = PlaceOf(event);
+  if (reuse) {
+    plain_order_.ReplaceAt(cursor, begin, slot);
+  } else {
+    plain_order_.InsertAt(cursor, begin, slot);
   }
-  const Live live{event.size(), event.seq(), event.stack_id(), PlaceOf(event)};
-  plain_.emplace(begin, live);
-  freed_plain_.erase(begin);
+  plain_[begin] = slot;
   Count(live, event);
 }
 
@@ -105,10 +160,17 @@ void Replay::FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key) {
 void Replay::FreePlain(const MemoryEvent& event) {
   if (event.address() == 0) return;  // cudaFree(nullptr) and the like: a no-op
   auto it = plain_.find(event.address());
-  if (it == plain_.end()) return FreeNotFound(freed_plain_, event.address());
-  Uncount(it->second);
-  plain_.erase(it);
-  freed_plain_.insert(event.address());
+  if (it == plain_.end()) {
+    ++anomalies_.unknown_frees;
+    return;
+  }
+  if (it->second == kFreedPlain) {
+    ++anomalies_.double_frees;
+    return;
+  }
+  Uncount(plain_slots_[it->second].live);
+  DropPlain(it->second);  // its entry in plain_order_ is now stale
+  it->second = kFreedPlain;
 }
 
 void Replay::AllocPhysical(const MemoryEvent& event) {
@@ -245,7 +307,9 @@ std::vector<PlaceUsage> Replay::Places() const {
       at_peak[entry.place][entry.stack_id].Add(entry.size);
     }
   };
-  for (const auto& [address, entry] : plain_) add(entry);
+  for (const PlainSlot& slot : plain_slots_) {
+    if (slot.in_use) add(slot.live);
+  }
   for (const auto& [handle, physical] : physical_) add(physical.live);
 
   std::vector<PlaceUsage> places;
@@ -266,18 +330,19 @@ std::vector<PlaceUsage> Replay::Places() const {
 }
 
 absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
-  absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
-  if (!sorted.ok()) return sorted.status();
   Replay replay;
   TraceReplay result;
-  for (const MemoryEvent& event : sorted->events) {
-    replay.Add(event);
-    if (event.action() == ALLOC && event.kind() == POOL) {
-      result.stream_ordered_stacks.insert(event.stack_id());
-    }
-  }
-  result.file = std::move(sorted->file);
-  result.memory_events = sorted->events.size();
+  absl::StatusOr<StreamedTrace> streamed =
+      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) {
+        replay.Add(event);
+        if (event.action() == ALLOC && event.kind() == POOL) {
+          result.stream_ordered_stacks.insert(event.stack_id());
+        }
+      });
+  if (!streamed.ok()) return streamed.status();
+  result.file = std::move(streamed->file);
+  result.memory_events = streamed->stats.events;
+  result.out_of_order_events = streamed->stats.out_of_order;
   result.places = replay.Places();
   result.anomalies = replay.anomalies();
   result.failed_allocations = replay.failed_allocations();

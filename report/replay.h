@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
+#include "report/address_map.h"
 #include "report/event_counts.h"
 #include "report/trace_file.h"
 
@@ -99,7 +100,9 @@ class Replay {
   // (an OOM, an iteration boundary). Costs one pass over the live set.
   template <typename Visit>
   void ForEachLive(Visit&& visit) const {
-    for (const auto& [address, live] : plain_) visit(live);
+    for (const PlainSlot& slot : plain_slots_) {
+      if (slot.in_use) visit(slot.live);
+    }
     for (const auto& [handle, physical] : physical_) visit(physical.live);
   }
 
@@ -120,8 +123,23 @@ class Replay {
     absl::flat_hash_map<uint64_t, Tally> freed_since_peak;
   };
 
+  // A plain allocation's record; a slot is reused once its allocation is gone.
+  struct PlainSlot {
+    Live live;
+    uint64_t address = 0;
+    bool in_use = false;
+  };
+  static constexpr uint32_t kFreedPlain = ~uint32_t{0};
+
   void Count(const Live& live, const MemoryEvent& event);
   void Uncount(const Live& live);
+  PlaceState& StateOf(int32_t place);
+  uint32_t NewPlainSlot(uint64_t address);
+  void DropPlain(uint32_t slot);
+  // Whether the ordered index's entry (address, slot) is a live allocation, not a stale one.
+  bool IsLivePlain(uint64_t address, uint32_t slot) const {
+    return plain_slots_[slot].in_use && plain_slots_[slot].address == address;
+  }
   void AllocPlain(const MemoryEvent& event);
   void FreePlain(const MemoryEvent& event);
   void AllocPhysical(const MemoryEvent& event);
@@ -133,15 +151,23 @@ class Replay {
   void FreeAddress(const MemoryEvent& event);
   void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
 
-  std::map<uint64_t, Live> plain_;                    // by address, ordered for overlaps
+  // Plain allocations. By address: the slot of each live one, kFreedPlain for an address freed
+  // and not allocated again since (a free of it is a double free). Ordered by address, for
+  // overlaps: every live one and stale entries of freed ones, which a free leaves (one search saved
+  // per free) and the overlap search of a later allocation erases when it passes them.
+  absl::flat_hash_map<uint64_t, uint32_t> plain_;
+  AddressMap<uint32_t> plain_order_;
+  std::vector<PlainSlot> plain_slots_;
+  std::vector<uint32_t> free_plain_slots_;
   absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
   std::map<uint64_t, Mapping> mappings_;              // by address, ordered for cuMemUnmap ranges
   absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size
   // Keys freed and not allocated again since: a free of one of them is a double free.
-  absl::flat_hash_set<uint64_t> freed_plain_;
   absl::flat_hash_set<uint64_t> freed_handles_;
   absl::flat_hash_set<uint64_t> freed_reservations_;
   std::map<int32_t, PlaceState> places_;
+  PlaceState* last_state_ = nullptr;  // StateOf()'s last answer (map nodes do not move)
+  int32_t last_place_ = 0;
   ReplayAnomalies anomalies_;
   uint64_t failed_allocations_ = 0;
   uint64_t reserved_bytes_ = 0;
@@ -156,12 +182,17 @@ struct TraceReplay {
   ReplayAnomalies anomalies;
   uint64_t failed_allocations = 0;
   uint64_t reserved_peak_bytes = 0;
+  // Memory events that came in the file beyond the reorder window (report/event_stream.h): replayed
+  // late, out of seq order. Not a memory anomaly (not in anomalies.total()): the recording raced.
+  uint64_t out_of_order_events = 0;
   // Stack ids of stream-ordered pool allocations (cudaMallocAsync and kin): under PyTorch's
   // cudaMallocAsync backend each is one tensor, never an allocator's cached segment.
   absl::flat_hash_set<uint64_t> stream_ordered_stacks;
 };
-// Reads `path` (ReadMemoryEventsBySeq) and replays it. Fails as TraceFile::Open does; a damaged
-// file replays what could be read (file->end() says what was lost).
+// Streams `path` in seq order (ForEachMemoryEventBySeq, report/event_stream.h) and replays it:
+// memory bounded by the live set, the interned tables and the reorder window, not by the length of
+// the trace. Fails as TraceFile::Open does; a damaged file replays what could be read
+// (file->end() says what was lost).
 absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
 
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"

@@ -93,7 +93,13 @@ absl::StatusOr<std::unique_ptr<TraceFile>> TraceFile::Read(const std::string& pa
   return file;
 }
 
-void TraceFile::ReadPackets(const PacketVisitor& visit) {
+void TraceFile::ReadPackets(const PacketVisitor& visit) { ReadAll(visit, nullptr); }
+
+void TraceFile::ReadPackets(const PacketVisitor& visit, MemoryEventSink& memory) {
+  ReadAll(visit, &memory);
+}
+
+void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
   if (read_) return;
   read_ = true;
   TracePacket packet;
@@ -104,6 +110,13 @@ void TraceFile::ReadPackets(const PacketVisitor& visit) {
     position.index = packet_count_++;
     position.offset = framed.offset;
     position.size = framed.bytes.size();
+    if (memory != nullptr && DecodeMemoryPacket(framed.bytes, memory->Slot())) {
+      // The hot path: no TracePacket is built (Record() has nothing to keep of a memory event).
+      ++memory_event_count_;
+      memory->Add(position);
+      have_packet = reader_.Next(&framed);
+      continue;
+    }
     position.parsed = packet.ParseFromArray(framed.bytes.data(), static_cast<int>(position.size));
     if (position.parsed) {
       Record(position, packet);
@@ -112,7 +125,12 @@ void TraceFile::ReadPackets(const PacketVisitor& visit) {
       packet.Clear();
       if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
     }
-    if (visit) visit(position, packet);
+    if (memory != nullptr && packet.has_memory()) {
+      *memory->Slot() = FromProto(packet.memory());
+      memory->Add(position);
+    } else if (visit) {
+      visit(position, packet);
+    }
     have_packet = reader_.Next(&framed);
   }
   end_.framing = reader_.end();

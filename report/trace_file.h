@@ -3,7 +3,8 @@
 // modules, threads, stacks) and how the file ended.
 //
 // Events in a file are nearly, not exactly, in `seq` order (threads race for file space). Reports
-// that replay memory sort by seq: ReadMemoryEventsBySeq() does that for traces that fit in memory.
+// that replay memory want them by seq: report/event_stream.h streams them so, in bounded memory,
+// through a reorder window; ReadMemoryEventsBySeq() sorts them all in memory.
 #ifndef GPUMEM_REPORT_TRACE_FILE_H_
 #define GPUMEM_REPORT_TRACE_FILE_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
+#include "report/memory_event_decoder.h"
 
 namespace gpumem::report {
 
@@ -67,6 +69,16 @@ struct TraceEndStatus {
 // Called for every packet in file order, after the tables were updated with it (so a Stack
 // packet's frames can already be symbolized against the modules loaded before it).
 using PacketVisitor = std::function<void(const PacketPosition&, const TracePacket&)>;
+// Takes memory events in file order, in place of the PacketVisitor (see ReadPackets), decoded
+// straight into memory of its own: no copy per event.
+class MemoryEventSink {
+ public:
+  virtual ~MemoryEventSink() = default;
+  // Where the next memory event is to be written.
+  virtual MemoryEventFields* Slot() = 0;
+  // The event written into Slot(), read at `position`.
+  virtual void Add(const PacketPosition& position) = 0;
+};
 
 class TraceFile {
  public:
@@ -82,6 +94,10 @@ class TraceFile {
   // Reads every packet (the header included) to the end of the file, once. A damaged file is not
   // an error: everything readable is visited, and end() says what was lost.
   void ReadPackets(const PacketVisitor& visit = nullptr);
+  // The same, except that memory events go to `memory` (not to `visit`, which may be null), as
+  // plain fields: decoded by the hand decoder (report/memory_event_decoder.h) where they have the
+  // recorder's layout, which is several times faster than libprotobuf, else by libprotobuf.
+  void ReadPackets(const PacketVisitor& visit, MemoryEventSink& memory);
 
   const std::string& path() const { return path_; }
   const Header& header() const { return header_; }
@@ -97,6 +113,7 @@ class TraceFile {
  private:
   TraceFile() = default;
   void Record(const PacketPosition& position, const TracePacket& packet);
+  void ReadAll(const PacketVisitor& visit, MemoryEventSink* memory);
 
   std::string path_;
   TraceReader reader_;
@@ -115,7 +132,9 @@ class TraceFile {
 };
 
 // A whole trace with its memory events in `seq` order (ties keep file order). Holds every event in
-// memory: for traces of up to some millions of events.
+// memory (about 200 bytes each): for traces of up to some millions of events.
+// ForEachMemoryEventBySeq (report/event_stream.h) streams them instead, in memory bounded by its
+// reorder window.
 struct SortedTrace {
   std::unique_ptr<TraceFile> file;
   std::vector<MemoryEvent> events;

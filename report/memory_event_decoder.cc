@@ -1,0 +1,289 @@
+#include "report/memory_event_decoder.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "core/trace_ids.h"
+
+namespace gpumem::report {
+namespace {
+
+constexpr uint8_t kVarintWireType = 0;
+constexpr uint8_t kLengthDelimitedWireType = 2;
+constexpr uint8_t kMemoryPacketTag = proto::packet_field::kMemory << 3 | kLengthDelimitedWireType;
+
+// Reads a varint at `p` (before `end`) into *value; returns the byte after it, or nullptr when it
+// is cut short or longer than 10 bytes, or its tenth byte carries more than the 64th bit (declined:
+// libprotobuf's handling of those bits is its own business).
+const uint8_t* ReadVarint(const uint8_t* p, const uint8_t* end, uint64_t* value) {
+  uint64_t result = 0;
+  for (int i = 0; i < 10; ++i, ++p) {
+    if (p == end) return nullptr;
+    const uint64_t byte = *p;
+    result |= (byte & 0x7F) << (7 * i);
+    if (byte < 0x80) {
+      if (i == 9 && byte > 1) return nullptr;
+      *value = result;
+      return p + 1;
+    }
+  }
+  return nullptr;
+}
+
+// The 7-bit groups of the eight bytes of `word` (little-endian), top bits cleared, packed into 56.
+inline uint64_t PackSevenBitGroups(uint64_t word) {
+  word &= 0x7F7F7F7F7F7F7F7Full;
+  word = ((word & 0x7F007F007F007F00ull) >> 1) | (word & 0x007F007F007F007Full);
+  word = ((word & 0x3FFF00003FFF0000ull) >> 2) | (word & 0x00003FFF00003FFFull);
+  return ((word & 0x0FFFFFFF00000000ull) >> 4) | (word & 0x000000000FFFFFFFull);
+}
+
+// Bit i set where byte i of `word` (little-endian) has its top bit clear: the last byte of a
+// varint. The eight flags are gathered with one multiplication (each lands on its own bit).
+inline uint64_t LastByteFlags(uint64_t word) {
+  return (((~word & 0x8080808080808080ull) >> 7) * 0x0102040810204080ull) >> 56;
+}
+
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
+  return word;
+}
+
+// int32 and enum fields: libprotobuf keeps the low 32 bits of the varint.
+inline int32_t Low32(uint64_t value) { return static_cast<int32_t>(static_cast<uint32_t>(value)); }
+
+}  // namespace
+
+void ToProto(const MemoryEventFields& fields, MemoryEvent* event) {
+  event->set_seq(fields.seq);
+  event->set_timestamp_ns(fields.timestamp_ns);
+  event->set_tid(fields.tid);
+  event->set_device(fields.device);
+  event->set_api(static_cast<Api>(fields.api));
+  event->set_kind(static_cast<MemoryKind>(fields.kind));
+  event->set_action(static_cast<Action>(fields.action));
+  event->set_size(fields.size);
+  event->set_address(fields.address);
+  event->set_stream(fields.stream);
+  event->set_pool(fields.pool);
+  event->set_result(fields.result);
+  event->set_stack_id(fields.stack_id);
+  event->set_handle(fields.handle);
+  event->set_offset(fields.offset);
+  event->set_free_bytes(fields.free_bytes);
+  event->set_total_bytes(fields.total_bytes);
+  event->set_pitch(fields.pitch);
+}
+
+MemoryEventFields FromProto(const MemoryEvent& event) {
+  MemoryEventFields fields;
+  fields.seq = event.seq();
+  fields.timestamp_ns = event.timestamp_ns();
+  fields.tid = event.tid();
+  fields.device = event.device();
+  fields.api = event.api();
+  fields.kind = event.kind();
+  fields.action = event.action();
+  fields.size = event.size();
+  fields.address = event.address();
+  fields.stream = event.stream();
+  fields.pool = event.pool();
+  fields.result = event.result();
+  fields.stack_id = event.stack_id();
+  fields.handle = event.handle();
+  fields.offset = event.offset();
+  fields.free_bytes = event.free_bytes();
+  fields.total_bytes = event.total_bytes();
+  fields.pitch = event.pitch();
+  return fields;
+}
+
+namespace {
+
+// Fields 1-18 as read, 0 where absent, indexed by field number.
+struct FieldValues {
+  uint64_t value[proto::memory_field::kPitch + 1];
+
+  FieldValues() {
+    // In two parts, each short enough for the compiler to clear with a few vector stores: cleared
+    // as one block it becomes `rep stos`, whose start-up costs as much as decoding a field.
+    static_assert(sizeof(value) == 19 * sizeof(uint64_t));
+    std::memset(value, 0, 10 * sizeof(uint64_t));
+    std::memset(value + 10, 0, 9 * sizeof(uint64_t));
+  }
+  void Set(uint32_t field, uint64_t v) { value[field] = v; }
+};
+
+void Assign(const FieldValues& values, MemoryEventFields* out) {
+  namespace f = proto::memory_field;
+  const uint64_t* v = values.value;
+  out->seq = v[f::kSeq];
+  out->timestamp_ns = v[f::kTimestampNs];
+  out->tid = static_cast<uint32_t>(v[f::kTid]);
+  out->device = Low32(v[f::kDevice]);
+  out->api = Low32(v[f::kApi]);
+  out->kind = Low32(v[f::kKind]);
+  out->action = Low32(v[f::kAction]);
+  out->size = v[f::kSize];
+  out->address = v[f::kAddress];
+  out->stream = v[f::kStream];
+  out->pool = v[f::kPool];
+  out->result = Low32(v[f::kResult]);
+  out->stack_id = v[f::kStackId];
+  out->handle = v[f::kHandle];
+  out->offset = v[f::kOffset];
+  out->free_bytes = v[f::kFreeBytes];
+  out->total_bytes = v[f::kTotalBytes];
+  out->pitch = v[f::kPitch];
+}
+
+// The field number of each one-byte tag that is one of MemoryEvent's varint fields (1-15), else 0.
+constexpr auto kOneByteTagField = [] {
+  std::array<uint8_t, 256> fields{};
+  for (uint32_t field = 1; field <= 15; ++field) {
+    fields[field << 3 | kVarintWireType] = static_cast<uint8_t>(field);
+  }
+  return fields;
+}();
+
+// The field number of a tag of `size` bytes (1 or 2) at `p`, or 0 when it is not one of
+// MemoryEvent's varint fields.
+inline uint32_t FieldOf(const uint8_t* p, size_t size) {
+  if (size == 1) return kOneByteTagField[p[0]];
+  if (size != 2) return 0;
+  const uint32_t tag = (p[0] & 0x7Fu) | uint32_t{p[1]} << 7;
+  const uint32_t field = tag >> 3;
+  if ((tag & 7) != kVarintWireType || field > proto::memory_field::kPitch) return 0;
+  return field;
+}
+
+// Any body: one varint after the other.
+bool DecodeAnyLength(const uint8_t* p, const uint8_t* end, FieldValues& values) {
+  while (p != end) {
+    // Tags: one byte for fields 1-15, two for 16-18.
+    size_t tag_size = 1;
+    if (*p >= 0x80) {
+      if (end - p < 2 || p[1] >= 0x80) return false;
+      tag_size = 2;
+    }
+    const uint32_t field = FieldOf(p, tag_size);
+    if (field == 0) return false;  // an unknown field (a newer schema), field 0, another type
+    uint64_t value;
+    p = ReadVarint(p + tag_size, end, &value);
+    if (p == nullptr) return false;
+    values.Set(field, value);
+  }
+  return true;
+}
+
+constexpr size_t kShortBody = 64;
+
+// The eight bytes at `offset` of a body of `size` bytes (>= 8), zeros past its end: loaded from
+// the last eight bytes of the body and shifted where fewer than eight are left.
+inline uint64_t WordAt(const uint8_t* body, size_t size, size_t offset) {
+  if (offset + 8 <= size) return Load64(body + offset);
+  return Load64(body + size - 8) >> (8 * (offset + 8 - size));
+}
+
+// Bit i set where byte i of a body of 8 to 64 bytes ends a varint (its top bit is clear); bits at
+// and above `size` are unspecified.
+inline uint64_t LastBytes(const uint8_t* body, size_t size) {
+  uint64_t last = 0;
+#if defined(__SSE2__)
+  if (size >= 16) {  // sixteen bytes at a time, the last sixteen shifted into place
+    for (size_t offset = 0; offset < size; offset += 16) {
+      const size_t at = std::min(offset, size - 16);
+      const auto bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(body + at));
+      const auto flags = static_cast<uint64_t>(~_mm_movemask_epi8(bytes) & 0xFFFF);
+      last |= (flags >> (offset - at)) << offset;
+    }
+    return last;
+  }
+#endif
+  for (size_t offset = 0; offset < size; offset += 8) {
+    last |= LastByteFlags(WordAt(body, size, offset)) << offset;
+  }
+  return last;
+}
+
+// A body of 8 to kShortBody bytes (nearly all): where each varint ends is known at once from the
+// top bits of all bytes, so the fields decode independently of one another instead of each
+// waiting for the length of the one before. Reads only inside the body.
+bool DecodeShort(const uint8_t* body, size_t size, FieldValues& values) {
+  const uint64_t last_bytes = LastBytes(body, size);
+  uint64_t last = size < 64 ? last_bytes & ((uint64_t{1} << size) - 1) : last_bytes;
+  // Every varint must end inside the body.
+  if (((last >> (size - 1)) & 1) == 0) return false;
+  size_t start = 0;
+  while (last != 0) {
+    const auto tag_end = static_cast<size_t>(static_cast<unsigned>(std::countr_zero(last)));
+    last &= last - 1;
+    if (last == 0) return false;  // a tag without a value
+    const auto value_end = static_cast<size_t>(static_cast<unsigned>(std::countr_zero(last)));
+    last &= last - 1;
+    const uint32_t field = FieldOf(body + start, tag_end + 1 - start);
+    if (field == 0) return false;
+    const size_t value_start = tag_end + 1;
+    const size_t length = value_end + 1 - value_start;
+    const uint64_t word = WordAt(body, size, value_start);
+    uint64_t value;
+    if (length == 1) {  // enums, small ids: a third of the fields
+      value = word & 0x7F;
+    } else if (length <= 8) {
+      value = PackSevenBitGroups(word & (~uint64_t{0} >> (64 - 8 * length)));
+    } else {
+      // Nine or ten bytes (a negative int32 is ten): the ninth carries bits 56-62, the tenth the
+      // 64th bit alone.
+      const uint8_t ninth = body[value_start + 8];
+      value = PackSevenBitGroups(word) | uint64_t{ninth & 0x7Fu} << 56;
+      if (length == 10) {
+        const uint8_t tenth = body[value_start + 9];
+        if (tenth > 1) return false;
+        value |= uint64_t{tenth} << 63;
+      } else if (length > 10) {
+        return false;
+      }
+    }
+    values.Set(field, value);
+    start = value_end + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DecodeMemoryEvent(std::string_view body, MemoryEventFields* out) {
+  FieldValues values;
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const bool decoded = body.size() >= 8 && body.size() <= kShortBody
+                           ? DecodeShort(p, body.size(), values)
+                           : DecodeAnyLength(p, p + body.size(), values);
+  if (!decoded) return false;
+  Assign(values, out);
+  return true;
+}
+
+bool DecodeMemoryPacket(std::string_view packet, MemoryEventFields* out) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(packet.data());
+  const uint8_t* const end = p + packet.size();
+  if (p == end || *p != kMemoryPacketTag) return false;
+  uint64_t length;
+  const uint8_t* body = ReadVarint(p + 1, end, &length);
+  // libprotobuf reads a length in at most 5 bytes. The event must be the whole packet: anything
+  // after it (padding, a second event to merge) is libprotobuf's to handle.
+  if (body == nullptr || body - (p + 1) > 5 || length != static_cast<uint64_t>(end - body)) {
+    return false;
+  }
+  p = body;
+  return DecodeMemoryEvent(std::string_view(reinterpret_cast<const char*>(p), length), out);
+}
+
+}  // namespace gpumem::report

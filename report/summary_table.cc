@@ -1,0 +1,817 @@
+#include "report/summary_table.h"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/memory_space.h"
+#include "report/names.h"
+#include "report/sizes.h"
+#include "report/symbolizer.h"
+
+namespace gpumem::report {
+
+// ---- formatting, as PyTorch's memory_summary() ----
+
+std::string FormatSummarySize(uint64_t bytes, uint64_t reference) {
+  static constexpr const char* kUnits[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double scale = static_cast<double>(reference);
+  size_t unit = 0;
+  while (unit + 1 < std::size(kUnits) && scale >= 768.0 * 1024) {
+    ++unit;
+    bytes /= 1024;
+    scale /= 1024;
+  }
+  return absl::StrFormat("%6d %s", bytes, kUnits[unit]);
+}
+
+std::string FormatSummaryCount(uint64_t count, uint64_t reference) {
+  static constexpr const char* kUnits[] = {" ", "K", "M"};
+  double scale = static_cast<double>(reference);
+  size_t unit = 0;
+  while (unit + 1 < std::size(kUnits) && scale >= 750.0 * 1000) {
+    ++unit;
+    count /= 1000;
+    scale /= 1000;
+  }
+  return absl::StrFormat("%7d %s ", count, kUnits[unit]);
+}
+
+// ---- statistics ----
+
+void SummaryStat::Increase(uint64_t amount) {
+  current += amount;
+  allocated += amount;
+  peak = std::max(peak, current);
+}
+
+void SummaryStat::Decrease(uint64_t amount) {
+  current -= std::min(current, amount);
+  freed += amount;
+}
+
+void PoolStat::Increase(uint64_t amount, bool small) {
+  all.Increase(amount);
+  (small ? small_pool : large_pool).Increase(amount);
+}
+
+void PoolStat::Decrease(uint64_t amount, bool small) {
+  all.Decrease(amount);
+  (small ? small_pool : large_pool).Decrease(amount);
+}
+
+namespace {
+
+constexpr int32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY
+constexpr char kPyTorchAllocatorId[] = "pytorch_caching_allocator";
+constexpr char kOtherId[] = "other";
+constexpr char kOtherName[] = "outside PyTorch's allocator";
+
+bool IsPinnedHost(const MemoryEvent& event) {
+  if (event.kind() == PINNED_HOST) return true;
+  switch (event.api()) {
+    case CUDA_MALLOC_HOST:
+    case CUDA_HOST_ALLOC:
+    case CU_MEM_HOST_ALLOC:
+    case CU_MEM_ALLOC_HOST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsStreamOrdered(const MemoryEvent& event) {
+  if (event.kind() == POOL) return true;
+  switch (event.api()) {
+    case CUDA_MALLOC_ASYNC:
+    case CUDA_MALLOC_FROM_POOL_ASYNC:
+    case CU_MEM_ALLOC_ASYNC:
+    case CU_MEM_ALLOC_FROM_POOL_ASYNC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsPyTorch(const MemoryHolder* holder) {
+  return holder != nullptr && absl::string_view(holder->id) == kPyTorchAllocatorId;
+}
+
+// Device memory an allocation event makes (or failed to make): plain allocations other than
+// pinned host memory, and VMM physical memory. Reservations and mappings are not memory.
+bool IsDeviceMemory(const MemoryEvent& event) {
+  switch (SpaceOf(event)) {
+    case MemorySpace::kPlain:
+      return !IsPinnedHost(event);
+    case MemorySpace::kPhysical:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What one allocation is in the table.
+enum class Role { kTensor, kSegment, kPlain, kHeld };
+
+// Counts one trace's allocations per device, frees matched to allocations as report/replay.h
+// does (plain by address, physical memory until released and unmapped).
+class SummaryBuilder {
+ public:
+  // `holder_of` must not be empty.
+  SummaryBuilder(SummaryMode mode, const HolderOfStack& holder_of) : holder_of_(holder_of) {
+    summary_.mode = mode;
+  }
+
+  void Add(const MemoryEvent& event) {
+    switch (event.action()) {
+      case ALLOC:
+        if (IsDeviceMemory(event)) Allocate(event);
+        if (SpaceOf(event) == MemorySpace::kMapping) Map(event);
+        break;
+      case ALLOC_FAILED:
+        if (IsDeviceMemory(event)) Failed(event);
+        break;
+      case FREE:
+        Free(event);
+        break;
+      default:
+        break;
+    }
+  }
+
+  Summary Finish() {
+    for (auto& [device, state] : devices_) {
+      if (state.pending) ++state.summary.ooms;
+      for (Holding& holding : state.holdings) {
+        std::sort(holding.value.apis.begin(), holding.value.apis.end());
+        holding.value.apis.erase(std::unique(holding.value.apis.begin(), holding.value.apis.end()),
+                                 holding.value.apis.end());
+        state.summary.holdings.push_back(std::move(holding.value));
+      }
+      state.summary.device = device;
+      summary_.devices.push_back(std::move(state.summary));
+    }
+    // -1 (device not known) last.
+    std::stable_partition(summary_.devices.begin(), summary_.devices.end(),
+                          [](const DeviceSummary& device) { return device.device >= 0; });
+    return std::move(summary_);
+  }
+
+ private:
+  struct Holding {
+    SummaryHolding value;
+  };
+  struct Pending {
+    uint64_t size = 0;
+    Api api = API_UNKNOWN;
+  };
+  struct DeviceState {
+    DeviceSummary summary;
+    std::vector<Holding> holdings;
+    std::optional<Pending> pending;  // the last out-of-memory failure, not yet resolved
+  };
+  struct Live {
+    uint64_t size = 0;
+    int32_t device = 0;
+    Role role = Role::kPlain;
+    bool stream_ordered = false;
+    int holding = -1;  // index into the device's holdings
+  };
+  struct Physical {
+    Live live;
+    uint32_t mappings = 0;
+    bool released = false;
+  };
+
+  // The role of an allocation made with `event` in the summary's mode, and the holder that makes
+  // it a holding (left out of the rows, or in kPlain a library's share of them).
+  Role RoleOf(const MemoryEvent& event, const MemoryHolder** holder) {
+    *holder = holder_of_(event.stack_id());
+    const bool stream_ordered = IsStreamOrdered(event);
+    switch (summary_.mode) {
+      case SummaryMode::kTensors:
+        if (IsPyTorch(*holder) && stream_ordered) return Role::kTensor;
+        return Role::kHeld;
+      case SummaryMode::kSegments:
+        if (IsPyTorch(*holder) && !stream_ordered) return Role::kSegment;
+        return Role::kHeld;
+      case SummaryMode::kPlain:
+        break;
+    }
+    return Role::kPlain;
+  }
+
+  DeviceState& StateOf(int32_t device) { return devices_[device]; }
+
+  int HoldingOf(DeviceState& state, const MemoryHolder* holder) {
+    const std::string id = holder != nullptr ? holder->id : kOtherId;
+    for (size_t i = 0; i < state.holdings.size(); ++i) {
+      if (state.holdings[i].value.id == id) return static_cast<int>(i);
+    }
+    Holding& holding = state.holdings.emplace_back();
+    holding.value.id = id;
+    holding.value.name = holder != nullptr ? holder->name : kOtherName;
+    return static_cast<int>(state.holdings.size() - 1);
+  }
+
+  void Count(const Live& live, bool increase) {
+    DeviceSummary& device = StateOf(live.device).summary;
+    const uint64_t size = live.size;
+    auto apply = [&](PoolStat& stat, uint64_t amount, bool small) {
+      if (increase) {
+        stat.Increase(amount, small);
+      } else {
+        stat.Decrease(amount, small);
+      }
+    };
+    switch (live.role) {
+      case Role::kTensor:
+        apply(device.allocated_bytes, size, size <= kSmallAllocationLimit);
+        apply(device.allocations, 1, size <= kSmallAllocationLimit);
+        break;
+      case Role::kSegment:
+        apply(device.reserved_bytes, size, size <= kSmallSegmentLimit);
+        apply(device.segments, 1, size <= kSmallSegmentLimit);
+        break;
+      case Role::kPlain:
+        apply(device.allocated_bytes, size, size <= kSmallAllocationLimit);
+        apply(device.allocations, 1, size <= kSmallAllocationLimit);
+        if (!live.stream_ordered) {
+          apply(device.reserved_bytes, size, size <= kSmallAllocationLimit);
+          apply(device.segments, 1, size <= kSmallAllocationLimit);
+        }
+        break;
+      case Role::kHeld:
+        break;
+    }
+    if (live.holding >= 0) {
+      SummaryHolding& holding = StateOf(live.device).holdings[live.holding].value;
+      if (increase) {
+        holding.bytes += size;
+        ++holding.count;
+        holding.live_bytes += size;
+        ++holding.live_count;
+      } else {
+        holding.live_bytes -= std::min(holding.live_bytes, size);
+        holding.live_count -= std::min<uint64_t>(holding.live_count, 1);
+      }
+    }
+  }
+
+  // An attempt of a counted allocation on the device: resolves the previous out-of-memory failure
+  // as a retry (same size and API) or an OOM.
+  void Attempt(DeviceState& state, const MemoryEvent& event, bool failed) {
+    if (state.pending) {
+      if (state.pending->size == event.size() && state.pending->api == event.api()) {
+        ++state.summary.retries;
+      } else {
+        ++state.summary.ooms;
+      }
+      state.pending.reset();
+    }
+    if (failed) state.pending = Pending{event.size(), event.api()};
+  }
+
+  void Allocate(const MemoryEvent& event) {
+    const MemoryHolder* holder = nullptr;
+    const Role role = RoleOf(event, &holder);
+    DeviceState& state = StateOf(event.device());
+    if (role != Role::kHeld) Attempt(state, event, false);
+    Live live{event.size(), event.device(), role, IsStreamOrdered(event), -1};
+    if (role == Role::kPlain && live.stream_ordered) {
+      ++state.summary.pool_allocations;
+      state.summary.pool_allocation_bytes += event.size();
+    }
+    if (role == Role::kHeld || (role == Role::kPlain && holder != nullptr)) {
+      live.holding = HoldingOf(state, holder);
+      std::vector<std::string>& apis = state.holdings[live.holding].value.apis;
+      const std::string api = ApiName(event.api());
+      if (std::find(apis.begin(), apis.end(), api) == apis.end()) apis.push_back(api);
+    }
+    if (SpaceOf(event) == MemorySpace::kPhysical) {
+      auto old = physical_.find(event.handle());
+      if (old != physical_.end()) {  // handed out again: its release was missed
+        Count(old->second.live, false);
+        physical_.erase(old);
+      }
+      physical_[event.handle()].live = live;
+    } else {
+      RemoveOverlapping(event.address(), event.size());
+      plain_[event.address()] = live;
+    }
+    Count(live, true);
+  }
+
+  void Failed(const MemoryEvent& event) {
+    if (event.result() != kOutOfMemory) return;
+    const MemoryHolder* holder = nullptr;
+    if (RoleOf(event, &holder) == Role::kHeld) return;
+    Attempt(StateOf(event.device()), event, true);
+  }
+
+  static uint64_t EndOf(uint64_t address, uint64_t size) {
+    size = std::max<uint64_t>(size, 1);
+    return address > std::numeric_limits<uint64_t>::max() - size
+               ? std::numeric_limits<uint64_t>::max()
+               : address + size;
+  }
+
+  // An allocation over live ones ends them: their frees were evidently missed.
+  void RemoveOverlapping(uint64_t address, uint64_t size) {
+    const uint64_t end = EndOf(address, size);
+    auto first = plain_.lower_bound(address);
+    if (first != plain_.begin()) {
+      auto before = std::prev(first);
+      if (EndOf(before->first, before->second.size) > address) first = before;
+    }
+    auto last = first;
+    while (last != plain_.end() && last->first < end) ++last;
+    for (auto it = first; it != last; ++it) Count(it->second, false);
+    plain_.erase(first, last);
+  }
+
+  void Free(const MemoryEvent& event) {
+    switch (SpaceOf(event)) {
+      case MemorySpace::kPlain: {
+        auto it = plain_.find(event.address());
+        if (event.address() == 0 || it == plain_.end()) return;
+        Count(it->second, false);
+        plain_.erase(it);
+        return;
+      }
+      case MemorySpace::kPhysical: {
+        auto it = physical_.find(event.handle());
+        if (it == physical_.end() || it->second.released) return;
+        it->second.released = true;
+        if (it->second.mappings == 0) {
+          Count(it->second.live, false);
+          physical_.erase(it);
+        }
+        return;
+      }
+      case MemorySpace::kMapping:
+        Unmap(event);
+        return;
+      case MemorySpace::kReservation:
+        return;
+    }
+  }
+
+  void Map(const MemoryEvent& event) {
+    auto old = mappings_.find(event.address());
+    if (old != mappings_.end()) {
+      const uint64_t handle = old->second;
+      mappings_.erase(old);
+      Unmapped(handle);
+    }
+    mappings_[event.address()] = event.handle();
+    auto physical = physical_.find(event.handle());
+    if (physical != physical_.end()) ++physical->second.mappings;
+  }
+
+  void Unmap(const MemoryEvent& event) {
+    auto first = mappings_.lower_bound(event.address());
+    auto last = event.size() == 0 ? (first != mappings_.end() && first->first == event.address()
+                                         ? std::next(first)
+                                         : first)
+                                  : mappings_.lower_bound(EndOf(event.address(), event.size()));
+    std::vector<uint64_t> handles;
+    for (auto it = first; it != last; ++it) handles.push_back(it->second);
+    mappings_.erase(first, last);
+    for (uint64_t handle : handles) Unmapped(handle);
+  }
+
+  void Unmapped(uint64_t handle) {
+    auto it = physical_.find(handle);
+    if (it == physical_.end()) return;
+    if (it->second.mappings > 0) --it->second.mappings;
+    if (it->second.mappings > 0 || !it->second.released) return;
+    Count(it->second.live, false);
+    physical_.erase(it);
+  }
+
+  const HolderOfStack& holder_of_;  // never empty
+  Summary summary_;
+  std::map<int32_t, DeviceState> devices_;
+  std::map<uint64_t, Live> plain_;                    // by address, ordered for overlaps
+  absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
+  std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
+};
+
+// The frames of a stack with only their modules: enough for FindMemoryHolder, without symbols.
+std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id) {
+  std::vector<Frame> frames;
+  const StackRecord* record = trace.FindStack(stack_id);
+  if (record == nullptr) return frames;
+  for (const uint64_t pc : record->stack.frame()) {
+    Frame& frame = frames.emplace_back();
+    frame.pc = pc;
+    for (const ModuleRecord& module : trace.modules()) {
+      if (module.LoadedAt(record->written_at) && pc >= module.module.start() &&
+          pc < module.module.end()) {
+        frame.module = module.module.path();
+        break;
+      }
+    }
+  }
+  return frames;
+}
+
+}  // namespace
+
+Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of) {
+  absl::flat_hash_map<uint64_t, const MemoryHolder*> holders;
+  auto holder = [&](uint64_t stack_id) {
+    auto it = holders.find(stack_id);
+    if (it == holders.end()) {
+      it = holders.emplace(stack_id, holder_of ? holder_of(stack_id) : nullptr).first;
+    }
+    return it->second;
+  };
+  // The mode: tensors when PyTorch made any stream-ordered allocation, else segments when it made
+  // any other device allocation, else plain.
+  bool tensors = false;
+  bool segments = false;
+  bool expandable = false;
+  for (const MemoryEvent& event : events) {
+    if (event.action() != ALLOC || !IsDeviceMemory(event)) continue;
+    if (!IsPyTorch(holder(event.stack_id()))) continue;
+    if (IsStreamOrdered(event)) {
+      tensors = true;
+    } else {
+      segments = true;
+      expandable = expandable || SpaceOf(event) == MemorySpace::kPhysical;
+    }
+  }
+  const SummaryMode mode = tensors    ? SummaryMode::kTensors
+                           : segments ? SummaryMode::kSegments
+                                      : SummaryMode::kPlain;
+  HolderOfStack cached = [&](uint64_t stack_id) { return holder(stack_id); };
+  SummaryBuilder builder(mode, cached);
+  for (const MemoryEvent& event : events) builder.Add(event);
+  Summary summary = builder.Finish();
+  summary.expandable_segments = mode == SummaryMode::kSegments && expandable;
+  return summary;
+}
+
+Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events) {
+  Summary summary = ComputeSummary(events, [&trace](uint64_t stack_id) {
+    return FindMemoryHolder(ModuleFrames(trace, stack_id), false);
+  });
+  summary.complete = trace.end().footer_present;
+  for (DeviceSummary& device : summary.devices) {
+    for (const Device& known : trace.devices()) {
+      if (known.ordinal() == device.device) device.name = known.name();
+    }
+  }
+  return summary;
+}
+
+// ---- rows and notes ----
+
+namespace {
+
+constexpr char kAllocatedMemory[] = "Allocated memory";
+constexpr char kActiveMemory[] = "Active memory";
+constexpr char kRequestedMemory[] = "Requested memory";
+constexpr char kReservedMemory[] = "GPU reserved memory";
+constexpr char kNonReleasableMemory[] = "Non-releasable memory";
+constexpr char kAllocations[] = "Allocations";
+constexpr char kActiveAllocs[] = "Active allocs";
+constexpr char kReservedSegments[] = "GPU reserved segments";
+constexpr char kNonReleasableAllocs[] = "Non-releasable allocs";
+constexpr char kOversizeAllocations[] = "Oversize allocations";
+constexpr char kOversizeSegments[] = "Oversize GPU segments";
+
+std::string Plural(uint64_t count, const char* one, const char* many) {
+  return absl::StrCat(count, " ", count == 1 ? one : many);
+}
+
+}  // namespace
+
+std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary& device) {
+  const bool tensors = summary.mode != SummaryMode::kSegments;  // tensors or plain allocations
+  const bool segments = summary.mode != SummaryMode::kTensors;  // segments or plain allocations
+  const PoolStat* allocated = tensors ? &device.allocated_bytes : nullptr;
+  const PoolStat* allocations = tensors ? &device.allocations : nullptr;
+  const PoolStat* reserved = segments ? &device.reserved_bytes : nullptr;
+  const PoolStat* segment_count = segments ? &device.segments : nullptr;
+  return {
+      {kAllocatedMemory, "allocated_bytes", true, true, allocated},
+      {kActiveMemory, "active_bytes", true, true, allocated},
+      {kRequestedMemory, "requested_bytes", true, true, allocated},
+      {kReservedMemory, "reserved_bytes", true, true, reserved},
+      {kNonReleasableMemory, "inactive_split_bytes", true, true, nullptr},
+      {kAllocations, "allocation", false, true, allocations},
+      {kActiveAllocs, "active", false, true, allocations},
+      {kReservedSegments, "segment", false, true, segment_count},
+      {kNonReleasableAllocs, "inactive_split", false, true, nullptr},
+      {kOversizeAllocations, "oversize_allocations", false, false, nullptr},
+      {kOversizeSegments, "oversize_segments", false, false, nullptr},
+  };
+}
+
+std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummary& device) {
+  std::vector<SummaryNote> notes;
+  switch (summary.mode) {
+    case SummaryMode::kTensors:
+      notes.push_back(
+          {{},
+           "recorded at tensor level (PyTorch's cudaMallocAsync backend): each stream-ordered "
+           "allocation made from libc10_cuda.so is one tensor; from small pool: tensors of at most "
+           "1 MiB"});
+      notes.push_back({{kActiveMemory, kActiveAllocs},
+                       "the same as Allocated: a tensor freed with cudaFreeAsync goes back to the "
+                       "pool in stream order, so no freed block waits for other streams (what "
+                       "the native allocator counts as active but not allocated)"});
+      notes.push_back({{kRequestedMemory},
+                       "the same as Allocated: this backend asks cudaMallocAsync for exactly the "
+                       "bytes requested, without rounding"});
+      notes.push_back({{kReservedMemory, kReservedSegments},
+                       "n/a: the memory pool's reserved size is not recorded yet"});
+      notes.push_back(
+          {{kNonReleasableMemory, kNonReleasableAllocs},
+           "n/a: the pool keeps its free blocks inside the CUDA driver, which the trace "
+           "does not see"});
+      notes.push_back({{kOversizeAllocations, kOversizeSegments},
+                       "n/a: oversize blocks (max_split_size_mb) belong to the native caching "
+                       "allocator, not to this backend"});
+      break;
+    case SummaryMode::kSegments:
+      if (summary.expandable_segments) {
+        notes.push_back(
+            {{},
+             "recorded at segment level (PyTorch's native caching allocator, expandable "
+             "segments): each cuMemCreate made from libc10_cuda.so is physical memory the "
+             "allocator maps into its segments; from small pool: pieces of at most 2 MiB"});
+        notes.push_back({{kReservedSegments},
+                         "counts the cuMemCreate pieces (live from creation until released and "
+                         "unmapped); PyTorch adds mapped pieces to its reserved bytes only, not to "
+                         "its segments, so its own figure may differ"});
+      } else {
+        notes.push_back(
+            {{},
+             "recorded at segment level (PyTorch's native caching allocator): each "
+             "cudaMalloc/cuMemAlloc made from libc10_cuda.so is one of its segments; from small "
+             "pool: segments of at most 2 MiB (the small pool's are 2 MiB, the large pool's "
+             "larger)"});
+      }
+      notes.push_back(
+          {{kAllocatedMemory, kActiveMemory, kRequestedMemory, kAllocations, kActiveAllocs},
+           "n/a: tensors are not visible under the native caching allocator; record "
+           "with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (gpumem record "
+           "--tensors, coming)"});
+      notes.push_back({{kNonReleasableMemory, kNonReleasableAllocs},
+                       "n/a: the free blocks inside segments are not visible either"});
+      notes.push_back({{kOversizeAllocations, kOversizeSegments},
+                       "n/a: max_split_size_mb (PYTORCH_CUDA_ALLOC_CONF) is not recorded in the "
+                       "trace, and oversize allocations are tensors"});
+      break;
+    case SummaryMode::kPlain: {
+      notes.push_back({{},
+                       "no PyTorch allocator in the stacks: each device allocation is one "
+                       "allocation and its own segment; from small pool: at most 1 MiB"});
+      notes.push_back({{kActiveMemory, kActiveAllocs, kRequestedMemory},
+                       "the same as Allocated: without a caching allocator memory is in use from "
+                       "its allocation to its free, and its size is the one requested"});
+      std::string reserved =
+          "the same as Allocated: each allocation is its own segment (the driver's rounding to "
+          "its page size is not in the trace)";
+      if (device.pool_allocations > 0) {
+        absl::StrAppend(&reserved, "; except ",
+                        Plural(device.pool_allocations, "stream-ordered allocation",
+                               "stream-ordered allocations"),
+                        " (", FormatBytes(device.pool_allocation_bytes),
+                        " in all), left out: their memory pool's reserved size is not recorded "
+                        "yet");
+      }
+      notes.push_back({{kReservedMemory, kReservedSegments}, reserved});
+      notes.push_back(
+          {{kNonReleasableMemory, kNonReleasableAllocs, kOversizeAllocations, kOversizeSegments},
+           "n/a: only a caching allocator splits or keeps blocks, and the trace shows "
+           "none"});
+      break;
+    }
+  }
+  for (const SummaryHolding& holding : device.holdings) {
+    const std::string apis = absl::StrJoin(holding.apis, "/");
+    std::string text =
+        absl::StrCat(holding.name, ": ", FormatBytes(holding.bytes), " in ",
+                     Plural(holding.count, "allocation", "allocations"), " made with ", apis);
+    if (summary.mode == SummaryMode::kPlain) {
+      absl::StrAppend(&text, ", counted above");
+    } else if (holding.id == kPyTorchAllocatorId) {
+      absl::StrAppend(&text, " (segments of the native allocator), not counted above");
+    } else if (holding.id == kOtherId) {
+      absl::StrAppend(&text, " directly, not counted above");
+    } else {
+      absl::StrAppend(&text, " directly, not counted above (PyTorch does not count it either)");
+    }
+    absl::StrAppend(&text, "; ", FormatBytes(holding.live_bytes), " still live at the ",
+                    summary.complete ? "end" : "stop");
+    notes.push_back({{}, std::move(text)});
+  }
+  if (device.ooms > 0 || device.retries > 0) {
+    std::string text =
+        "from the out-of-memory failures in the trace: one followed by another attempt of the "
+        "same size and API is a retry, any other an OOM";
+    if (summary.mode != SummaryMode::kPlain) {
+      absl::StrAppend(&text,
+                      " (PyTorch counts only its retry after emptying its whole cache, so its "
+                      "own figures may be lower)");
+    }
+    notes.push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(text)});
+  }
+  if (!summary.complete) {
+    notes.push_back(
+        {{"Cur Usage"}, "the process did not exit cleanly: what was live when the trace stopped"});
+  }
+  return notes;
+}
+
+// ---- text ----
+
+namespace {
+
+constexpr size_t kWidth = 75;  // inside the | borders
+
+std::string Boxed(const std::string& content) { return absl::StrCat("|", content, "|\n"); }
+
+std::string Title(const DeviceSummary& device) {
+  std::string title =
+      absl::StrCat("gpumem memory summary, device ID ",
+                   device.device >= 0 ? absl::StrCat(device.device) : std::string("?"));
+  if (!device.name.empty()) absl::StrAppend(&title, " (", device.name, ")");
+  // PyTorch's title starts at column 18; a longer one is centred, or overflows the box.
+  constexpr size_t kColumn = 18;
+  size_t left = kColumn;
+  if (title.size() + kColumn + 1 > kWidth) {
+    left = title.size() + 2 <= kWidth ? (kWidth - title.size()) / 2 : 1;
+  }
+  std::string line = std::string(left, ' ') + title;
+  line.append(line.size() < kWidth ? kWidth - line.size() : 1, ' ');
+  return line;
+}
+
+std::string Cell(const SummaryRow& row, uint64_t value, uint64_t reference) {
+  return row.bytes ? FormatSummarySize(value, reference) : FormatSummaryCount(value, reference);
+}
+
+std::string NotAvailable(const SummaryRow& row) { return row.bytes ? "   n/a    " : "    n/a   "; }
+
+void AppendRow(const SummaryRow& row, const char* name, const SummaryStat* stat,
+               const SummaryStat* reference, std::string* out) {
+  std::string cells[4];
+  if (stat == nullptr) {
+    for (std::string& cell : cells) cell = NotAvailable(row);
+  } else {
+    cells[0] = Cell(row, stat->current, reference->current);
+    cells[1] = Cell(row, stat->peak, reference->peak);
+    cells[2] = Cell(row, stat->allocated, reference->allocated);
+    cells[3] = Cell(row, stat->freed, reference->freed);
+  }
+  absl::StrAppend(out, Boxed(absl::StrFormat(" %-21s | %s | %s | %s | %s ", name, cells[0],
+                                             cells[1], cells[2], cells[3])));
+}
+
+std::string NoteText(const SummaryNote& note) {
+  if (note.rows.empty()) return note.text;
+  return absl::StrCat(absl::StrJoin(note.rows, ", "), ": ", note.text);
+}
+
+std::string DeviceText(const Summary& summary, const DeviceSummary& device) {
+  const std::string equals(kWidth, '=');
+  const std::string dashes(kWidth, '-');
+  std::string out;
+  absl::StrAppend(&out, Boxed(equals), Boxed(Title(device)), Boxed(dashes));
+  absl::StrAppend(&out, Boxed(absl::StrFormat("  %9s CUDA OOMs: %-12d | %6s cudaMalloc retries: "
+                                              "%-8d  ",
+                                              "", device.ooms, "", device.retries)));
+  absl::StrAppend(&out, Boxed(equals));
+  absl::StrAppend(
+      &out, Boxed("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "));
+  for (const SummaryRow& row : SummaryRows(summary, device)) {
+    absl::StrAppend(&out, Boxed(dashes));
+    const PoolStat* value = row.value;
+    AppendRow(row, row.metric, value ? &value->all : nullptr, value ? &value->all : nullptr, &out);
+    if (!row.pools) continue;
+    AppendRow(row, "      from large pool", value ? &value->large_pool : nullptr,
+              value ? &value->all : nullptr, &out);
+    AppendRow(row, "      from small pool", value ? &value->small_pool : nullptr,
+              value ? &value->all : nullptr, &out);
+  }
+  absl::StrAppend(&out, Boxed(equals));
+  absl::StrAppend(&out, "notes:\n");
+  for (const SummaryNote& note : SummaryNotes(summary, device)) {
+    absl::StrAppend(&out, "  ", NoteText(note), "\n");
+  }
+  return out;
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string JsonStat(const SummaryStat& stat) {
+  return absl::StrCat("{\"current\":", stat.current, ",\"peak\":", stat.peak,
+                      ",\"allocated\":", stat.allocated, ",\"freed\":", stat.freed, "}");
+}
+
+const char* ModeName(SummaryMode mode) {
+  switch (mode) {
+    case SummaryMode::kTensors:
+      return "tensors";
+    case SummaryMode::kSegments:
+      return "segments";
+    case SummaryMode::kPlain:
+      return "plain";
+  }
+  return "plain";
+}
+
+std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
+  const std::vector<SummaryNote> notes = SummaryNotes(summary, device);
+  std::vector<std::string> rows;
+  for (const SummaryRow& row : SummaryRows(summary, device)) {
+    std::string item =
+        absl::StrCat("{\"metric\":", JsonString(row.metric), ",\"key\":", JsonString(row.key),
+                     ",\"unit\":", row.bytes ? "\"bytes\"" : "\"count\"",
+                     ",\"available\":", row.value ? "true" : "false");
+    if (row.value != nullptr) {
+      absl::StrAppend(&item, ",\"all\":", JsonStat(row.value->all));
+      if (row.pools) {
+        absl::StrAppend(&item, ",\"large_pool\":", JsonStat(row.value->large_pool),
+                        ",\"small_pool\":", JsonStat(row.value->small_pool));
+      }
+    }
+    for (const SummaryNote& note : notes) {
+      if (std::find(note.rows.begin(), note.rows.end(), row.metric) != note.rows.end()) {
+        absl::StrAppend(&item, ",\"note\":", JsonString(note.text));
+        break;
+      }
+    }
+    rows.push_back(item + "}");
+  }
+  std::vector<std::string> holdings;
+  for (const SummaryHolding& holding : device.holdings) {
+    std::vector<std::string> apis;
+    for (const std::string& api : holding.apis) apis.push_back(JsonString(api));
+    holdings.push_back(absl::StrCat(
+        "{\"id\":", JsonString(holding.id), ",\"name\":", JsonString(holding.name), ",\"apis\":[",
+        absl::StrJoin(apis, ","), "],\"bytes\":", holding.bytes, ",\"count\":", holding.count,
+        ",\"live_bytes\":", holding.live_bytes, ",\"live_count\":", holding.live_count,
+        ",\"counted\":", summary.mode == SummaryMode::kPlain ? "true" : "false", "}"));
+  }
+  std::vector<std::string> note_texts;
+  for (const SummaryNote& note : notes) note_texts.push_back(JsonString(NoteText(note)));
+  std::string out = absl::StrCat("{\"device\":", device.device);
+  if (!device.name.empty()) absl::StrAppend(&out, ",\"name\":", JsonString(device.name));
+  absl::StrAppend(&out, ",\"mode\":\"", ModeName(summary.mode), "\"",
+                  ",\"expandable_segments\":", summary.expandable_segments ? "true" : "false",
+                  ",\"complete\":", summary.complete ? "true" : "false",
+                  ",\"num_ooms\":", device.ooms, ",\"num_alloc_retries\":", device.retries,
+                  ",\"rows\":[", absl::StrJoin(rows, ","), "],\"holdings\":[",
+                  absl::StrJoin(holdings, ","), "],\"notes\":[", absl::StrJoin(note_texts, ","),
+                  "]}");
+  return out;
+}
+
+}  // namespace
+
+std::string SummaryText(const Summary& summary) {
+  if (summary.devices.empty()) return "summary: no device memory allocated\n";
+  std::vector<std::string> tables;
+  for (const DeviceSummary& device : summary.devices) {
+    tables.push_back(DeviceText(summary, device));
+  }
+  return absl::StrJoin(tables, "\n");
+}
+
+std::string SummaryJson(const Summary& summary) {
+  std::vector<std::string> devices;
+  for (const DeviceSummary& device : summary.devices) {
+    devices.push_back(DeviceJson(summary, device));
+  }
+  return absl::StrCat("[", absl::StrJoin(devices, ","), "]");
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,147 @@
+// `gpumem report --summary`: per device, a table in the layout of PyTorch's
+// `torch.cuda.memory_summary()` (rows, columns, large/small pool sub-rows, unit formatting), filled
+// from the trace's memory events, followed by notes that say what each row was measured from and
+// why a row the trace cannot support says n/a. The rules per recording mode are in
+// report/README.md ("Summary table").
+//
+// Recording modes, decided once per trace from the allocations' stacks (report/memory_holders.h):
+// - kTensors: PyTorch's cudaMallocAsync backend. Each stream-ordered allocation made from
+//   libc10_cuda.so is one tensor: the Allocated, Active, Requested, Allocations and Active allocs
+//   rows are measured from them; the pool's reserved size is not in the trace (n/a).
+// - kSegments: PyTorch's native caching allocator. Each cudaMalloc/cuMemAlloc (or, with expandable
+//   segments, cuMemCreate) made from libc10_cuda.so is one of its segments: GPU reserved memory and
+//   GPU reserved segments are measured; tensors are not visible (n/a).
+// - kPlain: no PyTorch allocator in the stacks. Every device allocation is an allocation and its
+//   own segment.
+// In the PyTorch modes, memory that PyTorch does not count either (cuBLAS and cuDNN workspaces,
+// cudaMalloc calls made outside its allocator) is left out of the rows and named in a note.
+#ifndef GPUMEM_REPORT_SUMMARY_TABLE_H_
+#define GPUMEM_REPORT_SUMMARY_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "report/memory_holders.h"
+#include "report/trace_file.h"
+
+namespace gpumem::report {
+
+// PyTorch's `_format_size`: 6-digit integer and a 3-character binary unit ("  1234 KiB",
+// "    12 B  "). The unit is chosen by `reference` (the value of the row's "all" line in that
+// column): the next unit while the reference is at least 768 of the current one; the value is
+// divided (rounding down) as many times.
+std::string FormatSummarySize(uint64_t bytes, uint64_t reference);
+// PyTorch's `_format_count`: 7-digit integer, a unit " ", "K" or "M" (powers of 1000, the next
+// while the reference is at least 750 000 of the current one) and a space ("    475   ").
+std::string FormatSummaryCount(uint64_t count, uint64_t reference);
+
+// The 1 MiB rule of PyTorch's caching allocator: an allocation of at most this size comes from
+// the small pool. Its small-pool segments are 2 MiB (kSmallBuffer), its large-pool segments larger.
+inline constexpr uint64_t kSmallAllocationLimit = uint64_t{1} << 20;
+inline constexpr uint64_t kSmallSegmentLimit = uint64_t{2} << 20;
+
+// One statistic, as PyTorch keeps it: now, highest, total increase, total decrease.
+struct SummaryStat {
+  uint64_t current = 0;
+  uint64_t peak = 0;
+  uint64_t allocated = 0;
+  uint64_t freed = 0;
+
+  void Increase(uint64_t amount);
+  void Decrease(uint64_t amount);
+};
+
+// A statistic for all of a device and split by pool.
+struct PoolStat {
+  SummaryStat all;
+  SummaryStat large_pool;
+  SummaryStat small_pool;
+
+  void Increase(uint64_t amount, bool small);
+  void Decrease(uint64_t amount, bool small);
+};
+
+enum class SummaryMode { kTensors, kSegments, kPlain };
+
+// Device memory the rows leave out (PyTorch modes) or include (plain mode), by who made it.
+struct SummaryHolding {
+  std::string id;    // "cublas_workspace", "cudnn_workspace", "pytorch_caching_allocator", "other"
+  std::string name;  // "cuBLAS", ..., "outside PyTorch's allocator"
+  std::vector<std::string> apis;  // the APIs it was allocated with, by name
+  uint64_t bytes = 0;             // everything allocated
+  uint64_t count = 0;
+  uint64_t live_bytes = 0;  // still live at the end
+  uint64_t live_count = 0;
+};
+
+struct DeviceSummary {
+  int32_t device = 0;  // ordinal; -1 where the trace does not say
+  std::string name;    // from the trace's Device packet; empty when absent
+  // Tensors (kTensors) or allocations (kPlain); unused in kSegments.
+  PoolStat allocated_bytes;
+  PoolStat allocations;
+  // Segments (kSegments) or the allocations that are their own segments (kPlain); unused in
+  // kTensors.
+  PoolStat reserved_bytes;
+  PoolStat segments;
+  // kPlain: stream-ordered allocations, left out of the reserved rows (their pool's size is not
+  // recorded).
+  uint64_t pool_allocations = 0;
+  uint64_t pool_allocation_bytes = 0;
+  // Out-of-memory failures (result 2) of the allocations the rows count: a failure followed, as the
+  // next attempt of that kind on the device, by one of the same size and API is a retry; any other
+  // is an OOM.
+  uint64_t ooms = 0;
+  uint64_t retries = 0;
+  // kTensors, kSegments: left out of the rows; kPlain: the libraries' share of the rows.
+  std::vector<SummaryHolding> holdings;
+};
+
+struct Summary {
+  SummaryMode mode = SummaryMode::kPlain;
+  bool expandable_segments = false;    // kSegments made of cuMemCreate physical memory
+  bool complete = true;                // the trace has its footer: Cur Usage is at exit
+  std::vector<DeviceSummary> devices;  // ascending, -1 last
+};
+
+// Who made the allocation with this stack (report/memory_holders.h with stream_ordered = false):
+// nullptr for no known allocator or library.
+using HolderOfStack = std::function<const MemoryHolder*(uint64_t stack_id)>;
+
+// `events`: one process's memory events in seq order. Device names are left empty.
+Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of);
+
+// ComputeSummary for a trace that was read whole: holders from the modules of its stacks (no
+// symbols needed), device names from its Device packets, completeness from its footer.
+Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events);
+
+// One row of the table: PyTorch's metric name and memory_stats key.
+struct SummaryRow {
+  const char* metric;               // "Allocated memory"
+  const char* key;                  // "allocated_bytes"
+  bool bytes;                       // sizes (else counts)
+  bool pools;                       // has the "from large pool" / "from small pool" lines
+  const PoolStat* value = nullptr;  // nullptr: n/a
+};
+// The 11 rows in PyTorch's order, for one device.
+std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary& device);
+
+// A note under a device's table: the rows it is about (none for a general one) and what it says.
+struct SummaryNote {
+  std::vector<std::string> rows;
+  std::string text;
+};
+std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummary& device);
+
+// The table of each device (75 columns inside the `|` borders, as PyTorch prints it) followed by
+// its notes; devices separated by a blank line. "summary: no device memory allocated" without any.
+std::string SummaryText(const Summary& summary);
+// The JSON array of devices (schema: report/README.md).
+std::string SummaryJson(const Summary& summary);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_SUMMARY_TABLE_H_

@@ -1,0 +1,508 @@
+// Analyzer throughput: how fast ReplayTrace() (report/replay.h, one thread) goes through a long
+// trace, and that its peak RSS does not grow with the trace.
+//
+// For N events (default 50,000,000) and N/10, a child process records a synthetic trace with
+// gpumem's own recorder (core/recorder.h: the real encoder, sink, Stack, Thread, Device and footer
+// packets) into a temporary directory under $TMPDIR (or /tmp): two threads allocate and free
+// buffers around a live set of about 10,000 (cudaMalloc, cudaMallocAsync, cudaMallocHost, a few
+// failures), from a few hundred call stacks, taking seq numbers as the hooks do (frees before the
+// call, allocations after), so the file is slightly out of seq order where the threads race. Then
+// another child times ReplayTrace() on it (the file is in the page cache: this is the analyzer's
+// CPU cost) and reports its own peak RSS (getrusage ru_maxrss), and one more times the read alone
+// (ForEachMemoryEventBySeq with an empty visitor). Each trace is deleted after its runs, and the
+// directory at exit (also on SIGINT/SIGTERM); N is bounded, and free space is checked first.
+//
+// Usage: analyzer_throughput [EVENTS] [--runs R] [--compare], or --trace FILE to time an existing
+// trace (see Usage()).
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/recorder.h"
+#include "core/trace_ids.h"
+#include "report/event_stream.h"
+#include "report/replay.h"
+#include "report/trace_file.h"
+
+namespace {
+
+using gpumem::MemoryRecord;
+namespace recorder = gpumem::recorder;
+namespace proto = gpumem::proto;
+
+constexpr uint64_t kDefaultEvents = 50'000'000;
+constexpr uint64_t kMaxEvents = 200'000'000;  // about 11 GiB of trace
+constexpr uint64_t kBytesPerEventEstimate = 64;
+constexpr int kThreads = 2;
+constexpr size_t kLivePerThread = 5000;
+constexpr uint32_t kSlotsPerThread = 8192;
+constexpr int kStacks = 300;
+constexpr int kStackBits = 9;  // 512 distinct call paths; kStacks of them are used
+
+char g_dir[256] = {};
+char g_trace[320] = {};
+
+void RemoveFiles() {
+  if (g_trace[0] != '\0') unlink(g_trace);
+  if (g_dir[0] != '\0') rmdir(g_dir);
+}
+
+void OnSignal(int signal) {
+  RemoveFiles();
+  _exit(128 + signal);
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// ---- the recorded program ----
+
+// Distinct call paths for distinct stacks: Descend() walks `depth` levels through Left() or
+// Right() by the bits of `path`, then captures the stack as a hook would.
+volatile int g_side = 0;
+__attribute__((noinline)) uint64_t Descend(unsigned path, int depth);
+__attribute__((noinline)) uint64_t Left(unsigned path, int depth) {
+  const uint64_t id = Descend(path, depth);
+  g_side = 1;  // different bodies (no identical code folding) and no tail call
+  return id;
+}
+__attribute__((noinline)) uint64_t Right(unsigned path, int depth) {
+  const uint64_t id = Descend(path, depth);
+  g_side = 2;
+  return id;
+}
+__attribute__((noinline)) uint64_t Descend(unsigned path, int depth) {
+  if (depth == 0) {
+    const uint64_t id =
+        recorder::CaptureStack(reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+    g_side = 0;
+    return id;
+  }
+  return (path & 1) ? Left(path >> 1, depth - 1) : Right(path >> 1, depth - 1);
+}
+
+// The CUDA call between a free's seq and its event (cudaFree takes microseconds; a short stand-in
+// here): the other thread's events land in between, as they do in real traces.
+volatile uint64_t g_call_work = 0;
+void FakeCall() {
+  for (int i = 0; i < 32; ++i) g_call_work = g_call_work + 1;
+}
+
+struct Buffer {
+  uint64_t address;
+  uint64_t size;
+  uint32_t slot;
+  proto::Api free_api;
+  proto::MemoryKind free_kind;
+  uint64_t stream;
+};
+
+// One thread of the recorded program: `events` memory events around kLivePerThread live buffers.
+void RecordThread(int thread, uint64_t events, const std::vector<uint64_t>& stacks) {
+  std::mt19937_64 random(1234 + thread);
+  std::vector<Buffer> live;
+  live.reserve(kSlotsPerThread);
+  std::vector<uint32_t> free_slots;
+  for (uint32_t slot = kSlotsPerThread; slot > 0; --slot) free_slots.push_back(slot - 1);
+  // Each thread's buffers in an address range of its own, 1 GiB apart (sizes stay below that).
+  const uint64_t base = (static_cast<uint64_t>(thread) + 1) << 44;
+  for (uint64_t i = 0; i < events; ++i) {
+    const uint64_t roll = random() % 1000;
+    const bool allocate =
+        !free_slots.empty() && (live.empty() || roll < (live.size() < kLivePerThread ? 550 : 450));
+    MemoryRecord record;
+    if (!allocate) {
+      const size_t index = random() % live.size();
+      const Buffer buffer = live[index];
+      live[index] = live.back();
+      live.pop_back();
+      free_slots.push_back(buffer.slot);
+      record.seq = recorder::NextSeq();  // a free takes its seq before the call
+      record.api = buffer.free_api;
+      record.kind = buffer.free_kind;
+      record.action = proto::Action::kFree;
+      record.address = buffer.address;
+      record.stream = buffer.stream;
+      FakeCall();
+      recorder::RecordMemory(record);
+      continue;
+    }
+    // Sizes log-uniform from 512 bytes to 256 MiB, in 512-byte units.
+    const int shift = 9 + static_cast<int>(random() % 20);
+    const uint64_t size = ((uint64_t{1} << shift) + random() % (uint64_t{1} << shift)) & ~511ull;
+    // A few call sites allocate most: half of the allocations come from 10 stacks.
+    const uint64_t stack = stacks[random() % 2 ? random() % 10 : random() % stacks.size()];
+    const uint64_t kind = random() % 100;
+    record.action = proto::Action::kAlloc;
+    record.size = size;
+    record.stack_id = stack;
+    Buffer buffer{0, size, 0, proto::Api::kCudaFree, proto::MemoryKind::kUnknown, 0};
+    if (kind < 75) {
+      record.api = proto::Api::kCudaMalloc;
+      record.kind = proto::MemoryKind::kDevice;
+      record.device = 0;
+    } else if (kind < 95) {
+      record.api = proto::Api::kCudaMallocAsync;
+      record.kind = proto::MemoryKind::kPool;
+      record.device = 0;
+      record.stream = 0x5000 + static_cast<uint64_t>(thread) * 16 + random() % 4;
+      buffer = {0, size, 0, proto::Api::kCudaFreeAsync, proto::MemoryKind::kPool, record.stream};
+    } else {
+      record.api = proto::Api::kCudaMallocHost;
+      record.kind = proto::MemoryKind::kPinnedHost;
+      record.device = -1;
+      buffer = {0, size, 0, proto::Api::kCudaFreeHost, proto::MemoryKind::kPinnedHost, 0};
+    }
+    if (random() % 10000 == 0) {  // out of memory, now and then
+      record.action = proto::Action::kAllocFailed;
+      record.result = 2;
+      record.free_bytes = 1ull << 30;
+      record.total_bytes = 80ull << 30;
+      record.seq = recorder::NextSeq();
+      recorder::RecordMemory(record);
+      continue;
+    }
+    buffer.slot = free_slots.back();
+    free_slots.pop_back();
+    buffer.address = base + (uint64_t{buffer.slot} << 30);
+    record.address = buffer.address;
+    record.seq = recorder::NextSeq();  // an allocation takes its seq after the call
+    recorder::RecordMemory(record);
+    live.push_back(buffer);
+  }
+}
+
+// The child that records: returns its exit code.
+int Generate(const std::string& path, uint64_t events) {
+  setenv("GPUMEM_OUTPUT", path.c_str(), 1);
+  unsetenv("GPUMEM_SESSION_PID");
+  unsetenv("GPUMEM_ENABLE");
+  recorder::Init(gpumem::LoaderFunctions{&dlopen, &dlsym});
+  if (!recorder::Enabled()) return 1;
+  recorder::RecordDevice(0, "analyzer_throughput device", 80ull << 30);
+  std::vector<uint64_t> stacks;
+  for (unsigned path_bits = 0; path_bits < kStacks; ++path_bits) {
+    const uint64_t id = Descend(path_bits, kStackBits);
+    stacks.push_back(id != 0 ? id : path_bits + 1);  // libunwind missing: ids without packets
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    const uint64_t share = events / kThreads + (t < static_cast<int>(events % kThreads) ? 1 : 0);
+    threads.emplace_back(RecordThread, t, share, std::cref(stacks));
+  }
+  for (std::thread& thread : threads) thread.join();
+  recorder::Finish();
+  return 0;
+}
+
+// ---- the analyzer ----
+
+uint64_t PeakRssKiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss);
+}
+
+struct Measurement {
+  uint64_t events = 0;
+  uint64_t reordered = 0;
+  uint64_t out_of_order = 0;
+  uint64_t anomalies = 0;
+  double seconds = 0;
+  uint64_t peak_rss_kib = 0;
+  bool ok = false;
+};
+
+enum class Mode { kReplay, kReadOnly, kInMemory };
+size_t g_window = gpumem::report::kReorderWindow;  // --window
+
+Measurement Analyze(const std::string& path, Mode mode) {
+  Measurement m;
+  const auto start = std::chrono::steady_clock::now();
+  switch (mode) {
+    case Mode::kReplay: {
+      if (g_window != gpumem::report::kReorderWindow) {  // what ReplayTrace() does, other window
+        gpumem::report::Replay replay;
+        absl::StatusOr<gpumem::report::StreamedTrace> streamed =
+            gpumem::report::ForEachMemoryEventBySeq(
+                path, [&](const gpumem::MemoryEvent& event) { replay.Add(event); }, g_window);
+        if (!streamed.ok()) return m;
+        const std::vector<gpumem::report::PlaceUsage> places = replay.Places();
+        m.seconds = Seconds(start);
+        m.events = streamed->stats.events;
+        m.out_of_order = streamed->stats.out_of_order;
+        m.anomalies = replay.anomalies().total();
+        break;
+      }
+      absl::StatusOr<gpumem::report::TraceReplay> replay = gpumem::report::ReplayTrace(path);
+      m.seconds = Seconds(start);
+      if (!replay.ok()) {
+        fprintf(stderr, "analyzer_throughput: %s\n",
+                std::string(replay.status().message()).c_str());
+        return m;
+      }
+      m.events = replay->memory_events;
+      m.out_of_order = replay->out_of_order_events;
+      m.anomalies = replay->anomalies.total();
+      break;
+    }
+    case Mode::kReadOnly: {
+      absl::StatusOr<gpumem::report::StreamedTrace> streamed =
+          gpumem::report::ForEachMemoryEventBySeq(
+              path, [](const gpumem::MemoryEvent&) {}, g_window);
+      m.seconds = Seconds(start);
+      if (!streamed.ok()) return m;
+      m.events = streamed->stats.events;
+      m.reordered = streamed->stats.reordered;
+      m.out_of_order = streamed->stats.out_of_order;
+      break;
+    }
+    case Mode::kInMemory: {
+      absl::StatusOr<gpumem::report::SortedTrace> sorted =
+          gpumem::report::ReadMemoryEventsBySeq(path);
+      if (!sorted.ok()) return m;
+      gpumem::report::Replay replay;
+      for (const gpumem::MemoryEvent& event : sorted->events) replay.Add(event);
+      const std::vector<gpumem::report::PlaceUsage> places = replay.Places();
+      m.seconds = Seconds(start);
+      m.events = sorted->events.size();
+      m.anomalies = replay.anomalies().total();
+      break;
+    }
+  }
+  m.peak_rss_kib = PeakRssKiB();
+  m.ok = true;
+  return m;
+}
+
+// Runs `work` in a child process (so that its ru_maxrss is its own) and waits for it.
+template <typename Work>
+bool InChild(Work&& work) {
+  fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    const bool ok = work();
+    fflush(stdout);
+    fflush(stderr);
+    _exit(ok ? 0 : 1);  // not exit(): the parent's cleanup is the parent's
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The child's measurement comes back through a pipe.
+bool MeasureInChild(const std::string& path, Mode mode, Measurement* out) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const bool ok = InChild([&] {
+    close(fds[0]);
+    const Measurement m = Analyze(path, mode);
+    const bool written = write(fds[1], &m, sizeof(m)) == static_cast<ssize_t>(sizeof(m));
+    return m.ok && written;
+  });
+  close(fds[1]);
+  const bool got = read(fds[0], out, sizeof(*out)) == static_cast<ssize_t>(sizeof(*out));
+  close(fds[0]);
+  return ok && got;
+}
+
+std::string Mib(double bytes) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
+void PrintRow(const char* what, uint64_t file_bytes, const Measurement& m) {
+  printf("  %-20s %6.2f s  %6.2f M events/s  %6.0f MiB/s  peak RSS %9s", what, m.seconds,
+         static_cast<double>(m.events) / m.seconds / 1e6,
+         static_cast<double>(file_bytes) / m.seconds / (1 << 20),
+         Mib(static_cast<double>(m.peak_rss_kib) * 1024).c_str());
+  if (m.reordered > 0) {
+    printf("  put back in seq order %llu", static_cast<unsigned long long>(m.reordered));
+  }
+  if (m.out_of_order > 0) {
+    printf("  beyond the window %llu", static_cast<unsigned long long>(m.out_of_order));
+  }
+  if (m.anomalies > 0) printf("  anomalies %llu", static_cast<unsigned long long>(m.anomalies));
+  printf("\n");
+}
+
+std::string CpuModel() {
+  FILE* cpuinfo = fopen("/proc/cpuinfo", "r");
+  if (cpuinfo == nullptr) return "unknown CPU";
+  char line[512];
+  std::string model = "unknown CPU";
+  while (fgets(line, sizeof(line), cpuinfo) != nullptr) {
+    if (strncmp(line, "model name", 10) == 0 && strchr(line, ':') != nullptr) {
+      model = strchr(line, ':') + 2;
+      if (!model.empty() && model.back() == '\n') model.pop_back();
+      break;
+    }
+  }
+  fclose(cpuinfo);
+  return model;
+}
+
+// Times the analyzer on `path`: the read alone once, ReplayTrace `runs` times (the fastest run
+// counts; RSS is the largest), and the in-memory path when `compare`. False on a read error.
+bool MeasureTrace(const std::string& path, int runs, bool compare, Measurement* replay) {
+  struct stat info {};
+  stat(path.c_str(), &info);
+  const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
+  Measurement read_only;
+  if (!MeasureInChild(path, Mode::kReadOnly, &read_only)) return false;
+  PrintRow("read + reorder only", file_bytes, read_only);
+  for (int run = 0; run < runs; ++run) {
+    Measurement m;
+    if (!MeasureInChild(path, Mode::kReplay, &m)) return false;
+    if (run == 0 || m.seconds < replay->seconds) {
+      const uint64_t rss = std::max(m.peak_rss_kib, run == 0 ? 0 : replay->peak_rss_kib);
+      *replay = m;
+      replay->peak_rss_kib = rss;
+    } else {
+      replay->peak_rss_kib = std::max(replay->peak_rss_kib, m.peak_rss_kib);
+    }
+  }
+  PrintRow(runs > 1 ? "ReplayTrace (fastest)" : "ReplayTrace", file_bytes, *replay);
+  Measurement in_memory;
+  if (compare && MeasureInChild(path, Mode::kInMemory, &in_memory)) {
+    PrintRow("in memory (old path)", file_bytes, in_memory);
+  }
+  return true;
+}
+
+void Usage() {
+  fprintf(stderr,
+          "usage: analyzer_throughput [EVENTS] [--runs R] [--window W] [--compare]\n"
+          "       analyzer_throughput --trace FILE [--runs R] [--window W] [--compare]\n"
+          "  EVENTS: 10 to %llu (default %llu); the trace is recorded under $TMPDIR (or /tmp)\n"
+          "  and deleted. --runs: ReplayTrace runs per trace, the fastest counts (default 3).\n"
+          "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
+          "  smaller trace. --trace: time an existing trace instead (not deleted). --window: the\n"
+          "  reorder window, in events (default that of ReplayTrace(), 65536).\n",
+          static_cast<unsigned long long>(kMaxEvents),
+          static_cast<unsigned long long>(kDefaultEvents));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t events = kDefaultEvents;
+  bool compare = false;
+  int runs = 3;
+  std::string trace;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--compare") {
+      compare = true;
+    } else if (arg == "--runs" && i + 1 < argc) {
+      runs = atoi(argv[++i]);
+      if (runs < 1 || runs > 100) {
+        Usage();
+        return 2;
+      }
+    } else if (arg == "--window" && i + 1 < argc) {
+      g_window = strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--trace" && i + 1 < argc) {
+      trace = argv[++i];
+    } else {
+      char* end = nullptr;
+      events = strtoull(argv[i], &end, 10);
+      if (end == argv[i] || *end != '\0' || events < 10 || events > kMaxEvents) {
+        Usage();
+        return 2;
+      }
+    }
+  }
+  printf(
+      "analyzer_throughput: ReplayTrace() on one thread (streaming, reorder window %zu events), "
+      "%s\n",
+      g_window, CpuModel().c_str());
+  if (!trace.empty()) {
+    printf("trace %s\n", trace.c_str());
+    Measurement replay;
+    return MeasureTrace(trace, runs, compare, &replay) ? 0 : 1;
+  }
+
+  const char* tmp = getenv("TMPDIR");
+  const std::string tmp_dir = tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp";
+  struct statvfs space {};
+  const uint64_t needed = events * kBytesPerEventEstimate + (uint64_t{2} << 30);
+  if (statvfs(tmp_dir.c_str(), &space) != 0 ||
+      static_cast<uint64_t>(space.f_bavail) * space.f_frsize < needed) {
+    fprintf(stderr, "analyzer_throughput: %s needs %s free for a trace of %llu events\n",
+            tmp_dir.c_str(), Mib(static_cast<double>(needed)).c_str(),
+            static_cast<unsigned long long>(events));
+    return 2;
+  }
+  snprintf(g_dir, sizeof(g_dir), "%s/gpumem-analyzer-bench-XXXXXX", tmp_dir.c_str());
+  if (mkdtemp(g_dir) == nullptr) {
+    fprintf(stderr, "analyzer_throughput: mkdtemp in %s: %s\n", tmp_dir.c_str(), strerror(errno));
+    return 2;
+  }
+  atexit(RemoveFiles);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  snprintf(g_trace, sizeof(g_trace), "%s/bench.trace", g_dir);
+  const std::string path = g_trace;
+
+  printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks\n",
+         kThreads, kThreads * kLivePerThread, kStacks);
+  std::vector<Measurement> replays;
+  for (const uint64_t n : {events / 10, events}) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!InChild([&] { return Generate(path, n) == 0; })) {
+      fprintf(stderr, "analyzer_throughput: recording the trace failed\n");
+      return 1;
+    }
+    struct stat info {};
+    stat(path.c_str(), &info);
+    const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
+    printf("trace of %llu events: %s, %.1f bytes/event, recorded in %.1f s\n",
+           static_cast<unsigned long long>(n), Mib(static_cast<double>(file_bytes)).c_str(),
+           static_cast<double>(file_bytes) / static_cast<double>(n), Seconds(start));
+    Measurement replay;
+    const bool measured = MeasureTrace(path, runs, compare && n == events / 10, &replay);
+    unlink(path.c_str());
+    if (!measured) {
+      fprintf(stderr, "analyzer_throughput: reading the trace failed\n");
+      return 1;
+    }
+    replays.push_back(replay);
+  }
+  const Measurement& small = replays[0];
+  const Measurement& large = replays[1];
+  const double rate = static_cast<double>(large.events) / large.seconds;
+  printf(
+      "result: %.2f M events/s on %llu events (target >= 10 M/s: %s); peak RSS %s at %llu "
+      "events, %s at %llu (ratio %.2f)\n",
+      rate / 1e6, static_cast<unsigned long long>(large.events), rate >= 10e6 ? "met" : "NOT met",
+      Mib(static_cast<double>(large.peak_rss_kib) * 1024).c_str(),
+      static_cast<unsigned long long>(large.events),
+      Mib(static_cast<double>(small.peak_rss_kib) * 1024).c_str(),
+      static_cast<unsigned long long>(small.events),
+      static_cast<double>(large.peak_rss_kib) / static_cast<double>(small.peak_rss_kib));
+  return 0;
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Analyzer throughput: ReplayTrace() (one thread) over a trace of EVENTS memory events (default
+# 50,000,000) recorded by gpumem's own recorder, and over one of EVENTS/10, with the peak RSS of
+# each replay: the target is >= 10 M events/s, and the same RSS for both lengths.
+# The traces go under $TMPDIR (default /tmp; about 45 bytes an event, 2.2 GB for 50M events) and
+# are deleted after their runs; the benchmark refuses when there is not room for them.
+# Usage: tests/bench/run_analyzer_throughput.sh [BUILD_DIR] [EVENTS] [-- MORE ARGS]
+#   e.g. ... build 50000000 -- --compare   (also times the old in-memory path on EVENTS/10)
+set -euo pipefail
+build=${1:-build}
+events=${2:-50000000}
+shift $(($# < 2 ? $# : 2))
+[[ ${1:-} == -- ]] && shift
+exec "$build/tests/bench/analyzer_throughput" "$events" "$@"

@@ -1,0 +1,565 @@
+// The streaming replay (report/event_stream.h, report/replay.h): the reorder buffer restores seq
+// order to events shuffled within its window and counts those beyond it; a trace file written
+// shuffled replays exactly as the same trace written in order and as the in-memory sort; a packet
+// the hand decoder declines still arrives (through libprotobuf); and the replay's table of plain
+// allocations (report/address_map.h, stale entries erased lazily) agrees with a plain reference
+// model on random traces full of overlaps, double frees and unknown frees.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "report/address_map.h"
+#include "report/event_stream.h"
+#include "report/memory_event_decoder.h"
+#include "report/replay.h"
+#include "report/trace_file.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem::report {
+namespace {
+
+using testing::FooterPacket;
+using testing::Framed;
+using testing::HeaderPacket;
+using testing::UniqueTempPath;
+
+MemoryEventFields Event(uint64_t seq, uint64_t address = 0) {
+  MemoryEventFields event;
+  event.seq = seq;
+  event.address = address;
+  return event;
+}
+
+// Pushes `events` in order through a buffer of `window`; returns what came out, in order.
+std::vector<MemoryEventFields> Reorder(const std::vector<MemoryEventFields>& events, size_t window,
+                                       uint64_t* out_of_order = nullptr) {
+  SeqReorderBuffer buffer(window);
+  std::vector<MemoryEventFields> released;
+  auto release = [&](const MemoryEventFields& event) { released.push_back(event); };
+  for (const MemoryEventFields& event : events) {
+    buffer.Push(event, release);
+    EXPECT_LE(buffer.size(), window);
+  }
+  buffer.Flush(release);
+  EXPECT_EQ(buffer.size(), 0u);
+  if (out_of_order != nullptr) *out_of_order = buffer.out_of_order();
+  return released;
+}
+
+std::vector<uint64_t> Seqs(const std::vector<MemoryEventFields>& events) {
+  std::vector<uint64_t> seqs;
+  for (const MemoryEventFields& event : events) seqs.push_back(event.seq);
+  return seqs;
+}
+
+// 1..n, each moved at most `distance` places from where it belongs.
+std::vector<MemoryEventFields> LocallyShuffled(uint64_t n, size_t distance, uint64_t seed) {
+  std::vector<MemoryEventFields> events;
+  for (uint64_t seq = 1; seq <= n; ++seq) events.push_back(Event(seq));
+  std::mt19937_64 random(seed);
+  for (size_t begin = 0; begin < events.size(); begin += distance) {
+    const size_t end = std::min(events.size(), begin + distance);
+    std::shuffle(events.begin() + static_cast<std::ptrdiff_t>(begin),
+                 events.begin() + static_cast<std::ptrdiff_t>(end), random);
+  }
+  return events;
+}
+
+TEST(SeqReorderBufferTest, ShuffledWithinTheWindowComesOutSorted) {
+  // Blocks of 300: events move by up to 299 places, more than a ring shift (the heap takes
+  // those) and less than the window.
+  for (const size_t distance : {2u, 10u, 300u}) {
+    SCOPED_TRACE(distance);
+    uint64_t out_of_order = 0;
+    const std::vector<MemoryEventFields> released =
+        Reorder(LocallyShuffled(20000, distance, distance), 512, &out_of_order);
+    std::vector<uint64_t> expected(20000);
+    for (uint64_t i = 0; i < expected.size(); ++i) expected[i] = i + 1;
+    EXPECT_EQ(Seqs(released), expected);
+    EXPECT_EQ(out_of_order, 0u);
+  }
+}
+
+TEST(SeqReorderBufferTest, EqualSeqsKeepFileOrder) {
+  const std::vector<MemoryEventFields> events = {Event(2, 1), Event(1, 1), Event(2, 2),
+                                                 Event(1, 2), Event(2, 3), Event(1, 3)};
+  const std::vector<MemoryEventFields> released = Reorder(events, 16);
+  ASSERT_EQ(released.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(released[i].seq, i < 3 ? 1u : 2u) << i;
+    EXPECT_EQ(released[i].address, i % 3 + 1) << i;
+  }
+}
+
+TEST(SeqReorderBufferTest, BeyondTheWindowIsCountedAndReleasedLate) {
+  // Window 4: seq 1 comes after 10 larger ones; 10..15 have been released by then.
+  std::vector<MemoryEventFields> events;
+  for (uint64_t seq = 10; seq < 20; ++seq) events.push_back(Event(seq));
+  events.push_back(Event(1));
+  events.push_back(Event(20));
+  uint64_t out_of_order = 0;
+  const std::vector<uint64_t> seqs = Seqs(Reorder(events, 4, &out_of_order));
+  EXPECT_EQ(out_of_order, 1u);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{10, 11, 12, 13, 14, 15, 1, 16, 17, 18, 19, 20}));
+  // Just within the window: in its place.
+  events = {Event(5), Event(6), Event(7), Event(8), Event(1), Event(9)};
+  EXPECT_EQ(Seqs(Reorder(events, 4, &out_of_order)), (std::vector<uint64_t>{1, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(out_of_order, 0u);
+}
+
+TEST(SeqReorderBufferTest, WindowZeroPassesThrough) {
+  uint64_t out_of_order = 0;
+  const std::vector<MemoryEventFields> events = {Event(1), Event(3), Event(2), Event(4)};
+  EXPECT_EQ(Seqs(Reorder(events, 0, &out_of_order)), (std::vector<uint64_t>{1, 3, 2, 4}));
+  EXPECT_EQ(out_of_order, 1u);
+}
+
+TEST(SeqReorderBufferTest, SlotAndCommitAsPush) {
+  const std::vector<MemoryEventFields> events = LocallyShuffled(5000, 100, 3);
+  SeqReorderBuffer buffer(64);  // some events beyond it
+  std::vector<uint64_t> released;
+  auto release = [&](const MemoryEventFields& event) { released.push_back(event.seq); };
+  for (const MemoryEventFields& event : events) {
+    *buffer.Slot() = event;
+    buffer.Commit(release);
+  }
+  buffer.Flush(release);
+  uint64_t out_of_order = 0;
+  EXPECT_EQ(released, Seqs(Reorder(events, 64, &out_of_order)));
+  EXPECT_EQ(buffer.out_of_order(), out_of_order);
+  EXPECT_GT(out_of_order, 0u);
+  EXPECT_GT(buffer.reordered(), 0u);
+}
+
+// ---- whole traces ----
+
+// A random process: cudaMalloc / cudaFree, cudaMallocAsync / cudaFreeAsync, pinned host memory
+// and VMM, with failures, double frees, frees of unknown pointers and allocations over live ones.
+std::vector<MemoryEvent> RandomTrace(uint64_t n, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<MemoryEvent> events;
+  std::vector<uint64_t> live;
+  auto add = [&]() -> MemoryEvent& {
+    MemoryEvent& event = events.emplace_back();
+    event.set_seq(events.size());
+    event.set_timestamp_ns(1000 * events.size());
+    event.set_tid(100 + random() % 2);
+    return event;
+  };
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t roll = random() % 100;
+    if (roll < 45 || live.empty()) {
+      MemoryEvent& event = add();
+      const bool pool = random() % 4 == 0;
+      const bool host = !pool && random() % 10 == 0;
+      event.set_api(pool ? CUDA_MALLOC_ASYNC : host ? CUDA_MALLOC_HOST : CUDA_MALLOC);
+      event.set_kind(pool ? POOL : host ? PINNED_HOST : DEVICE);
+      event.set_action(random() % 50 == 0 ? ALLOC_FAILED : ALLOC);
+      event.set_device(host ? -1 : static_cast<int32_t>(random() % 2));
+      event.set_size((1 + random() % 64) << 12);
+      // A small address space: allocations land on and over live ones now and then.
+      event.set_address(0x7f0000000000 + ((random() % 4096) << 12));
+      event.set_stack_id(1 + random() % 20);
+      if (event.action() == ALLOC) live.push_back(event.address());
+    } else if (roll < 90) {
+      MemoryEvent& event = add();
+      const size_t index = random() % live.size();
+      event.set_api(random() % 4 == 0 ? CUDA_FREE_ASYNC : CUDA_FREE);
+      event.set_action(FREE);
+      event.set_device(-1);
+      event.set_address(live[index]);
+      if (random() % 20 != 0) {  // sometimes freed twice
+        live[index] = live.back();
+        live.pop_back();
+      }
+    } else if (roll < 93) {
+      MemoryEvent& event = add();  // a pointer never allocated
+      event.set_api(CUDA_FREE);
+      event.set_action(FREE);
+      event.set_device(-1);
+      event.set_address(0x100000 + random() % 1000);
+    } else {
+      // VMM: reserve, create, map, unmap, release, free the reservation.
+      const uint64_t base = 0x600000000000 + ((random() % 64) << 24);
+      const uint64_t handle = 1 + random() % 32;
+      const Api apis[] = {CU_MEM_ADDRESS_RESERVE, CU_MEM_CREATE,  CU_MEM_MAP,
+                          CU_MEM_UNMAP,           CU_MEM_RELEASE, CU_MEM_ADDRESS_FREE};
+      const Action actions[] = {ALLOC, ALLOC, ALLOC, FREE, FREE, FREE};
+      const MemoryKind kinds[] = {VMM_RESERVATION, VMM_PHYSICAL, VMM_MAPPING,
+                                  VMM_MAPPING,     VMM_PHYSICAL, VMM_RESERVATION};
+      const size_t step = random() % 6;
+      MemoryEvent& event = add();
+      event.set_api(apis[step]);
+      event.set_kind(kinds[step]);
+      event.set_action(actions[step]);
+      event.set_device(step == 1 ? 0 : -1);
+      event.set_size(2 << 20);
+      event.set_address(step == 1 || step == 4 ? 0 : base);
+      event.set_handle(step >= 1 && step <= 4 ? handle : 0);
+      event.set_stack_id(step < 3 ? 21 : 0);
+    }
+  }
+  return events;
+}
+
+// `events` written as a trace, each displaced by up to `distance` places in the file.
+std::string TraceBytes(std::vector<MemoryEvent> events, size_t distance, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  for (size_t begin = 0; distance > 1 && begin < events.size(); begin += distance) {
+    const size_t end = std::min(events.size(), begin + distance);
+    std::shuffle(events.begin() + static_cast<std::ptrdiff_t>(begin),
+                 events.begin() + static_cast<std::ptrdiff_t>(end), random);
+  }
+  std::string bytes = Framed(HeaderPacket());
+  for (const MemoryEvent& event : events) {
+    TracePacket packet;
+    *packet.mutable_memory() = event;
+    bytes += Framed(packet);
+  }
+  return bytes + Framed(FooterPacket(events.size()));
+}
+
+class StreamingReplayTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& bytes) {
+    const std::string path = UniqueTempPath("." + std::to_string(paths_.size()) + ".trace");
+    std::ofstream(path, std::ios::binary) << bytes;
+    paths_.push_back(path);
+    return path;
+  }
+  void TearDown() override {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+void ExpectSameSites(const std::vector<SiteTally>& a, const std::vector<SiteTally>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].stack_id, b[i].stack_id) << i;
+    EXPECT_EQ(a[i].tally.bytes, b[i].tally.bytes) << i;
+    EXPECT_EQ(a[i].tally.count, b[i].tally.count) << i;
+  }
+}
+
+void ExpectSamePlaces(const std::vector<PlaceUsage>& a, const std::vector<PlaceUsage>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].place);
+    EXPECT_EQ(a[i].place, b[i].place);
+    EXPECT_EQ(a[i].allocated.bytes, b[i].allocated.bytes);
+    EXPECT_EQ(a[i].allocated.count, b[i].allocated.count);
+    EXPECT_EQ(a[i].live.bytes, b[i].live.bytes);
+    EXPECT_EQ(a[i].live.count, b[i].live.count);
+    EXPECT_EQ(a[i].peak_bytes, b[i].peak_bytes);
+    EXPECT_EQ(a[i].peak_seq, b[i].peak_seq);
+    EXPECT_EQ(a[i].peak_timestamp_ns, b[i].peak_timestamp_ns);
+    ExpectSameSites(a[i].peak_sites, b[i].peak_sites);
+    ExpectSameSites(a[i].live_sites, b[i].live_sites);
+  }
+}
+
+void ExpectSameReplay(const TraceReplay& a, const TraceReplay& b) {
+  EXPECT_EQ(a.memory_events, b.memory_events);
+  EXPECT_EQ(a.anomalies.unknown_frees, b.anomalies.unknown_frees);
+  EXPECT_EQ(a.anomalies.double_frees, b.anomalies.double_frees);
+  EXPECT_EQ(a.anomalies.overlapping_allocations, b.anomalies.overlapping_allocations);
+  EXPECT_EQ(a.failed_allocations, b.failed_allocations);
+  EXPECT_EQ(a.reserved_peak_bytes, b.reserved_peak_bytes);
+  EXPECT_EQ(a.stream_ordered_stacks, b.stream_ordered_stacks);
+  ExpectSamePlaces(a.places, b.places);
+}
+
+TEST_F(StreamingReplayTest, ShuffledWithinTheWindowReplaysAsSorted) {
+  const std::vector<MemoryEvent> events = RandomTrace(30000, 1);
+  absl::StatusOr<TraceReplay> sorted = ReplayTrace(Write(TraceBytes(events, 1, 0)));
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  EXPECT_EQ(sorted->memory_events, events.size());
+  EXPECT_EQ(sorted->out_of_order_events, 0u);
+  // The trace is not trivial: every kind of anomaly happens.
+  EXPECT_GT(sorted->anomalies.unknown_frees, 0u);
+  EXPECT_GT(sorted->anomalies.double_frees, 0u);
+  EXPECT_GT(sorted->anomalies.overlapping_allocations, 0u);
+  EXPECT_GT(sorted->failed_allocations, 0u);
+  EXPECT_GT(sorted->reserved_peak_bytes, 0u);
+  EXPECT_FALSE(sorted->stream_ordered_stacks.empty());
+
+  for (const size_t distance : {2u, 50u, 5000u}) {
+    SCOPED_TRACE(distance);
+    const std::string path = Write(TraceBytes(events, distance, distance));
+    absl::StatusOr<TraceReplay> shuffled = ReplayTrace(path);
+    ASSERT_TRUE(shuffled.ok()) << shuffled.status();
+    EXPECT_EQ(shuffled->out_of_order_events, 0u);
+    ExpectSameReplay(*shuffled, *sorted);
+
+    // And as the in-memory sort, replayed whole.
+    absl::StatusOr<SortedTrace> in_memory = ReadMemoryEventsBySeq(path);
+    ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+    Replay replay;
+    for (const MemoryEvent& event : in_memory->events) replay.Add(event);
+    ExpectSamePlaces(replay.Places(), sorted->places);
+    EXPECT_EQ(replay.anomalies().total(), sorted->anomalies.total());
+  }
+}
+
+TEST_F(StreamingReplayTest, BeyondTheWindowIsCountedAndReplayedLate) {
+  // One allocation written after more than a window's worth of later events: it cannot be put
+  // back in its place, is counted and replayed late (so its free, already replayed, found
+  // nothing: one unknown free, and the allocation stays live).
+  std::vector<MemoryEvent> events;
+  for (uint64_t seq = 1; seq <= kReorderWindow + 100; ++seq) {
+    MemoryEvent& event = events.emplace_back();
+    event.set_seq(seq);
+    event.set_api(seq % 2 == 1 ? CUDA_MALLOC : CUDA_FREE);
+    event.set_kind(seq % 2 == 1 ? DEVICE : KIND_UNKNOWN);
+    event.set_action(seq % 2 == 1 ? ALLOC : FREE);
+    event.set_device(seq % 2 == 1 ? 0 : -1);
+    event.set_size(4096);
+    event.set_address(0x10000 * ((seq + 1) / 2));  // seq 2k-1 allocates, 2k frees
+  }
+  std::rotate(events.begin(), events.begin() + 1, events.end());  // seq 1 written last
+  std::string bytes = Framed(HeaderPacket());
+  for (const MemoryEvent& event : events) {
+    TracePacket packet;
+    *packet.mutable_memory() = event;
+    bytes += Framed(packet);
+  }
+  const std::string path = Write(bytes);
+  absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->memory_events, events.size());
+  EXPECT_EQ(replay->out_of_order_events, 1u);
+  EXPECT_EQ(replay->anomalies.unknown_frees, 1u);
+  EXPECT_EQ(replay->anomalies.total(), 1u);
+  ASSERT_EQ(replay->places.size(), 1u);
+  EXPECT_EQ(replay->places[0].live.count, 1u);
+
+  // A smaller window sees the same file as far more disordered.
+  absl::StatusOr<StreamedTrace> streamed = ForEachMemoryEventBySeq(
+      path, [](const MemoryEvent&) {}, 8);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(streamed->stats.events, events.size());
+  EXPECT_EQ(streamed->stats.out_of_order, 1u);
+  // A window as large as the trace puts it back.
+  streamed = ForEachMemoryEventBySeq(
+      path, [](const MemoryEvent&) {}, events.size());
+  ASSERT_TRUE(streamed.ok());
+  EXPECT_EQ(streamed->stats.out_of_order, 0u);
+  EXPECT_EQ(streamed->stats.reordered, 1u);
+}
+
+TEST_F(StreamingReplayTest, PacketsTheDecoderDeclinesStillArrive) {
+  // Memory packets with padding after the event (and a field from a newer schema): libprotobuf
+  // parses them; the stream and the tables see the same as for plain ones.
+  std::string bytes = Framed(HeaderPacket());
+  TracePacket stack;
+  stack.mutable_stack()->set_id(7);
+  stack.mutable_stack()->add_frame(0x1234);
+  bytes += Framed(stack);
+  std::vector<uint64_t> expected;
+  for (uint64_t seq = 1; seq <= 40; ++seq) {
+    TracePacket packet;
+    MemoryEvent* event = packet.mutable_memory();
+    event->set_seq(seq % 2 == 0 ? seq - 1 : seq + 1);  // pairs swapped
+    event->set_api(CUDA_MALLOC);
+    event->set_action(ALLOC);
+    event->set_size(1 << 20);
+    event->set_address(seq << 24);
+    event->set_stack_id(7);
+    std::string framed;
+    if (seq % 3 == 0) {
+      packet.set_padding("pad");
+    } else if (seq % 3 == 1) {
+      // Field 30 of MemoryEvent (varint 5) appended inside the event: unknown to this schema.
+      std::string body = event->SerializeAsString() + "\xf0\x01\x05";
+      framed =
+          "\x0a" + testing::Varint(body.size() + 2) + "\x3a" + testing::Varint(body.size()) + body;
+    }
+    bytes += framed.empty() ? Framed(packet) : framed;
+    expected.push_back(seq);
+  }
+  const std::string path = Write(bytes + Framed(FooterPacket(40)));
+  std::vector<uint64_t> seqs;
+  absl::StatusOr<StreamedTrace> streamed =
+      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) {
+        EXPECT_EQ(event.stack_id(), 7u);
+        seqs.push_back(event.seq());
+      });
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(seqs, expected);
+  EXPECT_EQ(streamed->stats.reordered, 20u);
+  EXPECT_EQ(streamed->file->memory_event_count(), 40u);
+  EXPECT_NE(streamed->file->FindStack(7), nullptr);
+  EXPECT_TRUE(streamed->file->footer().has_value());
+  EXPECT_FALSE(streamed->file->end().damaged());
+}
+
+// ---- the replay's table of plain allocations against a reference ----
+
+// The accounting rules of report/README.md for plain allocations, written plainly: an ordered map
+// of live ranges, a set of freed addresses.
+class ReferenceReplay {
+ public:
+  void Add(const MemoryEvent& event) {
+    if (event.action() == ALLOC) {
+      const uint64_t begin = event.address();
+      const uint64_t end = begin + std::max<uint64_t>(event.size(), 1);
+      bool overlapped = false;
+      for (auto it = live_.begin(); it != live_.end();) {
+        const uint64_t it_end = it->first + std::max<uint64_t>(it->second.first, 1);
+        if (it->first < end && begin < it_end) {
+          overlapped = true;
+          bytes_ -= it->second.first;
+          it = live_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      overlapping_ += overlapped ? 1 : 0;
+      live_[begin] = {event.size(), event.stack_id()};
+      freed_.erase(begin);
+      bytes_ += event.size();
+      peak_ = std::max(peak_, bytes_);
+    } else if (event.action() == FREE && event.address() != 0) {
+      auto it = live_.find(event.address());
+      if (it == live_.end()) {
+        (freed_.count(event.address()) ? double_frees_ : unknown_frees_) += 1;
+        return;
+      }
+      bytes_ -= it->second.first;
+      live_.erase(it);
+      freed_.insert(event.address());
+    }
+  }
+
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> live_;  // address -> (size, stack)
+  std::set<uint64_t> freed_;
+  uint64_t bytes_ = 0, peak_ = 0;
+  uint64_t overlapping_ = 0, double_frees_ = 0, unknown_frees_ = 0;
+};
+
+TEST(PlainAllocationTableTest, AgreesWithAPlainReferenceOnRandomTraces) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 random(seed);
+    // Few addresses and sizes from one page to many: reuse, overlaps, stale entries everywhere.
+    const uint64_t addresses = seed % 2 == 0 ? 64 : 4096;
+    Replay replay;
+    ReferenceReplay reference;
+    std::vector<uint64_t> allocated;
+    for (uint64_t seq = 1; seq <= 10000; ++seq) {
+      MemoryEvent event;
+      event.set_seq(seq);
+      event.set_device(0);
+      event.set_kind(DEVICE);
+      event.set_stack_id(1 + random() % 5);
+      if (random() % 2 == 0 || allocated.empty()) {
+        event.set_api(CUDA_MALLOC);
+        event.set_action(ALLOC);
+        event.set_address(0x1000000 + (random() % addresses) * 4096);
+        // Zero now and then (it covers one byte), up to 64 pages.
+        const uint64_t pages = 1 + random() % (random() % 4 == 0 ? 64 : 2);
+        event.set_size(random() % 8 == 0 ? 0 : pages * 4096 - random() % 4096);
+        allocated.push_back(event.address());
+      } else {
+        event.set_api(CUDA_FREE);
+        event.set_kind(KIND_UNKNOWN);
+        event.set_action(FREE);
+        event.set_device(-1);
+        event.set_address(random() % 16 == 0 ? 0x1000000 + (random() % (addresses + 8)) * 4096
+                                             : allocated[random() % allocated.size()]);
+      }
+      replay.Add(event);
+      reference.Add(event);
+      if (seq % 997 == 0 || seq == 10000) {
+        // The live set, as ForEachLive() sees it.
+        uint64_t count = 0, bytes = 0;
+        replay.ForEachLive([&](const LiveAllocation& live) {
+          ++count;
+          bytes += live.size;
+        });
+        EXPECT_EQ(count, reference.live_.size()) << "seq " << seq;
+        EXPECT_EQ(bytes, reference.bytes_) << "seq " << seq;
+      }
+    }
+    const std::vector<PlaceUsage> places = replay.Places();
+    ASSERT_EQ(places.size(), 1u);
+    EXPECT_EQ(places[0].live.bytes, reference.bytes_);
+    EXPECT_EQ(places[0].live.count, reference.live_.size());
+    EXPECT_EQ(places[0].peak_bytes, reference.peak_);
+    EXPECT_EQ(replay.anomalies().overlapping_allocations, reference.overlapping_);
+    EXPECT_EQ(replay.anomalies().double_frees, reference.double_frees_);
+    EXPECT_EQ(replay.anomalies().unknown_frees, reference.unknown_frees_);
+    EXPECT_GT(reference.overlapping_, 0u);
+    EXPECT_GT(reference.double_frees_, 0u);
+    // Live by stack.
+    std::map<uint64_t, uint64_t> by_stack;
+    for (const auto& [address, entry] : reference.live_) by_stack[entry.second] += entry.first;
+    std::map<uint64_t, uint64_t> replayed;
+    for (const SiteTally& site : places[0].live_sites) replayed[site.stack_id] = site.tally.bytes;
+    EXPECT_EQ(replayed, by_stack);
+  }
+}
+
+TEST(AddressMapTest, AgreesWithStdMap) {
+  std::mt19937_64 random(5);
+  AddressMap<uint32_t> map;
+  std::map<uint64_t, uint32_t> reference;
+  for (int step = 0; step < 200000; ++step) {
+    // Phases of growth and shrinkage, so that chunks split and merge.
+    const bool grow = (step / 20000) % 2 == 0;
+    const uint64_t key = random() % 50000;
+    const int op = static_cast<int>(random() % 10);
+    if (op < (grow ? 6 : 3)) {
+      if (reference.count(key) == 0) {
+        const auto value = static_cast<uint32_t>(random());
+        map.Insert(key, value);
+        reference[key] = value;
+      }
+    } else if (op < 9) {
+      EXPECT_EQ(map.Erase(key), reference.erase(key) == 1);
+    } else {
+      // Lower bound and the entry before it.
+      auto expected = reference.lower_bound(key);
+      AddressMap<uint32_t>::Position position = map.LowerBound(key);
+      ASSERT_EQ(position == map.end(), expected == reference.end());
+      if (expected != reference.end()) {
+        EXPECT_EQ(map.KeyAt(position), expected->first);
+        EXPECT_EQ(map.ValueAt(position), expected->second);
+      }
+      const bool has_previous = map.Previous(&position);
+      ASSERT_EQ(has_previous, expected != reference.begin());
+      if (has_previous) {
+        EXPECT_EQ(map.KeyAt(position), std::prev(expected)->first);
+      }
+      // Erasing at a position returns the next one.
+      if (has_previous && random() % 2 == 0) {
+        const AddressMap<uint32_t>::Position next = map.EraseAt(position);
+        reference.erase(std::prev(expected));
+        ASSERT_EQ(next == map.end(), expected == reference.end());
+        if (expected != reference.end()) {
+          EXPECT_EQ(map.KeyAt(next), expected->first);
+        }
+      }
+    }
+    ASSERT_EQ(map.size(), reference.size());
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> all;
+  map.ForEach([&](uint64_t key, uint32_t value) { all.emplace_back(key, value); });
+  const std::vector<std::pair<uint64_t, uint32_t>> expected(reference.begin(), reference.end());
+  EXPECT_EQ(all, expected);
+}
+
+}  // namespace
+}  // namespace gpumem::report
