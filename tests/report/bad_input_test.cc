@@ -1,0 +1,236 @@
+// Bad input to the reading commands, run as a user would (the built gpumem, its exit code, stdout
+// and stderr): `dump`, `report` and `check --no-leaks` on an empty file, a real trace cut in the
+// middle of a packet, one with bytes flipped, files of other formats, a missing file, a directory
+// without traces, and an unknown flag. Each must exit 2 (never crash) with exactly one line on
+// stderr, "gpumem: error: ..." (usage errors add "Try 'gpumem X --help'."). A damaged trace is
+// still printed as far as it could be read (report/README.md). tests/fuzz/ fuzzes the same path.
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/trace_reader.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem {
+namespace {
+
+using testing::BuildPath;
+using testing::ProgramRun;
+using testing::ReadFile;
+using testing::SourcePath;
+using testing::TempDir;
+
+// The reading commands, each with the arguments before the trace path.
+struct Command {
+  std::string name;
+  std::vector<std::string> args;
+};
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"dump", {"dump"}},
+      {"report", {"report"}},
+      {"check", {"check", "--no-leaks"}},
+  };
+  return commands;
+}
+
+ProgramRun Gpumem(const Command& command, const std::vector<std::string>& more) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), command.args.begin(), command.args.end());
+  argv.insert(argv.end(), more.begin(), more.end());
+  ProgramRun run = testing::RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+  EXPECT_EQ(run.spawn_error, 0) << "cannot run " << argv[0];
+  return run;
+}
+
+size_t LineCount(const std::string& text) {
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+// Exit 2, not a signal, and stderr exactly one line: "gpumem: error: <path>: <reason...>".
+void ExpectOneErrorLine(const ProgramRun& run, const std::string& path,
+                        const std::string& reason_prefix) {
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(LineCount(run.err), 1u) << run.err;
+  EXPECT_EQ(run.err.back(), '\n') << run.err;
+  const std::string prefix = "gpumem: error: " + path + ": " + reason_prefix;
+  EXPECT_EQ(run.err.rfind(prefix, 0), 0u) << "stderr: " << run.err << "expected: " << prefix;
+}
+
+// The bundled H100 recording of samples/leak_loop: 20 cudaMalloc, 10 never freed.
+std::string RealTrace() { return ReadFile(SourcePath("samples/traces/leak_loop-h100.trace")); }
+
+// Byte offsets of the packets of `path`, as the reader frames them.
+std::vector<uint64_t> PacketOffsets(const std::string& path) {
+  TraceReader reader;
+  std::string error;
+  std::vector<uint64_t> offsets;
+  if (!reader.Open(path, &error)) {
+    ADD_FAILURE() << error;
+    return offsets;
+  }
+  for (Packet packet; reader.Next(&packet);) offsets.push_back(packet.offset);
+  return offsets;
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = dir_.File(name);
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  TempDir dir_;
+};
+
+TEST_F(BadInputTest, ZeroLengthFile) {
+  const std::string path = Write("empty.trace", "");
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = Gpumem(command, {path});
+    ExpectOneErrorLine(run, path, "empty trace: the recorded process wrote nothing");
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST_F(BadInputTest, OtherFormatsAreNotATrace) {
+  const std::string png("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0", 29);
+  // gzip of nothing: magic, deflate, no flags, no mtime, an empty final block, crc 0, size 0.
+  const std::string gzip("\x1f\x8b\x08\0\0\0\0\0\0\x03\x03\0\0\0\0\0\0\0\0\0", 20);
+  const std::vector<std::string> paths = {
+      Write("image.trace", png),
+      Write("archive.trace.gz", gzip),
+      "/bin/true",  // an ELF binary
+      Write("report.json", "{\"gpumem_report\": 1, \"traces\": []}\n"),
+  };
+  for (const std::string& path : paths) {
+    for (const Command& command : Commands()) {
+      SCOPED_TRACE(command.name + " " + path);
+      const ProgramRun run = Gpumem(command, {path});
+      ExpectOneErrorLine(run, path, "not a gpumem trace (no header packet at byte 0)");
+      EXPECT_EQ(run.out, "");
+    }
+  }
+}
+
+TEST_F(BadInputTest, MissingFile) {
+  const std::string path = dir_.File("missing.trace");
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = Gpumem(command, {path});
+    ExpectOneErrorLine(run, path, "No such file or directory");
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST_F(BadInputTest, DirectoryWithoutTraces) {
+  Write("notes.txt", "not a trace\n");
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = Gpumem(command, {dir_.path()});
+    ExpectOneErrorLine(run, dir_.path(), "directory holds no *.trace file");
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST_F(BadInputTest, UnknownFlag) {
+  const std::string trace = SourcePath("samples/traces/leak_loop-h100.trace");
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = Gpumem(command, {"--frobnicate", trace});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_EQ(run.err, "gpumem: error: " + command.name + ": unknown flag '--frobnicate'\nTry 'gpumem " +
+                           command.name + " --help'.\n");
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST_F(BadInputTest, TruncatedInThePacketPrintsWhatItCanAndExits2) {
+  const std::string whole = RealTrace();
+  const std::vector<uint64_t> offsets = PacketOffsets(Write("whole.trace", whole));
+  ASSERT_GT(offsets.size(), 10u);
+  const uint64_t torn_at = offsets[offsets.size() / 2];
+  const std::string path = Write("torn.trace", whole.substr(0, torn_at + 5));  // 5 bytes of it
+  const std::string torn = "torn packet at byte " + std::to_string(torn_at);
+
+  ProgramRun run = Gpumem(Commands()[0], {path});  // dump: every packet before the cut
+  ExpectOneErrorLine(run, path, torn + ": ");
+  EXPECT_EQ(LineCount(run.out), offsets.size() / 2 + 1) << run.out;
+  EXPECT_NE(run.out.find("\nend: no footer — the process did not exit cleanly; " + torn +
+                         " (last 5 bytes unreadable)\n"),
+            std::string::npos)
+      << run.out;
+
+  run = Gpumem(Commands()[1], {path});  // report: what it could read, said to be incomplete
+  ExpectOneErrorLine(run, path, torn + ": ");
+  EXPECT_EQ(run.out.rfind("process: pid ", 0), 0u) << run.out;
+  EXPECT_NE(run.out.find("end: no footer — the process did not exit cleanly; " + torn),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("leaks: the process did not exit cleanly"), std::string::npos) << run.out;
+
+  run = Gpumem(Commands()[2], {path});  // check: no verdict on a damaged trace
+  ExpectOneErrorLine(run, path, torn + ": ");
+  EXPECT_EQ(run.out, "");
+}
+
+TEST_F(BadInputTest, CorruptInTheMiddleSkipsToTheNextPacketAndExits2) {
+  std::string bytes = RealTrace();
+  const std::vector<uint64_t> offsets = PacketOffsets(Write("whole.trace", bytes));
+  ASSERT_GT(offsets.size(), 10u);
+  const uint64_t corrupt_at = offsets[offsets.size() / 2];
+  for (uint64_t i = corrupt_at; i < corrupt_at + 8; ++i) bytes[i] = static_cast<char>(~bytes[i]);
+  const std::string path = Write("corrupt.trace", bytes);
+  const std::string corrupt = "corrupt data at byte " + std::to_string(corrupt_at) + ": skipped ";
+
+  ProgramRun run = Gpumem(Commands()[0], {path});  // dump: the packets before and after
+  ExpectOneErrorLine(run, path, corrupt);
+  EXPECT_NE(run.out.find("footer events="), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\nend: clean (footer present); corrupt data at byte " +
+                         std::to_string(corrupt_at) + " (skipped "),
+            std::string::npos)
+      << run.out;
+
+  run = Gpumem(Commands()[1], {path});
+  ExpectOneErrorLine(run, path, corrupt);
+  EXPECT_EQ(run.out.rfind("process: pid ", 0), 0u) << run.out;
+
+  run = Gpumem(Commands()[2], {path});
+  ExpectOneErrorLine(run, path, corrupt);
+  EXPECT_EQ(run.out, "");
+}
+
+// Bytes flipped anywhere: inside a packet's contents protobuf may still parse them (a trace has no
+// checksums), so the outcome is either a normal run (exit 0, or 1 for check's broken budget) with
+// nothing on stderr, or exit 2 with one error line; never a crash, never a second line.
+TEST_F(BadInputTest, BytesFlippedAnywhereNeverCrash) {
+  const std::string whole = RealTrace();
+  size_t damaged = 0;
+  for (size_t at = 1; at < whole.size(); at += whole.size() / 23) {
+    std::string bytes = whole;
+    for (size_t i = at; i < std::min(at + 4, bytes.size()); ++i) {
+      bytes[i] = static_cast<char>(bytes[i] ^ 0x5A);
+    }
+    const std::string path = Write("flipped-" + std::to_string(at) + ".trace", bytes);
+    for (const Command& command : Commands()) {
+      SCOPED_TRACE(command.name + " " + path);
+      const ProgramRun run = Gpumem(command, {path});
+      if (run.exit_code == 2) {
+        ++damaged;
+        ExpectOneErrorLine(run, path, "");
+      } else {
+        EXPECT_TRUE(run.exit_code == 0 || (command.name == "check" && run.exit_code == 1))
+            << run.exit_code << " " << run.err;
+        EXPECT_EQ(run.err, "");
+      }
+    }
+  }
+  EXPECT_GT(damaged, 0u);  // some flips hit the framing or break a packet
+}
+
+}  // namespace
+}  // namespace gpumem
