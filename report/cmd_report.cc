@@ -18,7 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/arguments.h"
+#include "report/combined.h"
 #include "report/commands.h"
+#include "report/fragmentation.h"
 #include "report/growth.h"
 #include "report/memory_holders.h"
 #include "report/names.h"
@@ -33,7 +35,7 @@
 namespace gpumem::report {
 
 const char kReportUsage[] =
-    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom]
+    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom] [--fragmentation]
                      [--growth [--iteration-marker FUNCTION]] [--top N] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
@@ -43,17 +45,24 @@ Replays each trace's memory operations in order and reports, per device:
   --leaks      what was never freed at the end, by call site
   --oom        each failed allocation: the request, free/total memory then, what was live by
                call site, and what would have helped (retries of one request are grouped)
+  --fragmentation
+               reserved (what the allocator holds from the driver) against in use (what the
+               program's allocations hold): at the peak, at the end and over time; what the
+               recording mode cannot tell says n/a and why
   --growth     call sites whose live bytes rise from iteration to iteration, in bytes/iteration
   --iteration-marker FUNCTION
                (implies --growth) an iteration starts at each allocation of the first call site
                with a frame whose function contains FUNCTION; without it, at each allocation of
                the most frequent allocation call site (at least 3)
-  (none of --summary, --peak, --leaks, --oom, --growth: --peak and --leaks)
+  (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth: --peak and --leaks)
   --top N      call sites shown per device or failure (default 10; 0: all)
   --json       one JSON object instead of text (schema: report/README.md in the sources)
   -h, --help   print this text
 
 A TRACE may be a directory: every *.trace file directly inside it, each reported on its own.
+With more than one trace, a combined view follows: per device, the highest sum of live bytes over
+all processes at once (merged by CLOCK_MONOTONIC timestamp; per host when the hosts differ), when,
+and what each process held then.
 VMM: reserved address space is not memory use; cuMemCreate'd physical memory is.
 
 Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged (a damaged
@@ -70,6 +79,7 @@ struct Options {
   bool leaks = false;
   bool oom = false;
   bool growth = false;
+  bool fragmentation = false;
   bool json = false;
   size_t top = kDefaultTop;
   std::string iteration_marker;  // empty: detect iterations
@@ -472,6 +482,9 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
   const Findings findings = Analyze(events, options, sites);
   if (findings.oom) AppendOomText(*findings.oom, trace, sites, options, &out);
   if (findings.growth) AppendGrowthText(*findings.growth, trace, sites, options, &out);
+  if (options.fragmentation) {
+    absl::StrAppend(&out, FragmentationText(FragmentationOfTrace(trace, events)));
+  }
   return out;
 }
 
@@ -700,6 +713,10 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
   if (findings.growth) {
     absl::StrAppend(&out, ",\"growth\":", JsonGrowth(*findings.growth, trace, sites, options));
   }
+  if (options.fragmentation) {
+    absl::StrAppend(&out,
+                    ",\"fragmentation\":", FragmentationJson(FragmentationOfTrace(trace, events)));
+  }
   absl::StrAppend(&out, "}");
   return out;
 }
@@ -720,6 +737,8 @@ int RunReport(const std::vector<std::string>& args) {
       options.leaks = true;
     } else if (walker.Is("--oom")) {
       options.oom = true;
+    } else if (walker.Is("--fragmentation")) {
+      options.fragmentation = true;
     } else if (walker.Is("--growth")) {
       options.growth = true;
     } else if (walker.TakesValue("--iteration-marker", &value, &missing)) {
@@ -744,7 +763,8 @@ int RunReport(const std::vector<std::string>& args) {
   }
   const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("report: no trace file given", "report");
-  if (!options.summary && !options.peak && !options.leaks && !options.oom && !options.growth) {
+  if (!options.summary && !options.peak && !options.leaks && !options.oom && !options.growth &&
+      !options.fragmentation) {
     options.peak = options.leaks = true;
   }
 
@@ -755,6 +775,8 @@ int RunReport(const std::vector<std::string>& args) {
   }
   bool ok = true;
   std::vector<std::string> json_traces;
+  // More than one trace: each process's timelines, for the combined view.
+  std::vector<ProcessTimeline> timelines;
   for (const std::string& path : *paths) {
     absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
     if (!replay.ok()) {
@@ -762,9 +784,9 @@ int RunReport(const std::vector<std::string>& args) {
       ok = false;
       continue;
     }
-    // --summary, --oom and --growth replay the events again, each in its own way.
+    // --summary, --oom, --growth and --fragmentation replay the events again, each in its own way.
     std::vector<MemoryEvent> events;
-    if (options.summary || options.oom || options.growth) {
+    if (options.summary || options.oom || options.growth || options.fragmentation) {
       absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
       if (sorted.ok()) events = std::move(sorted->events);
     }
@@ -779,10 +801,21 @@ int RunReport(const std::vector<std::string>& args) {
       PrintError(replay->file->end().ErrorLine(path));
       ok = false;
     }
+    if (paths->size() > 1) {
+      absl::StatusOr<ProcessTimeline> timeline = ReadProcessTimeline(path);
+      if (timeline.ok()) timelines.push_back(std::move(*timeline));
+    }
+  }
+  std::string combined;
+  if (timelines.size() > 1) {
+    const Combined merged = CombineTimelines(timelines);
+    combined = options.json ? CombinedJson(merged, timelines) : CombinedText(merged, timelines);
+    if (!options.json) std::fwrite(combined.data(), 1, combined.size(), stdout);
   }
   if (options.json) {
     const std::string json =
-        absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","), "]}\n");
+        absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","), "]",
+                     combined.empty() ? "" : ",\"combined\":", combined, "}\n");
     std::fwrite(json.data(), 1, json.size(), stdout);
   }
   std::fflush(stdout);

@@ -20,11 +20,13 @@ int RunCheck(const std::vector<std::string>& args);
 int RunDump(const std::vector<std::string>& args);
 int RunRecord(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
+int RunSymbolize(const std::vector<std::string>& args);
 
 extern const char kCheckUsage[];
 extern const char kDumpUsage[];
 extern const char kRecordUsage[];
 extern const char kReportUsage[];
+extern const char kSymbolizeUsage[];
 
 // Prints "gpumem: error: <message>" to stderr.
 void PrintError(absl::string_view message);

@@ -23,6 +23,8 @@ Commands:
                                             peak memory and leaks by call site
   check [--max-peak SIZE] [--no-leaks] TRACE...
                                             memory budgets for CI (exit 1 when one is broken)
+  symbolize [-o OUT] TRACE                  record function/file/line in the trace, so it reads
+                                            the same where the binaries are absent
   help [COMMAND]                            print this text, or a command's
 
 Options:
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   if (command == "dump") return RunDump(rest);
   if (command == "report") return RunReport(rest);
   if (command == "check") return RunCheck(rest);
+  if (command == "symbolize") return RunSymbolize(rest);
   if (command == "--version" || command == "version") {
     std::printf("gpumem %s\n", GPUMEM_VERSION);
     return kExitOk;
@@ -61,6 +64,8 @@ int main(int argc, char** argv) {
       std::fputs(kReportUsage, stdout);
     } else if (topic == "check") {
       std::fputs(kCheckUsage, stdout);
+    } else if (topic == "symbolize") {
+      std::fputs(kSymbolizeUsage, stdout);
     } else if (topic.empty()) {
       std::fputs(kUsage, stdout);
     } else {

@@ -110,6 +110,19 @@ void AppendFooter(const Footer& footer, const Header& header, std::string* line)
       " hook_conflicts=", footer.hook_conflicts());
 }
 
+void AppendSymbolizedFrame(const SymbolizedFrame& symbolized, std::string* line) {
+  std::vector<std::string> frames;
+  for (const ResolvedFrame& frame : symbolized.frame()) {
+    std::string text = frame.function();
+    if (!frame.file().empty()) absl::StrAppend(&text, " (", frame.file(), ":", frame.line(), ")");
+    if (frame.inlined()) absl::StrAppend(&text, " [inlined]");
+    frames.push_back(std::move(text));
+  }
+  absl::StrAppend(line, "symbolized_frame pc=", Address(symbolized.pc()),
+                  " module=", symbolized.module_id(), " frames=[", absl::StrJoin(frames, " <- "),
+                  "]");
+}
+
 }  // namespace
 
 std::string FormatPacket(const PacketPosition& position, const TracePacket& packet,
@@ -148,6 +161,9 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
       break;
     case TracePacket::kFooter:
       AppendFooter(packet.footer(), header, &line);
+      break;
+    case TracePacket::kSymbolizedFrame:
+      AppendSymbolizedFrame(packet.symbolized_frame(), &line);
       break;
     case TracePacket::DATA_NOT_SET:
       if (!packet.padding().empty()) {

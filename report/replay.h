@@ -94,6 +94,11 @@ class Replay {
   // VMM address space reserved (not memory): live now and at most.
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
+  // Bytes live now on `place` (0 for a place that saw no allocation): cheap, for timelines.
+  uint64_t LiveBytes(int32_t place) const {
+    const auto it = places_.find(place);
+    return it == places_.end() ? 0 : it->second.usage.live.bytes;
+  }
 
   // Calls `visit(const LiveAllocation&)` for every allocation live after the events added so far,
   // in no particular order: the live set at any moment, for analyses that stop the replay there

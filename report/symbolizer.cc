@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/trace_reader.h"
 
 namespace gpumem::report {
 namespace {
@@ -229,17 +230,65 @@ std::vector<Frame> Symbolizer::Resolve(OpenModule* module, const Frame& unresolv
   return frames;
 }
 
+const SymbolizedFrame* Symbolizer::Recorded(uint32_t module_id, uint64_t pc) {
+  if (const SymbolizedFrame* found = trace_->FindSymbolizedFrame(module_id, pc)) return found;
+  if (trace_->packets_read()) return nullptr;
+  if (!scanned_) {
+    scanned_ = true;
+    TraceReader reader;
+    std::string error;
+    if (reader.Open(trace_->path(), &error)) {
+      // Only packets whose first byte is the tag of TracePacket.symbolized_frame are parsed.
+      constexpr char kTag = static_cast<char>((9 << 3) | 2);
+      Packet packet;
+      while (reader.Next(&packet)) {
+        if (packet.bytes.empty() || packet.bytes[0] != kTag) continue;
+        TracePacket parsed;
+        if (parsed.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size())) &&
+            parsed.has_symbolized_frame()) {
+          const SymbolizedFrame& frame = parsed.symbolized_frame();
+          scanned_frames_[{frame.module_id(), frame.pc()}] = frame;
+        }
+      }
+    }
+  }
+  auto it = scanned_frames_.find({module_id, pc});
+  return it == scanned_frames_.end() ? nullptr : &it->second;
+}
+
+std::vector<Frame> Symbolizer::SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record) {
+  Frame frame;
+  frame.pc = pc;
+  if (record == nullptr) return {frame};
+  frame.module = record->module.path();
+  frame.module_offset = pc - record->module.load_bias();
+  return Resolve(Load(*record), frame);
+}
+
 const std::vector<Frame>& Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index) {
   const ModuleRecord* record = FindModule(pc, packet_index);
   constexpr uint32_t kNoModule = std::numeric_limits<uint32_t>::max();
   const std::pair<uint32_t, uint64_t> key{record != nullptr ? record->module.id() : kNoModule, pc};
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  Frame frame;
-  frame.pc = pc;
-  if (record == nullptr) return cache_.emplace(key, std::vector<Frame>{frame}).first->second;
-  frame.module = record->module.path();
-  frame.module_offset = pc - record->module.load_bias();
-  return cache_.emplace(key, Resolve(Load(*record), frame)).first->second;
+  if (record != nullptr) {
+    if (const SymbolizedFrame* recorded = Recorded(record->module.id(), pc);
+        recorded != nullptr && recorded->frame_size() > 0) {
+      std::vector<Frame> frames;
+      for (const ResolvedFrame& resolved : recorded->frame()) {
+        Frame frame;
+        frame.pc = pc;
+        frame.function = resolved.function();
+        frame.file = resolved.file();
+        frame.line = static_cast<int>(resolved.line());
+        frame.module = record->module.path();
+        frame.module_offset = pc - record->module.load_bias();
+        frame.inlined = resolved.inlined();
+        frames.push_back(std::move(frame));
+      }
+      return cache_.emplace(key, std::move(frames)).first->second;
+    }
+  }
+  return cache_.emplace(key, SymbolizeFromBinaries(pc, record)).first->second;
 }
 
 std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {

@@ -7,6 +7,10 @@
 // basename in the directories of GPUMEM_SYMBOL_PATH (colon-separated) and accepted only with a
 // matching build id: no symbols are better than wrong ones. Unresolved frames print as
 // `module_basename+0xoffset`, which `addr2line -e module 0xoffset` can resolve elsewhere.
+//
+// Frames that `gpumem symbolize` recorded in the trace (SymbolizedFrame packets) come first: they
+// are used as they are, before any local binary is tried, so a symbolized trace reads the same on
+// a machine without the binaries.
 #ifndef GPUMEM_REPORT_SYMBOLIZER_H_
 #define GPUMEM_REPORT_SYMBOLIZER_H_
 
@@ -53,11 +57,20 @@ class Symbolizer {
   // were loaded then). Valid until the symbolizer is destroyed.
   const std::vector<Frame>& SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index);
 
- private:
-  struct OpenModule;
+  // The same, from the binaries on this machine only (what `gpumem symbolize` records); not
+  // cached. `record` is the module covering pc (FindModule), or nullptr.
+  std::vector<Frame> SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record);
 
   // The module record covering pc at packet_index, or nullptr.
   const ModuleRecord* FindModule(uint64_t pc, uint64_t packet_index) const;
+
+ private:
+  struct OpenModule;
+
+  // The frames recorded in the trace for (module, pc), or nullptr. While the trace has not been
+  // read yet (`gpumem dump` symbolizes as it reads), its SymbolizedFrame packets, which come
+  // last, are looked up in a pass of their own over the file.
+  const SymbolizedFrame* Recorded(uint32_t module_id, uint64_t pc);
   // The opened module for `record` (opening it the first time); nullptr if its file is unusable.
   OpenModule* Load(const ModuleRecord& record);
   // `unresolved` (pc and module set) with function, file and line, inlined frames first.
@@ -68,6 +81,9 @@ class Symbolizer {
   // (module id, pc) -> frames: the same return addresses recur in nearly every stack. A node map,
   // so references returned by SymbolizeReturnAddress stay valid.
   absl::node_hash_map<std::pair<uint32_t, uint64_t>, std::vector<Frame>> cache_;
+  // SymbolizedFrame packets found by Recorded()'s own pass over a trace not read yet.
+  bool scanned_ = false;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> scanned_frames_;
 };
 
 }  // namespace gpumem::report

@@ -176,9 +176,21 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kFooter:
       footer_ = packet.footer();
       break;
+    case TracePacket::kSymbolizedFrame:
+      AddSymbolizedFrame(packet.symbolized_frame());
+      break;
     case TracePacket::DATA_NOT_SET:  // padding, or a packet type from a newer schema
       break;
   }
+}
+
+void TraceFile::AddSymbolizedFrame(const SymbolizedFrame& frame) {
+  symbolized_[{frame.module_id(), frame.pc()}] = frame;
+}
+
+const SymbolizedFrame* TraceFile::FindSymbolizedFrame(uint32_t module_id, uint64_t pc) const {
+  auto it = symbolized_.find({module_id, pc});
+  return it == symbolized_.end() ? nullptr : &it->second;
 }
 
 const Thread* TraceFile::FindThread(uint32_t tid) const {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -109,6 +110,15 @@ class TraceFile {
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
   uint64_t memory_event_count() const { return memory_event_count_; }
+  // Whether ReadPackets() ran: the tables then hold the whole file.
+  bool packets_read() const { return read_; }
+
+  // The frames `gpumem symbolize` recorded for return address `pc` in module `module_id`, or
+  // nullptr. Complete only once the packets were read (they usually come last).
+  const SymbolizedFrame* FindSymbolizedFrame(uint32_t module_id, uint64_t pc) const;
+  size_t symbolized_frame_count() const { return symbolized_.size(); }
+  // Adds a SymbolizedFrame packet to the table (a later one for the same module and pc wins).
+  void AddSymbolizedFrame(const SymbolizedFrame& frame);
 
  private:
   TraceFile() = default;
@@ -125,6 +135,7 @@ class TraceFile {
   absl::flat_hash_map<uint32_t, size_t> module_by_id_;  // index into modules_
   absl::flat_hash_map<uint32_t, Thread> threads_;
   absl::flat_hash_map<uint64_t, StackRecord> stacks_;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   std::optional<Footer> footer_;
   TraceEndStatus end_;
   uint64_t packet_count_ = 0;

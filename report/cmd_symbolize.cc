@@ -1,0 +1,174 @@
+// `gpumem symbolize`: resolves every return address of a trace's stacks with the binaries on this
+// machine and appends the results to the trace as SymbolizedFrame packets, so that the trace reads
+// the same (function, file, line) on a machine without the binaries.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "report/arguments.h"
+#include "report/commands.h"
+#include "report/symbolizer.h"
+#include "report/trace_file.h"
+
+namespace gpumem::report {
+
+const char kSymbolizeUsage[] =
+    R"usage(usage: gpumem symbolize [-o OUT] TRACE
+
+Resolves every stack frame of TRACE to function, file and line with the binaries on this machine
+(as `dump --symbolize` does: the recorded paths, else GPUMEM_SYMBOL_PATH matched by GNU build id)
+and appends the results to TRACE as SymbolizedFrame packets. `gpumem report`, `check` and
+`dump --symbolize` use them before any local binary, so the trace then reads the same on a machine
+without the binaries. Frames already recorded are not resolved again: running it twice adds
+nothing; frames that no binary here resolves are left out.
+
+  -o OUT      write a copy of TRACE with the frames appended to OUT; TRACE is left as it is
+  -h, --help  print this text
+
+Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable.
+)usage";
+
+namespace {
+
+// A return address and the module it belongs to (index into TraceFile::modules()).
+struct ReturnAddress {
+  uint64_t pc = 0;
+  size_t module = 0;
+};
+
+bool AppendBytes(const std::string& path, const std::string& bytes, std::string* error) {
+  std::FILE* file = std::fopen(path.c_str(), "ab");
+  if (file == nullptr) {
+    *error = absl::StrCat(path, ": cannot open for appending");
+    return false;
+  }
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed) {
+    *error = absl::StrCat(path, ": write failed");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunSymbolize(const std::vector<std::string>& args) {
+  std::string output;
+  ArgumentWalker walker(args);
+  while (walker.NextOption()) {
+    bool missing = false;
+    if (walker.TakesValue("-o", &output, &missing) ||
+        walker.TakesValue("--output", &output, &missing)) {
+      if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
+    } else if (walker.Is("-h") || walker.Is("--help")) {
+      std::fputs(kSymbolizeUsage, stdout);
+      return kExitOk;
+    } else {
+      return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
+                        "symbolize");
+    }
+  }
+  const std::vector<std::string>& inputs = walker.positional();
+  if (inputs.size() != 1) {
+    return UsageError(
+        inputs.empty() ? "symbolize: no trace file given" : "symbolize: one trace file at a time",
+        "symbolize");
+  }
+  const std::string& path = inputs[0];
+  if (std::filesystem::is_directory(path)) {
+    PrintError(absl::StrCat(path, ": is a directory; symbolize takes one trace file"));
+    return kExitBadInput;
+  }
+
+  absl::StatusOr<std::unique_ptr<TraceFile>> opened = TraceFile::Open(path);
+  if (!opened.ok()) {
+    PrintError(opened.status().message());
+    return kExitBadInput;
+  }
+  TraceFile& trace = **opened;
+  Symbolizer symbolizer(&trace);
+  // Every distinct (module, return address) of every stack, in file order. The module is looked
+  // up as of the Stack packet, while the module table is as it was then.
+  std::vector<ReturnAddress> addresses;
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> seen;
+  trace.ReadPackets([&](const PacketPosition& position, const TracePacket& packet) {
+    if (!packet.has_stack()) return;
+    for (uint64_t pc : packet.stack().frame()) {
+      const ModuleRecord* record = symbolizer.FindModule(pc, position.index);
+      if (record == nullptr) continue;
+      if (!seen.insert({record->module.id(), pc}).second) continue;
+      addresses.push_back({pc, static_cast<size_t>(record - trace.modules().data())});
+    }
+  });
+  if (!trace.end().framing.ok()) {
+    // Appended packets would follow the damage, where readers may not find them.
+    PrintError(absl::StrCat(trace.end().ErrorLine(path), "; nothing written"));
+    return kExitBadInput;
+  }
+
+  Trace appended;
+  uint64_t already = 0;
+  uint64_t unresolved = 0;
+  for (const ReturnAddress& address : addresses) {
+    const ModuleRecord& record = trace.modules()[address.module];
+    if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
+      ++already;
+      continue;
+    }
+    const std::vector<Frame> frames = symbolizer.SymbolizeFromBinaries(address.pc, &record);
+    bool named = false;
+    for (const Frame& frame : frames) named = named || !frame.function.empty();
+    if (!named) {
+      ++unresolved;
+      continue;
+    }
+    SymbolizedFrame* symbolized = appended.add_packet()->mutable_symbolized_frame();
+    symbolized->set_pc(address.pc);
+    symbolized->set_module_id(record.module.id());
+    for (const Frame& frame : frames) {
+      ResolvedFrame* resolved = symbolized->add_frame();
+      resolved->set_function(frame.function);
+      resolved->set_file(frame.file);
+      resolved->set_line(static_cast<uint32_t>(frame.line));
+      resolved->set_inlined(frame.inlined);
+    }
+  }
+
+  std::string target = path;
+  if (!output.empty()) {
+    std::error_code error;
+    const bool same = std::filesystem::equivalent(path, output, error);
+    if (!same) {
+      error.clear();
+      std::filesystem::copy_file(path, output, std::filesystem::copy_options::overwrite_existing,
+                                 error);
+      if (error) {
+        PrintError(absl::StrCat(output, ": cannot write: ", error.message()));
+        return kExitBadInput;
+      }
+    }
+    target = output;
+  }
+  // Each packet is field 1 of Trace: the serialized Trace is exactly the packets framed as the
+  // recorder frames them, so the file stays one valid Trace message.
+  std::string bytes;
+  appended.SerializeToString(&bytes);
+  std::string error;
+  if (!bytes.empty() && !AppendBytes(target, bytes, &error)) {
+    PrintError(error);
+    return kExitBadInput;
+  }
+  std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
+              target.c_str(), appended.packet_size(), static_cast<unsigned long long>(already),
+              static_cast<unsigned long long>(unresolved));
+  return kExitOk;
+}
+
+}  // namespace gpumem::report

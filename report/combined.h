@@ -1,0 +1,93 @@
+// `gpumem report` over several traces: the combined view of their processes. Each process is
+// replayed on its own (report/replay.h: device pointers of different processes may coincide and
+// are never matched across processes) into a per-place timeline of its live bytes; the timelines
+// of processes of one host are merged by timestamp (CLOCK_MONOTONIC is one clock per host) to find,
+// per place, the highest sum of live bytes over all processes at once, when it happened and what
+// each process held then. Traces of different hosts are combined per host: their clocks are not
+// comparable. Rules: report/README.md ("Combined view").
+#ifndef GPUMEM_REPORT_COMBINED_H_
+#define GPUMEM_REPORT_COMBINED_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/trace.pb.h"
+#include "report/replay.h"
+
+namespace gpumem::report {
+
+// One process's live bytes on one place right after an event that changed them.
+struct TimelinePoint {
+  uint64_t timestamp_ns = 0;
+  uint64_t live_bytes = 0;
+};
+
+struct ProcessTimeline {
+  std::string path;
+  std::string host;
+  uint32_t pid = 0;
+  std::vector<std::string> command_line;
+  uint64_t start_time_mono_ns = 0;
+  // Per place (report/replay.h): the points in replay (seq) order.
+  std::map<int32_t, std::vector<TimelinePoint>> places;
+  // "device 0 (NVIDIA H100 80GB HBM3)" per place, from the trace's Device packets.
+  std::map<int32_t, std::string> place_names;
+};
+
+// Builds a process's timelines from its memory events, fed in seq order.
+class TimelineBuilder {
+ public:
+  void Add(const MemoryEvent& event);
+  // The timelines so far (moved out).
+  std::map<int32_t, std::vector<TimelinePoint>> Take() { return std::move(places_); }
+
+ private:
+  Replay replay_;
+  std::map<int32_t, std::vector<TimelinePoint>> places_;
+  std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
+};
+
+// Streams `path` in seq order and builds its timeline. Fails as TraceFile::Open does.
+absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path);
+
+// What one process held at a combined peak.
+struct CombinedShare {
+  size_t process = 0;  // index into the timelines given to CombineTimelines
+  uint64_t bytes = 0;
+};
+
+struct CombinedPlace {
+  int32_t place = 0;
+  uint64_t peak_bytes = 0;    // highest sum of the processes' live bytes at once
+  uint64_t timestamp_ns = 0;  // CLOCK_MONOTONIC of the event that first reached it
+  // Every process of the host, largest first (ties by process index); 0 for one with nothing there.
+  std::vector<CombinedShare> shares;
+};
+
+struct CombinedHost {
+  std::string host;
+  std::vector<size_t> processes;      // indexes, in the order given
+  uint64_t start_time_mono_ns = 0;    // the earliest start of its processes
+  std::vector<CombinedPlace> places;  // devices ascending, then -1, then kPinnedHost
+};
+
+struct Combined {
+  size_t processes = 0;
+  bool per_host = false;            // the traces come from more than one host
+  std::vector<CombinedHost> hosts;  // in order of first appearance
+};
+
+// Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
+// the processes were given, then in each process's order).
+Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
+
+// The "combined, N processes" section, and its JSON object (schema: report/README.md).
+std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes);
+std::string CombinedJson(const Combined& combined, const std::vector<ProcessTimeline>& processes);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_COMBINED_H_

@@ -1,0 +1,194 @@
+// The combined view of several processes: each process replayed on its own (equal device pointers
+// in two processes never match each other), their live bytes merged by timestamp per device, per
+// host when the traces come from different hosts; on synthetic trace files with hand-computed
+// answers, and through `gpumem report`.
+#include "report/combined.h"
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem::report {
+namespace {
+
+using gpumem::testing::FooterPacket;
+using gpumem::testing::FramedAll;
+using gpumem::testing::RunProgram;
+using gpumem::testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kStart = 1'000'000;
+
+// One process's trace file: header (host, pid, argv), memory events with given timestamps.
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& host, uint32_t pid, const std::string& argv0) {
+    TracePacket& packet = packets_.emplace_back();
+    Header* header = packet.mutable_header();
+    header->set_format_version(1);
+    header->set_host(host);
+    header->set_pid(pid);
+    header->add_command_line(argv0);
+    header->set_start_time_mono_ns(kStart);
+  }
+  void Malloc(uint64_t time, int32_t device, uint64_t size, uint64_t address) {
+    MemoryEvent& event = Add(time);
+    event.set_api(CUDA_MALLOC);
+    event.set_kind(DEVICE);
+    event.set_action(ALLOC);
+    event.set_device(device);
+    event.set_size(size);
+    event.set_address(address);
+  }
+  void Free(uint64_t time, uint64_t address) {
+    MemoryEvent& event = Add(time);
+    event.set_api(CUDA_FREE);
+    event.set_kind(KIND_UNKNOWN);
+    event.set_action(FREE);
+    event.set_device(-1);
+    event.set_address(address);
+  }
+  void Write(const std::string& path) {
+    packets_.push_back(FooterPacket(seq_));
+    std::ofstream(path, std::ios::binary) << FramedAll(packets_);
+  }
+
+ private:
+  MemoryEvent& Add(uint64_t time) {
+    MemoryEvent& event = *packets_.emplace_back().mutable_memory();
+    event.set_seq(++seq_);
+    event.set_timestamp_ns(kStart + time);
+    return event;
+  }
+  std::vector<TracePacket> packets_;
+  uint64_t seq_ = 0;
+};
+
+std::vector<ProcessTimeline> Read(const std::vector<std::string>& paths) {
+  std::vector<ProcessTimeline> timelines;
+  for (const std::string& path : paths) {
+    absl::StatusOr<ProcessTimeline> timeline = ReadProcessTimeline(path);
+    EXPECT_TRUE(timeline.ok()) << timeline.status();
+    if (timeline.ok()) timelines.push_back(std::move(*timeline));
+  }
+  return timelines;
+}
+
+// A: 10 MiB at t100, +20 MiB at t300 (30), frees at t500 (20) and t700 (0).
+// B: 40 MiB at t200 at A's first pointer, freed at t400, 5 MiB at t600 at the same pointer.
+// Combined: t100 10, t200 50, t300 70 (A 30 + B 40: the peak), t400 30, t500 20, t600 25, t700 5.
+void WriteOverlapping(const TempDir& dir, const std::string& host_b) {
+  TraceWriter a("node1", 101, "proc_a");
+  a.Malloc(100, 0, 10 * kMiB, 0x7000'0000);
+  a.Malloc(300, 0, 20 * kMiB, 0x7100'0000);
+  a.Free(500, 0x7000'0000);
+  a.Free(700, 0x7100'0000);
+  a.Write(dir.File("a.trace"));
+  TraceWriter b(host_b, 202, "proc_b");
+  b.Malloc(200, 0, 40 * kMiB, 0x7000'0000);
+  b.Free(400, 0x7000'0000);
+  b.Malloc(600, 0, 5 * kMiB, 0x7000'0000);
+  b.Write(dir.File("b.trace"));
+}
+
+TEST(CombinedTest, OverlappingLiveSetsPeakTogether) {
+  TempDir dir;
+  WriteOverlapping(dir, "node1");
+  const std::vector<ProcessTimeline> timelines = Read({dir.File("a.trace"), dir.File("b.trace")});
+  ASSERT_EQ(timelines.size(), 2u);
+  // Same pointers in both processes are kept apart: B's free does not end A's allocation.
+  ASSERT_EQ(timelines[0].places.at(0).size(), 4u);
+  EXPECT_EQ(timelines[0].places.at(0)[1].live_bytes, 30 * kMiB);
+  EXPECT_EQ(timelines[1].places.at(0).back().live_bytes, 5 * kMiB);
+  const Combined combined = CombineTimelines(timelines);
+  EXPECT_EQ(combined.processes, 2u);
+  EXPECT_FALSE(combined.per_host);
+  ASSERT_EQ(combined.hosts.size(), 1u);
+  ASSERT_EQ(combined.hosts[0].places.size(), 1u);
+  const CombinedPlace& place = combined.hosts[0].places[0];
+  EXPECT_EQ(place.place, 0);
+  EXPECT_EQ(place.peak_bytes, 70 * kMiB);
+  EXPECT_EQ(place.timestamp_ns, kStart + 300);
+  ASSERT_EQ(place.shares.size(), 2u);
+  EXPECT_EQ(place.shares[0].process, 1u);  // B, largest first
+  EXPECT_EQ(place.shares[0].bytes, 40 * kMiB);
+  EXPECT_EQ(place.shares[1].process, 0u);
+  EXPECT_EQ(place.shares[1].bytes, 30 * kMiB);
+}
+
+TEST(CombinedTest, LiveSetsApartInTimeDoNotAdd) {
+  // A: 30 MiB from t100 to t200; B: 25 MiB at the same pointer from t300 to t400, then 8 MiB on
+  // device 1 at t500. Device 0: the peak is A's alone (30 at t100, B 0); device 1: B's 8.
+  TempDir dir;
+  TraceWriter a("node1", 101, "proc_a");
+  a.Malloc(100, 0, 30 * kMiB, 0x7000'0000);
+  a.Free(200, 0x7000'0000);
+  a.Write(dir.File("a.trace"));
+  TraceWriter b("node1", 202, "proc_b");
+  b.Malloc(300, 0, 25 * kMiB, 0x7000'0000);
+  b.Free(400, 0x7000'0000);
+  b.Malloc(500, 1, 8 * kMiB, 0x7000'0000);
+  b.Write(dir.File("b.trace"));
+  const std::vector<ProcessTimeline> timelines = Read({dir.File("a.trace"), dir.File("b.trace")});
+  const Combined combined = CombineTimelines(timelines);
+  ASSERT_EQ(combined.hosts.size(), 1u);
+  ASSERT_EQ(combined.hosts[0].places.size(), 2u);
+  const CombinedPlace& device0 = combined.hosts[0].places[0];
+  EXPECT_EQ(device0.peak_bytes, 30 * kMiB);
+  EXPECT_EQ(device0.timestamp_ns, kStart + 100);
+  ASSERT_EQ(device0.shares.size(), 2u);
+  EXPECT_EQ(device0.shares[0].process, 0u);
+  EXPECT_EQ(device0.shares[0].bytes, 30 * kMiB);
+  EXPECT_EQ(device0.shares[1].bytes, 0u);
+  const CombinedPlace& device1 = combined.hosts[0].places[1];
+  EXPECT_EQ(device1.place, 1);
+  EXPECT_EQ(device1.peak_bytes, 8 * kMiB);
+  EXPECT_EQ(device1.timestamp_ns, kStart + 500);
+}
+
+TEST(CombinedTest, DifferentHostsAreCombinedPerHost) {
+  TempDir dir;
+  WriteOverlapping(dir, "node2");
+  const std::vector<ProcessTimeline> timelines = Read({dir.File("a.trace"), dir.File("b.trace")});
+  const Combined combined = CombineTimelines(timelines);
+  EXPECT_TRUE(combined.per_host);
+  ASSERT_EQ(combined.hosts.size(), 2u);
+  EXPECT_EQ(combined.hosts[0].host, "node1");
+  EXPECT_EQ(combined.hosts[0].places.at(0).peak_bytes, 30 * kMiB);
+  EXPECT_EQ(combined.hosts[0].places.at(0).timestamp_ns, kStart + 300);
+  EXPECT_EQ(combined.hosts[1].host, "node2");
+  EXPECT_EQ(combined.hosts[1].places.at(0).peak_bytes, 40 * kMiB);
+  const std::string text = CombinedText(combined, timelines);
+  EXPECT_NE(text.find("combined view is per host"), std::string::npos) << text;
+  EXPECT_NE(text.find("host node2: 1 process"), std::string::npos) << text;
+}
+
+TEST(CombinedTest, ReportCommandPrintsCombinedSection) {
+  TempDir dir;
+  WriteOverlapping(dir, "node1");
+  const std::string gpumem = gpumem::testing::BuildPath("bin/gpumem");
+  const auto text = RunProgram({gpumem, "report", dir.path()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("== combined, 2 processes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("combined peak, device 0: 70.00 MiB (73400320 bytes)"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("pid 202  proc_b"), std::string::npos) << text.out;
+  const auto json = RunProgram({gpumem, "report", "--json", dir.path()});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"combined\":{\"processes\":2,\"per_host\":false"), std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"peak_bytes\":73400320,\"timestamp_ns\":1000300,\"time_ns\":300"),
+            std::string::npos)
+      << json.out;
+  // One trace: no combined view.
+  const auto one = RunProgram({gpumem, "report", dir.File("a.trace")});
+  EXPECT_EQ(one.out.find("combined"), std::string::npos) << one.out;
+}
+
+}  // namespace
+}  // namespace gpumem::report

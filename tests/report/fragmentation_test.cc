@@ -1,0 +1,132 @@
+// `gpumem report --fragmentation`: reserved against in use per recording mode, on the bundled
+// real H100 traces (segment level, tensor level, plain) and on synthetic events.
+#include "report/fragmentation.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "report/event_stream.h"
+#include "report/summary_table.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem::report {
+namespace {
+
+using gpumem::testing::SourcePath;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+Fragmentation OfSample(const std::string& name, Summary* summary = nullptr) {
+  const std::string path = SourcePath("samples/traces/" + name);
+  absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
+  EXPECT_TRUE(sorted.ok()) << sorted.status();
+  if (!sorted.ok()) return {};
+  if (summary != nullptr) *summary = SummarizeTrace(*sorted->file, sorted->events);
+  return FragmentationOfTrace(*sorted->file, sorted->events);
+}
+
+TEST(FragmentationTest, SegmentLevelKnowsReservedOnly) {
+  Summary summary;
+  const Fragmentation f = OfSample("train_mlp-default-h100.trace", &summary);
+  EXPECT_EQ(f.mode, SummaryMode::kSegments);
+  EXPECT_TRUE(f.has_reserved);
+  EXPECT_FALSE(f.has_in_use);
+  EXPECT_FALSE(InUseNotKnownReason(f).empty());
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  EXPECT_EQ(device.device, 0);
+  EXPECT_EQ(device.peak.reserved, 92274688u);
+  EXPECT_EQ(device.peak.reserved, summary.devices.at(0).reserved_bytes.all.peak);
+  EXPECT_EQ(device.end.reserved, summary.devices.at(0).reserved_bytes.all.current);
+  EXPECT_EQ(device.peak.in_use, 0u);
+  ASSERT_EQ(device.timeline.size(), kFragmentationSamples);
+  EXPECT_EQ(device.timeline.back().reserved, device.end.reserved);
+  for (size_t i = 1; i < device.timeline.size(); ++i) {
+    EXPECT_GE(device.timeline[i].timestamp_ns, device.timeline[i - 1].timestamp_ns);
+    EXPECT_LE(device.timeline[i].reserved, device.peak.reserved);
+  }
+  const std::string text = FragmentationText(f);
+  EXPECT_NE(text.find("reserved 88.00 MiB (92274688 bytes), in use n/a"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("block-level fragmentation: n/a"), std::string::npos) << text;
+  EXPECT_NE(text.find("issue 6"), std::string::npos) << text;
+  const std::string json = FragmentationJson(f);
+  EXPECT_NE(json.find("\"mode\":\"segments\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"reserved_bytes\":92274688,\"in_use_bytes\":null"), std::string::npos)
+      << json;
+}
+
+TEST(FragmentationTest, TensorLevelKnowsInUseOnly) {
+  Summary summary;
+  const Fragmentation f = OfSample("train_mlp-async-h100.trace", &summary);
+  EXPECT_EQ(f.mode, SummaryMode::kTensors);
+  EXPECT_FALSE(f.has_reserved);
+  EXPECT_TRUE(f.has_in_use);
+  EXPECT_FALSE(ReservedNotKnownReason(f).empty());
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  EXPECT_EQ(device.peak.in_use, summary.devices.at(0).allocated_bytes.all.peak);
+  EXPECT_EQ(device.end.in_use, summary.devices.at(0).allocated_bytes.all.current);
+  EXPECT_EQ(device.peak.reserved, 0u);
+  const std::string text = FragmentationText(f);
+  EXPECT_NE(text.find("at the peak of in use"), std::string::npos) << text;
+  EXPECT_NE(text.find("reserved: n/a: tensor-level"), std::string::npos) << text;
+  EXPECT_NE(FragmentationJson(f).find("\"peak_of\":\"in_use\""), std::string::npos);
+}
+
+TEST(FragmentationTest, PlainProgramHasNothingReservedButUnused) {
+  Summary summary;
+  const Fragmentation f = OfSample("leak_loop-h100.trace", &summary);
+  EXPECT_EQ(f.mode, SummaryMode::kPlain);
+  EXPECT_TRUE(f.has_reserved);
+  EXPECT_TRUE(f.has_in_use);
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  EXPECT_EQ(device.peak.reserved, summary.devices.at(0).reserved_bytes.all.peak);
+  EXPECT_EQ(device.peak.in_use, device.peak.reserved);
+  EXPECT_EQ(device.end.in_use, device.end.reserved);
+  EXPECT_EQ(device.peak.unused(), 0u);
+  for (const FragmentationPoint& point : device.timeline) EXPECT_EQ(point.unused(), 0u);
+  EXPECT_NE(FragmentationText(f).find("reserved but unused 0 B"), std::string::npos);
+}
+
+MemoryEvent Event(uint64_t seq, Action action, int32_t device, uint64_t size, uint64_t address) {
+  MemoryEvent event;
+  event.set_seq(seq);
+  event.set_timestamp_ns(seq * 100);
+  event.set_api(action == ALLOC ? CUDA_MALLOC : CUDA_FREE);
+  event.set_kind(action == ALLOC ? DEVICE : KIND_UNKNOWN);
+  event.set_action(action);
+  event.set_device(device);
+  event.set_size(size);
+  event.set_address(address);
+  return event;
+}
+
+TEST(FragmentationTest, TimelineSamplesEvenlySpacedPoints) {
+  // t100 +10, t200 +20 (30: the peak), t300 -10 (20), t1000 -20 (0). Samples at t100, t400, t700,
+  // t1000: 10, 20, 20, 0.
+  const std::vector<MemoryEvent> events = {
+      Event(1, ALLOC, 0, 10 * kMiB, 0x1000'0000), Event(2, ALLOC, 0, 20 * kMiB, 0x2000'0000),
+      Event(3, FREE, -1, 0, 0x1000'0000), Event(10, FREE, -1, 0, 0x2000'0000)};
+  const Fragmentation f = ComputeFragmentation(events, nullptr, 4);
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  EXPECT_EQ(device.peak.reserved, 30 * kMiB);
+  EXPECT_EQ(device.peak.timestamp_ns, 200u);
+  EXPECT_EQ(device.end.reserved, 0u);
+  ASSERT_EQ(device.timeline.size(), 4u);
+  const uint64_t expected[] = {10 * kMiB, 20 * kMiB, 20 * kMiB, 0};
+  const uint64_t times[] = {100, 400, 700, 1000};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(device.timeline[i].timestamp_ns, times[i]) << i;
+    EXPECT_EQ(device.timeline[i].reserved, expected[i]) << i;
+    EXPECT_EQ(device.timeline[i].in_use, expected[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::report

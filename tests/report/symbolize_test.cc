@@ -1,0 +1,170 @@
+// `gpumem symbolize`: a trace recorded from a copy of samples/leak_loop, symbolized, then read with
+// the binary gone, must still name leak_iteration at leak_loop.cc:26 (the activation that leaks).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem {
+namespace {
+
+using testing::BuildPath;
+using testing::ProgramRun;
+using testing::ReadFile;
+using testing::RecordingEnvironment;
+using testing::RunProgram;
+using testing::TempDir;
+
+namespace fs = std::filesystem;
+
+// Runs the built gpumem with `args`, with no symbol search path of the test's environment.
+ProgramRun Gpumem(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+  if (run.spawn_error != 0) {
+    ADD_FAILURE() << "cannot run " << argv[0] << ": " << std::strerror(run.spawn_error);
+  }
+  return run;
+}
+
+// Records a copy of bin/leak_loop made in `dir` (so that it can be deleted afterwards) into
+// dir/leak.trace; returns the copy's path.
+std::string RecordCopy(const TempDir& dir) {
+  const std::string binary = dir.File("leak_loop");
+  fs::copy_file(BuildPath("bin/leak_loop"), binary);
+  ProgramRun run = RunProgram({binary}, RecordingEnvironment(dir.File("leak.trace")));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(fs::exists(dir.File("leak.trace"))) << run.err;
+  return binary;
+}
+
+// The packets of a trace, parsed as one Trace message (which the file must stay).
+int PacketCount(const std::string& path) {
+  Trace trace;
+  EXPECT_TRUE(trace.ParseFromString(ReadFile(path))) << path << " is not one Trace message";
+  return trace.packet_size();
+}
+
+int SymbolizedCount(const std::string& path) {
+  Trace trace;
+  trace.ParseFromString(ReadFile(path));
+  int count = 0;
+  for (const TracePacket& packet : trace.packet()) count += packet.has_symbolized_frame();
+  return count;
+}
+
+TEST(SymbolizeTest, SymbolizedTraceReadsTheSameWithoutTheBinary) {
+  TempDir dir;
+  const std::string binary = RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  const int recorded = PacketCount(trace);
+
+  ProgramRun symbolize = Gpumem({"symbolize", trace});
+  ASSERT_EQ(symbolize.exit_code, 0) << symbolize.err;
+  EXPECT_EQ(symbolize.err, "");
+  const int after = PacketCount(trace);
+  EXPECT_GT(after, recorded);
+  EXPECT_EQ(SymbolizedCount(trace), after - recorded);
+
+  ASSERT_TRUE(fs::remove(binary));
+  ProgramRun report = Gpumem({"report", trace});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("leak_iteration"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
+  // Only frames without a function print as a bare module+offset (_start has no line information,
+  // so it reads "_start (leak_loop+0x...)").
+  EXPECT_EQ(report.out.find(" leak_loop+0x"), std::string::npos) << report.out;
+
+  // dump --symbolize symbolizes while it reads, before the appended packets: the same names.
+  ProgramRun dump = Gpumem({"dump", "--symbolize", trace});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("leak_iteration() ("), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("leak_loop.cc:26)"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find(" symbolized_frame pc=0x"), std::string::npos) << dump.out;
+  // The packets follow the footer, and the trace still ends clean.
+  EXPECT_NE(dump.out.find("end: clean (footer present)"), std::string::npos) << dump.out;
+}
+
+TEST(SymbolizeTest, WithoutSymbolizeTheReportShowsModuleOffsets) {
+  TempDir dir;
+  const std::string binary = RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  // With the binary present, the report names the function.
+  ProgramRun before = Gpumem({"report", trace});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_NE(before.out.find("leak_loop.cc:26"), std::string::npos) << before.out;
+
+  ASSERT_TRUE(fs::remove(binary));
+  ProgramRun report = Gpumem({"report", trace});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find(" leak_loop+0x"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("leak_iteration"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
+}
+
+TEST(SymbolizeTest, SecondRunAddsNothing) {
+  TempDir dir;
+  RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  ASSERT_EQ(Gpumem({"symbolize", trace}).exit_code, 0);
+  const int once = PacketCount(trace);
+  const std::string bytes = ReadFile(trace);
+  ProgramRun again = Gpumem({"symbolize", trace});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find(" 0 return address(es) symbolized"), std::string::npos) << again.out;
+  EXPECT_EQ(PacketCount(trace), once);
+  EXPECT_EQ(ReadFile(trace), bytes);
+}
+
+TEST(SymbolizeTest, OutputCopyLeavesTheInputAlone) {
+  TempDir dir;
+  const std::string binary = RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  const std::string original = ReadFile(trace);
+  const std::string copy = dir.File("symbolized.trace");
+  ProgramRun run = Gpumem({"symbolize", trace, "-o", copy});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ReadFile(trace), original);
+  EXPECT_GT(SymbolizedCount(copy), 0);
+  EXPECT_EQ(SymbolizedCount(trace), 0);
+  EXPECT_EQ(ReadFile(copy).substr(0, original.size()), original);
+
+  ASSERT_TRUE(fs::remove(binary));
+  ProgramRun report = Gpumem({"report", copy});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
+}
+
+TEST(SymbolizeTest, BadInputIsOneLineAndExit2) {
+  TempDir dir;
+  for (const std::string& content : {std::string(), std::string("not a trace at all")}) {
+    const std::string path = dir.File("bad.trace");
+    std::ofstream(path, std::ios::binary) << content;
+    ProgramRun run = Gpumem({"symbolize", path});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_EQ(run.out, "");
+    EXPECT_EQ(run.err.rfind("gpumem: error: ", 0), 0u) << run.err;
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << run.err;
+    EXPECT_EQ(ReadFile(path), content);
+  }
+  ProgramRun missing = Gpumem({"symbolize", dir.File("missing.trace")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err.find('\n'), missing.err.size() - 1) << missing.err;
+  EXPECT_FALSE(fs::exists(dir.File("missing.trace")));
+
+  EXPECT_EQ(Gpumem({"symbolize"}).exit_code, 2);
+  EXPECT_EQ(Gpumem({"symbolize", "--bogus", dir.File("x")}).exit_code, 2);
+  ProgramRun help = Gpumem({"help", "symbolize"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: gpumem symbolize"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumem
