@@ -22,6 +22,7 @@
 #include "report/commands.h"
 #include "report/fragmentation.h"
 #include "report/growth.h"
+#include "report/json.h"
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
@@ -489,37 +490,6 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
 }
 
 // ---- JSON ----
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 std::string JsonFrames(const std::vector<Frame>& frames) {
   std::vector<std::string> items;

@@ -9,26 +9,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/event_stream.h"
+#include "report/json.h"
 #include "report/sizes.h"
 
 namespace gpumem::report {
 namespace {
-
-std::string Json(absl::string_view text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 // Devices ascending, then -1, then kPinnedHost (as Replay::Places).
 bool PlaceBefore(int32_t a, int32_t b) {
@@ -200,22 +185,22 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
       for (const CombinedShare& share : place.shares) {
         const ProcessTimeline& process = processes[share.process];
         std::vector<std::string> argv;
-        for (const std::string& arg : process.command_line) argv.push_back(Json(arg));
-        shares.push_back(absl::StrCat("{\"pid\":", process.pid, ",\"path\":", Json(process.path),
-                                      ",\"command_line\":[", absl::StrJoin(argv, ","),
-                                      "],\"bytes\":", share.bytes, "}"));
+        for (const std::string& arg : process.command_line) argv.push_back(JsonString(arg));
+        shares.push_back(absl::StrCat("{\"pid\":", process.pid,
+                                      ",\"path\":", JsonString(process.path), ",\"command_line\":[",
+                                      absl::StrJoin(argv, ","), "],\"bytes\":", share.bytes, "}"));
       }
       places.push_back(absl::StrCat(
           "{\"memory\":", place.place == kPinnedHost ? "\"host\"" : "\"device\"",
           ",\"device\":", place.place == kPinnedHost ? -1 : place.place,
-          ",\"name\":", Json(NameOf(place.place, host, processes)),
+          ",\"name\":", JsonString(NameOf(place.place, host, processes)),
           ",\"peak_bytes\":", place.peak_bytes, ",\"timestamp_ns\":", place.timestamp_ns,
           ",\"time_ns\":", Since(place.timestamp_ns, host.start_time_mono_ns), ",\"processes\":[",
           absl::StrJoin(shares, ","), "]}"));
     }
     std::vector<std::string> pids;
     for (const size_t index : host.processes) pids.push_back(absl::StrCat(processes[index].pid));
-    hosts.push_back(absl::StrCat("{\"host\":", Json(host.host), ",\"pids\":[",
+    hosts.push_back(absl::StrCat("{\"host\":", JsonString(host.host), ",\"pids\":[",
                                  absl::StrJoin(pids, ","), "],\"places\":[",
                                  absl::StrJoin(places, ","), "]}"));
   }

@@ -25,19 +25,6 @@ namespace {
 
 constexpr char kPyTorchAllocatorId[] = "pytorch_caching_allocator";
 
-bool IsStreamOrdered(const MemoryEvent& event) {
-  if (event.kind() == POOL) return true;
-  switch (event.api()) {
-    case CUDA_MALLOC_ASYNC:
-    case CUDA_MALLOC_FROM_POOL_ASYNC:
-    case CU_MEM_ALLOC_ASYNC:
-    case CU_MEM_ALLOC_FROM_POOL_ASYNC:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Device memory an allocation makes, as the summary table counts it: plain allocations other than
 // pinned host memory, and VMM physical memory.
 bool IsDeviceMemory(const MemoryEvent& event) {
@@ -49,26 +36,6 @@ bool IsDeviceMemory(const MemoryEvent& event) {
     default:
       return false;
   }
-}
-
-// The frames of a stack with only their modules (as report/summary_table.cc): enough for
-// FindMemoryHolder, without symbols.
-std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id) {
-  std::vector<Frame> frames;
-  const StackRecord* record = trace.FindStack(stack_id);
-  if (record == nullptr) return frames;
-  for (const uint64_t pc : record->stack.frame()) {
-    Frame& frame = frames.emplace_back();
-    frame.pc = pc;
-    for (const ModuleRecord& module : trace.modules()) {
-      if (module.LoadedAt(record->written_at) && pc >= module.module.start() &&
-          pc < module.module.end()) {
-        frame.module = module.module.path();
-        break;
-      }
-    }
-  }
-  return frames;
 }
 
 // The value at each of `samples` evenly spaced times from `first` to `last`: the last point at or

@@ -48,4 +48,22 @@ const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stre
   return nullptr;
 }
 
+std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id) {
+  std::vector<Frame> frames;
+  const StackRecord* record = trace.FindStack(stack_id);
+  if (record == nullptr) return frames;
+  for (const uint64_t pc : record->stack.frame()) {
+    Frame& frame = frames.emplace_back();
+    frame.pc = pc;
+    for (const ModuleRecord& module : trace.modules()) {
+      if (module.LoadedAt(record->written_at) && pc >= module.module.start() &&
+          pc < module.module.end()) {
+        frame.module = module.module.path();
+        break;
+      }
+    }
+  }
+  return frames;
+}
+
 }  // namespace gpumem::report

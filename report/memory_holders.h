@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/symbolizer.h"
+#include "report/trace_file.h"
 
 namespace gpumem::report {
 
@@ -22,6 +23,10 @@ struct MemoryHolder {
 // from a stream-ordered pool (cudaMallocAsync...), which for PyTorch's cudaMallocAsync backend is
 // one tensor, not a cached segment.
 const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stream_ordered);
+
+// The frames of a stack with only their modules filled in: enough for FindMemoryHolder, and cheap
+// (no symbols are read).
+std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id);
 
 }  // namespace gpumem::report
 

@@ -40,6 +40,34 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
   }
 }
 
+// Page-locked host memory: by kind, or by the API where an older trace left the kind out.
+inline bool IsPinnedHost(const MemoryEvent& event) {
+  if (event.kind() == PINNED_HOST) return true;
+  switch (event.api()) {
+    case CUDA_MALLOC_HOST:
+    case CUDA_HOST_ALLOC:
+    case CU_MEM_HOST_ALLOC:
+    case CU_MEM_ALLOC_HOST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A stream-ordered allocation from a memory pool (cudaMallocAsync and kin).
+inline bool IsStreamOrdered(const MemoryEvent& event) {
+  if (event.kind() == POOL) return true;
+  switch (event.api()) {
+    case CUDA_MALLOC_ASYNC:
+    case CUDA_MALLOC_FROM_POOL_ASYNC:
+    case CU_MEM_ALLOC_ASYNC:
+    case CU_MEM_ALLOC_FROM_POOL_ASYNC:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_MEMORY_SPACE_H_

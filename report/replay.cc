@@ -11,19 +11,6 @@
 namespace gpumem::report {
 namespace {
 
-bool IsPinnedHost(const MemoryEvent& event) {
-  if (event.kind() == PINNED_HOST) return true;
-  switch (event.api()) {
-    case CUDA_MALLOC_HOST:
-    case CUDA_HOST_ALLOC:
-    case CU_MEM_HOST_ALLOC:
-    case CU_MEM_ALLOC_HOST:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One past the last byte of [address, address + size), saturating; a zero size covers one byte.
 uint64_t EndOf(uint64_t address, uint64_t size) {
   size = std::max<uint64_t>(size, 1);

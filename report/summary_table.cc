@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report/json.h"
+#include "report/memory_holders.h"
 #include "report/memory_space.h"
 #include "report/names.h"
 #include "report/sizes.h"
@@ -73,32 +75,6 @@ constexpr int32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation and CUDA_ERROR
 constexpr char kPyTorchAllocatorId[] = "pytorch_caching_allocator";
 constexpr char kOtherId[] = "other";
 constexpr char kOtherName[] = "outside PyTorch's allocator";
-
-bool IsPinnedHost(const MemoryEvent& event) {
-  if (event.kind() == PINNED_HOST) return true;
-  switch (event.api()) {
-    case CUDA_MALLOC_HOST:
-    case CUDA_HOST_ALLOC:
-    case CU_MEM_HOST_ALLOC:
-    case CU_MEM_ALLOC_HOST:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsStreamOrdered(const MemoryEvent& event) {
-  if (event.kind() == POOL) return true;
-  switch (event.api()) {
-    case CUDA_MALLOC_ASYNC:
-    case CUDA_MALLOC_FROM_POOL_ASYNC:
-    case CU_MEM_ALLOC_ASYNC:
-    case CU_MEM_ALLOC_FROM_POOL_ASYNC:
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool IsPyTorch(const MemoryHolder* holder) {
   return holder != nullptr && absl::string_view(holder->id) == kPyTorchAllocatorId;
@@ -405,25 +381,6 @@ class SummaryBuilder {
   std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
 };
 
-// The frames of a stack with only their modules: enough for FindMemoryHolder, without symbols.
-std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id) {
-  std::vector<Frame> frames;
-  const StackRecord* record = trace.FindStack(stack_id);
-  if (record == nullptr) return frames;
-  for (const uint64_t pc : record->stack.frame()) {
-    Frame& frame = frames.emplace_back();
-    frame.pc = pc;
-    for (const ModuleRecord& module : trace.modules()) {
-      if (module.LoadedAt(record->written_at) && pc >= module.module.start() &&
-          pc < module.module.end()) {
-        frame.module = module.module.path();
-        break;
-      }
-    }
-  }
-  return frames;
-}
-
 }  // namespace
 
 Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of) {
@@ -712,22 +669,6 @@ std::string DeviceText(const Summary& summary, const DeviceSummary& device) {
   for (const SummaryNote& note : SummaryNotes(summary, device)) {
     absl::StrAppend(&out, "  ", NoteText(note), "\n");
   }
-  return out;
-}
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  out += "\"";
   return out;
 }
 

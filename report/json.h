@@ -1,0 +1,16 @@
+// JSON text for the reports' --json output, which is written by hand (no JSON library).
+#ifndef GPUMEM_REPORT_JSON_H_
+#define GPUMEM_REPORT_JSON_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace gpumem::report {
+
+// `text` as a quoted JSON string, with quotes, backslashes and control characters escaped.
+std::string JsonString(absl::string_view text);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_JSON_H_
