@@ -143,8 +143,9 @@ TEST_F(BadInputTest, UnknownFlag) {
     SCOPED_TRACE(command.name);
     const ProgramRun run = Gpumem(command, {"--frobnicate", trace});
     EXPECT_EQ(run.exit_code, 2);
-    EXPECT_EQ(run.err, "gpumem: error: " + command.name + ": unknown flag '--frobnicate'\nTry 'gpumem " +
-                           command.name + " --help'.\n");
+    EXPECT_EQ(run.err, "gpumem: error: " + command.name +
+                           ": unknown flag '--frobnicate'\nTry 'gpumem " + command.name +
+                           " --help'.\n");
     EXPECT_EQ(run.out, "");
   }
 }

@@ -11,6 +11,7 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/replay.h"
+#include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {
@@ -25,27 +26,11 @@ using ::gpumem::testing::TempDir;
 constexpr uint64_t kMiB = 1 << 20;
 
 // Events with seq 1, 2, ... and timestamps seq * 1000 ns.
-class Events {
+class Events : public testing::SyntheticEvents {
  public:
-  MemoryEvent& Add(Api api, MemoryKind kind, Action action, int32_t device, uint64_t size,
-                   uint64_t address, uint64_t stack_id) {
-    MemoryEvent& event = events_.emplace_back();
-    event.set_seq(events_.size());
-    event.set_timestamp_ns(events_.size() * 1000);
-    event.set_api(api);
-    event.set_kind(kind);
-    event.set_action(action);
-    event.set_device(device);
-    event.set_size(size);
-    event.set_address(address);
-    event.set_stack_id(stack_id);
-    return event;
-  }
+  using SyntheticEvents::Free;
   MemoryEvent& Malloc(int32_t device, uint64_t size, uint64_t address, uint64_t stack_id) {
     return Add(CUDA_MALLOC, DEVICE, ALLOC, device, size, address, stack_id);
-  }
-  MemoryEvent& Free(uint64_t address) {
-    return Add(CUDA_FREE, KIND_UNKNOWN, FREE, -1, 0, address, 0);
   }
   MemoryEvent& Failed(int32_t device, uint64_t size, uint64_t stack_id, uint64_t free_bytes,
                       uint64_t total_bytes) {
@@ -55,10 +40,6 @@ class Events {
     event.set_total_bytes(total_bytes);
     return event;
   }
-  const std::vector<MemoryEvent>& events() const { return events_; }
-
- private:
-  std::vector<MemoryEvent> events_;
 };
 
 // Seq 1..20, so the first 10% is seq 1 and 2 (early_before_seq 3). Device 0 at the failure (seq

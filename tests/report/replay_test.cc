@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "report/event_counts.h"
 #include "report/trace_file.h"
+#include "tests/support/synthetic_events.h"
 
 namespace gpumem::report {
 namespace {
@@ -18,38 +19,18 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 
 // Builds events with increasing seq and timestamps (seq * 1000 ns).
-class Events {
+class Events : public testing::SyntheticEvents {
  public:
-  MemoryEvent& Add(Api api, MemoryKind kind, Action action, int32_t device, uint64_t size,
-                   uint64_t address, uint64_t stack_id = 0, uint64_t handle = 0) {
-    MemoryEvent& event = events_.emplace_back();
-    event.set_seq(events_.size());
-    event.set_timestamp_ns(events_.size() * 1000);
-    event.set_api(api);
-    event.set_kind(kind);
-    event.set_action(action);
-    event.set_device(device);
-    event.set_size(size);
-    event.set_address(address);
-    event.set_stack_id(stack_id);
-    event.set_handle(handle);
-    return event;
-  }
+  using SyntheticEvents::Free;
   MemoryEvent& Malloc(int32_t device, uint64_t size, uint64_t address, uint64_t stack_id) {
     return Add(CUDA_MALLOC, DEVICE, ALLOC, device, size, address, stack_id);
   }
-  // cudaFree as recorded: kind unknown, device -1.
-  MemoryEvent& Free(uint64_t address) { return Add(CUDA_FREE, KIND_UNKNOWN, FREE, -1, 0, address); }
 
   Replay Run() const {
     Replay replay;
     for (const MemoryEvent& event : events_) replay.Add(event);
     return replay;
   }
-  uint64_t size() const { return events_.size(); }
-
- private:
-  std::vector<MemoryEvent> events_;
 };
 
 // (stack id, bytes, count) triples, in order.

@@ -15,6 +15,7 @@
 #include "report/memory_holders.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
+#include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {
@@ -83,23 +84,9 @@ const MemoryHolder* HolderOf(uint64_t stack_id) {
   return nullptr;
 }
 
-class Events {
+class Events : public testing::SyntheticEvents {
  public:
-  MemoryEvent& Add(Api api, MemoryKind kind, Action action, int32_t device, uint64_t size,
-                   uint64_t address, uint64_t stack_id, uint64_t handle = 0) {
-    MemoryEvent& event = events_.emplace_back();
-    event.set_seq(events_.size());
-    event.set_timestamp_ns(events_.size() * 1000);
-    event.set_api(api);
-    event.set_kind(kind);
-    event.set_action(action);
-    event.set_device(device);
-    event.set_size(size);
-    event.set_address(address);
-    event.set_stack_id(stack_id);
-    event.set_handle(handle);
-    return event;
-  }
+  using SyntheticEvents::Free;
   void Malloc(uint64_t size, uint64_t address, uint64_t stack_id, int32_t device = 0) {
     Add(CUDA_MALLOC, DEVICE, ALLOC, device, size, address, stack_id);
   }
@@ -116,9 +103,6 @@ class Events {
   }
 
   Summary Run() const { return ComputeSummary(events_, HolderOf); }
-
- private:
-  std::vector<MemoryEvent> events_;
 };
 
 void ExpectStat(const SummaryStat& stat, uint64_t current, uint64_t peak, uint64_t allocated,
