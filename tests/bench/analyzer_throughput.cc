@@ -397,6 +397,7 @@ void Usage() {
   fprintf(stderr,
           "usage: analyzer_throughput [EVENTS] [--runs R] [--window W] [--compare]\n"
           "       analyzer_throughput --trace FILE [--runs R] [--window W] [--compare]\n"
+          "       analyzer_throughput EVENTS --generate FILE   (record a trace and keep it)\n"
           "  EVENTS: 10 to %llu (default %llu); the trace is recorded under $TMPDIR (or /tmp)\n"
           "  and deleted. --runs: ReplayTrace runs per trace, the fastest counts (default 3).\n"
           "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
@@ -413,6 +414,7 @@ int main(int argc, char** argv) {
   bool compare = false;
   int runs = 3;
   std::string trace;
+  std::string generate;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--compare") {
@@ -427,6 +429,8 @@ int main(int argc, char** argv) {
       g_window = strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--trace" && i + 1 < argc) {
       trace = argv[++i];
+    } else if (arg == "--generate" && i + 1 < argc) {
+      generate = argv[++i];
     } else {
       char* end = nullptr;
       events = strtoull(argv[i], &end, 10);
@@ -440,6 +444,9 @@ int main(int argc, char** argv) {
       "analyzer_throughput: ReplayTrace() on one thread (streaming, reorder window %zu events), "
       "%s\n",
       g_window, CpuModel().c_str());
+  if (!generate.empty()) {  // a trace to keep, for profiling the analyzer on its own
+    return InChild([&] { return Generate(generate, events) == 0; }) ? 0 : 1;
+  }
   if (!trace.empty()) {
     printf("trace %s\n", trace.c_str());
     Measurement replay;
