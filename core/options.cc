@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <initializer_list>
+
 namespace gpumem {
 namespace {
 
@@ -62,6 +64,22 @@ void LoadRecorderOptions(RecorderOptions* options) {
   }
   if (const char* v = getenv("GPUMEM_LIBUNWIND"); v != nullptr) {
     CopyString(v, options->libunwind_path, sizeof(options->libunwind_path));
+  }
+  struct Switch {
+    const char* name;
+    bool* value;
+    const char* fallback;
+  };
+  for (const Switch& option : {Switch{"GPUMEM_LAUNCHES", &options->launches, "1"},
+                               Switch{"GPUMEM_LAUNCH_STACKS", &options->launch_stacks, "1"},
+                               Switch{"GPUMEM_CUPTI", &options->cupti, "1"},
+                               Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"}}) {
+    if (const char* v = getenv(option.name); v != nullptr && !ParseBool(v, option.value)) {
+      Warn(option.name, " must be 0 or 1; using ", option.fallback);
+    }
+  }
+  if (const char* v = getenv("GPUMEM_CUPTI_LIB"); v != nullptr) {
+    CopyString(v, options->cupti_path, sizeof(options->cupti_path));
   }
 }
 

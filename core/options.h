@@ -12,6 +12,11 @@ struct RecorderOptions {
   int stack_depth = 64;            // GPUMEM_STACK_DEPTH: native frames kept per stack (0 = none)
   bool free_stacks = false;        // GPUMEM_FREE_STACKS=1: capture stacks on frees too
   char libunwind_path[4096] = {};  // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
+  bool launches = true;            // GPUMEM_LAUNCHES=0: kernel launches are not recorded
+  bool launch_stacks = true;       // GPUMEM_LAUNCH_STACKS=0: launches are recorded without stacks
+  bool cupti = true;               // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
+  bool kernel_times = false;       // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
+  char cupti_path[4096] = {};      // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
 };
 
 inline constexpr int kMaxStackDepth = 256;

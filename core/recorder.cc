@@ -16,6 +16,7 @@
 #include <atomic>
 
 #include "core/clock.h"
+#include "core/kernel_table.h"
 #include "core/module_map.h"
 #include "core/options.h"
 #include "core/packet_sink.h"
@@ -56,6 +57,13 @@ struct State {
   TraceSink sink;
   StackTable stacks;
   ModuleMap modules;
+  KernelTable kernels;
+  KernelQueries kernel_queries;
+  std::atomic<bool> kernel_queries_set{false};
+  // The span of device addresses allocated so far: a kernel parameter value outside it is not a
+  // pointer to recorded memory. Grows only.
+  std::atomic<uint64_t> span_low{~uint64_t{0}};
+  std::atomic<uint64_t> span_high{0};
   std::atomic<uint64_t> next_seq{1};
   std::atomic<uint64_t> events_dropped{0};
   std::atomic<uint64_t> stacks_failed{0};
@@ -180,6 +188,10 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_STACK_DEPTH", number);
   WriteOption(writer, "GPUMEM_FREE_STACKS", g.options.free_stacks ? "1" : "0");
   WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
+  WriteOption(writer, "GPUMEM_LAUNCHES", g.options.launches ? "1" : "0");
+  WriteOption(writer, "GPUMEM_LAUNCH_STACKS", g.options.launch_stacks ? "1" : "0");
+  WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
+  WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   writer.EndNested(header);
@@ -259,6 +271,69 @@ ThreadState* CurrentThread() {
   return state;
 }
 
+void WidenDeviceSpan(uint64_t address, uint64_t size) {
+  const uint64_t end = address + size < address ? ~uint64_t{0} : address + size;
+  uint64_t low = g.span_low.load(std::memory_order_relaxed);
+  while (address < low && !g.span_low.compare_exchange_weak(low, address)) {
+  }
+  uint64_t high = g.span_high.load(std::memory_order_relaxed);
+  while (end > high && !g.span_high.compare_exchange_weak(high, end)) {
+  }
+}
+
+// Values of the launch's pointer-sized parameters that fall inside the device span, deduplicated,
+// into `out` (at most `capacity`); returns how many. Parameters come as cuLaunchKernel takes them.
+constexpr uintptr_t kLaunchParamEnd = 0x00;
+constexpr uintptr_t kLaunchParamBufferPointer = 0x01;
+constexpr uintptr_t kLaunchParamBufferSize = 0x02;
+
+size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_t* out,
+                   size_t capacity) {
+  const uint64_t low = g.span_low.load(std::memory_order_relaxed);
+  const uint64_t high = g.span_high.load(std::memory_order_relaxed);
+  if (low >= high) return 0;
+  const uint8_t* buffer = nullptr;  // the `extra` form: one buffer at the params' offsets
+  size_t buffer_size = 0;
+  if (record.kernel_params == nullptr && record.extra != nullptr) {
+    for (size_t i = 0; i < 16 && reinterpret_cast<uintptr_t>(record.extra[i]) != kLaunchParamEnd;
+         i += 2) {
+      const auto key = reinterpret_cast<uintptr_t>(record.extra[i]);
+      if (key == kLaunchParamBufferPointer) {
+        buffer = static_cast<const uint8_t*>(record.extra[i + 1]);
+      } else if (key == kLaunchParamBufferSize && record.extra[i + 1] != nullptr) {
+        buffer_size = *static_cast<const size_t*>(record.extra[i + 1]);
+      }
+    }
+    if (buffer == nullptr) return 0;
+  } else if (record.kernel_params == nullptr) {
+    return 0;
+  }
+  size_t count = 0;
+  for (size_t p = 0; p < kernel.param_count; ++p) {
+    const PointerSizedParam& param = kernel.params[p];
+    const uint8_t* value;
+    if (buffer != nullptr) {
+      if (param.offset + param.size > buffer_size) continue;
+      value = buffer + param.offset;
+    } else {
+      value = static_cast<const uint8_t*>(record.kernel_params[param.index]);
+      if (value == nullptr) continue;
+    }
+    // Each aligned word: a pointer member of a struct parameter is found too.
+    for (size_t at = 0; at + sizeof(uint64_t) <= param.size; at += sizeof(uint64_t)) {
+      uint64_t word;
+      memcpy(&word, value + at, sizeof(word));
+      if (word < low || word >= high) continue;
+      bool seen = false;
+      for (size_t i = 0; i < count && !seen; ++i) seen = out[i] == word;
+      if (seen) continue;
+      if (count == capacity) return count;
+      out[count++] = word;
+    }
+  }
+  return count;
+}
+
 }  // namespace
 
 void Init(const LoaderFunctions& loader) {
@@ -279,6 +354,7 @@ void Init(const LoaderFunctions& loader) {
     ClaimSession();
     pthread_key_create(&g.thread_key, &ThreadExited);
     g.stacks.Init();
+    g.kernels.Init();
     if (g.options.stack_depth > 0) {
       g.stacks_available = InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
       if (!g.stacks_available) {
@@ -325,6 +401,10 @@ uint64_t CaptureStack(uintptr_t caller_pc) {
 
 void RecordMemory(const MemoryRecord& record) {
   if (!EnsureOpen()) return;
+  if (record.action == proto::Action::kAlloc && record.address != 0 &&
+      record.kind != proto::MemoryKind::kVmmPhysical) {
+    WidenDeviceSpan(record.address, record.size);
+  }
   ThreadState* thread = CurrentThread();
   // The body is written after room for the two headers (packet, memory event) that are then
   // prepended: at most 18 varint fields of 11 bytes.
@@ -362,6 +442,121 @@ void RecordMemory(const MemoryRecord& record) {
       wire::PrependHeader(body, proto::packet_field::kMemory, static_cast<size_t>(out - body));
   start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(out - start));
   g_file_sink.AppendPacket(start, static_cast<size_t>(out - start));
+}
+
+void SetKernelQueries(const KernelQueries& queries) {
+  if (g.kernel_queries_set.load(std::memory_order_acquire)) return;
+  static std::atomic_flag lock = ATOMIC_FLAG_INIT;
+  SpinGuard guard(lock);
+  if (g.kernel_queries_set.load(std::memory_order_relaxed)) return;
+  g.kernel_queries = queries;
+  g.kernel_queries_set.store(true, std::memory_order_release);
+}
+
+bool LaunchesEnabled() { return Enabled() && g.options.launches; }
+
+bool LaunchStacks() { return g.options.launch_stacks; }
+
+void RecordLaunch(const LaunchRecord& record) {
+  if (!EnsureOpen()) return;
+  ThreadState* thread = CurrentThread();
+  const KernelQueries queries =
+      g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
+  const KernelInfo* kernel =
+      record.function != nullptr
+          ? g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink)
+          : nullptr;
+  constexpr size_t kMaxPointerArgs = 32;
+  uint64_t pointer_args[kMaxPointerArgs];
+  size_t pointer_arg_count = 0;
+  if (kernel != nullptr && kernel->params_known) {
+    pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
+  }
+  constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
+  uint8_t buffer[kHeaderRoom + 24 * (2 + wire::kMaxVarintBytes) +
+                 kMaxPointerArgs * wire::kMaxVarintBytes];
+  wire::Writer writer(buffer + kHeaderRoom, sizeof(buffer) - kHeaderRoom);
+  namespace f = proto::launch_field;
+  writer.Varint(f::kSeq, record.seq);
+  writer.Varint(f::kTimestampNs, MonotonicNs());
+  writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  writer.Int32(f::kDevice, record.device);
+  writer.Varint(f::kApi, static_cast<uint64_t>(record.api));
+  writer.Varint(f::kKernelId, kernel != nullptr ? kernel->id : 0);
+  writer.Varint(f::kGridX, record.grid[0]);
+  writer.Varint(f::kGridY, record.grid[1]);
+  writer.Varint(f::kGridZ, record.grid[2]);
+  writer.Varint(f::kBlockX, record.block[0]);
+  writer.Varint(f::kBlockY, record.block[1]);
+  writer.Varint(f::kBlockZ, record.block[2]);
+  writer.Varint(f::kSharedMemoryBytes, record.shared_memory_bytes);
+  writer.Varint(f::kStream, record.stream);
+  writer.Varint(f::kCorrelationId, record.correlation_id);
+  writer.Varint(f::kStackId, record.stack_id);
+  writer.Int32(f::kResult, record.result);
+  writer.Varint(f::kGraph, record.graph);
+  if (pointer_arg_count > 0) writer.PackedVarints(f::kPointerArgs, pointer_args, pointer_arg_count);
+  writer.Bool(f::kFromCupti, record.from_cupti);
+  writer.Bool(f::kParamsUnknown,
+              record.function != nullptr && (kernel == nullptr || !kernel->params_known));
+  if (writer.overflowed()) return;
+  uint8_t* body = buffer + kHeaderRoom;
+  uint8_t* end = body + writer.size();
+  uint8_t* start = wire::PrependHeader(body, proto::packet_field::kLaunch, writer.size());
+  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(end - start));
+  g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
+}
+
+namespace {
+
+// A small packet of one nested message, built by `fill(writer)`.
+template <typename Fill>
+void WriteSmallPacket(uint32_t field, Fill&& fill) {
+  if (!EnsureOpen()) return;
+  uint8_t buffer[1024];
+  wire::Writer writer(buffer, sizeof(buffer));
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t message = writer.BeginNested(field);
+  fill(writer);
+  writer.EndNested(message);
+  writer.EndNested(packet);
+  if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+}  // namespace
+
+void RecordCuptiStatus(proto::CuptiState state, const char* detail, bool kernel_timing) {
+  WriteSmallPacket(proto::packet_field::kCupti, [&](wire::Writer& writer) {
+    writer.Varint(proto::cupti_field::kState, static_cast<uint64_t>(state));
+    if (detail != nullptr) {
+      writer.Bytes(proto::cupti_field::kDetail, detail, strnlen(detail, 900));
+    }
+    writer.Bool(proto::cupti_field::kKernelTiming, kernel_timing);
+  });
+}
+
+void RecordKernelTiming(uint64_t correlation_id, uint64_t start_ns, uint64_t end_ns,
+                        int32_t device) {
+  WriteSmallPacket(proto::packet_field::kKernelTiming, [&](wire::Writer& writer) {
+    namespace f = proto::kernel_timing_field;
+    writer.Varint(f::kCorrelationId, correlation_id);
+    writer.Varint(f::kStartNs, start_ns);
+    writer.Varint(f::kEndNs, end_ns);
+    writer.Int32(f::kDevice, device);
+  });
+}
+
+void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uint64_t used_bytes,
+                     uint64_t timestamp_ns, uint64_t correlation_id) {
+  WriteSmallPacket(proto::packet_field::kPoolUsage, [&](wire::Writer& writer) {
+    namespace f = proto::pool_usage_field;
+    writer.Varint(f::kPool, pool);
+    writer.Int32(f::kDevice, device);
+    writer.Varint(f::kReservedBytes, reserved_bytes);
+    writer.Varint(f::kUsedBytes, used_bytes);
+    writer.Varint(f::kTimestampNs, timestamp_ns);
+    writer.Varint(f::kCorrelationId, correlation_id);
+  });
 }
 
 bool DeviceKnown(int ordinal) {
@@ -416,6 +611,9 @@ void AfterForkInChild() {
   g.sink.AbandonAfterFork();
   g.stacks.Reset();
   g.modules.Reset();
+  g.kernels.Reset();
+  g.span_low.store(~uint64_t{0});
+  g.span_high.store(0);
   g.next_seq.store(1);
   g.events_dropped.store(0);
   g.stacks_failed.store(0);

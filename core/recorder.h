@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/kernel_table.h"
 #include "core/trace_ids.h"
 
 namespace gpumem {
@@ -29,6 +30,28 @@ struct MemoryRecord {
   uint64_t stack_id = 0;
 };
 
+// One kernel or graph launch, as an interposed entry point or a CUPTI callback saw it.
+struct LaunchRecord {
+  uint64_t seq = 0;  // from NextSeq(), before the call
+  proto::LaunchApi api = proto::LaunchApi::kUnknown;
+  int32_t device = -1;
+  void* function = nullptr;         // the CUfunction (null for a graph launch)
+  const char* name_hint = nullptr;  // the kernel's name if the caller knows it (CUPTI)
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t shared_memory_bytes = 0;
+  uint64_t stream = 0;
+  uint64_t correlation_id = 0;
+  uint64_t stack_id = 0;
+  uint64_t graph = 0;
+  int32_t result = 0;
+  // The parameters, as cuLaunchKernel takes them: an array of pointers to each value, or the
+  // `extra` list (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE). Read during RecordLaunch() only.
+  void* const* kernel_params = nullptr;
+  void* const* extra = nullptr;
+  bool from_cupti = false;
+};
+
 // What the recorder needs from the interposer: the real loader functions (ours are hooked).
 struct LoaderFunctions {
   void* (*dlopen)(const char*, int);
@@ -50,6 +73,21 @@ uint64_t CaptureStack(uintptr_t caller_pc);
 bool FreeStacks();
 // Appends one memory event (fills in thread and time). Opens the trace at the first event.
 void RecordMemory(const MemoryRecord& record);
+// How to ask the driver about kernels (set by the interposer once it can reach libcuda).
+void SetKernelQueries(const KernelQueries& queries);
+// Appends one launch event (fills in thread, time, kernel id and the pointer-sized parameter
+// values that fall inside device memory recorded so far).
+void RecordLaunch(const LaunchRecord& record);
+// Whether launch events are recorded at all (GPUMEM_LAUNCHES, default on).
+bool LaunchesEnabled();
+// Whether launches capture a stack (GPUMEM_LAUNCH_STACKS, default on).
+bool LaunchStacks();
+// What became of the CUPTI subscriber (cupti/), and what it delivers.
+void RecordCuptiStatus(proto::CuptiState state, const char* detail, bool kernel_timing);
+void RecordKernelTiming(uint64_t correlation_id, uint64_t start_ns, uint64_t end_ns,
+                        int32_t device);
+void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uint64_t used_bytes,
+                     uint64_t timestamp_ns, uint64_t correlation_id);
 // Writes a Device packet the first time `ordinal` is announced.
 bool DeviceKnown(int ordinal);
 void RecordDevice(int ordinal, const char* name, uint64_t total_memory);

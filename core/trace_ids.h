@@ -20,9 +20,31 @@ inline constexpr uint32_t kThread = 5;
 inline constexpr uint32_t kStack = 6;
 inline constexpr uint32_t kMemory = 7;
 inline constexpr uint32_t kFooter = 8;
+inline constexpr uint32_t kKernelName = 10;
+inline constexpr uint32_t kLaunch = 11;
+inline constexpr uint32_t kCupti = 12;
+inline constexpr uint32_t kKernelTiming = 13;
+inline constexpr uint32_t kPoolUsage = 14;
 }  // namespace packet_field
 
 namespace header_field {
+enum class LaunchApi : uint32_t {
+  kUnknown = 0,
+  kCuLaunchKernel = 1,
+  kCuLaunchKernelEx = 2,
+  kCuLaunchCooperativeKernel = 3,
+  kCuGraphLaunch = 4,
+};
+
+enum class CuptiState : uint32_t {
+  kUnknown = 0,
+  kActive = 1,
+  kDisabled = 2,
+  kNotFound = 3,
+  kOtherSubscriber = 4,
+  kFailed = 5,
+};
+
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kHost = 2;
 inline constexpr uint32_t kPid = 3;
@@ -103,6 +125,57 @@ inline constexpr uint32_t kExitStatus = 8;
 inline constexpr uint32_t kHookConflicts = 9;
 }  // namespace footer_field
 
+namespace kernel_name_field {
+inline constexpr uint32_t kId = 1;
+inline constexpr uint32_t kName = 2;
+}  // namespace kernel_name_field
+
+namespace launch_field {
+inline constexpr uint32_t kSeq = 1;
+inline constexpr uint32_t kTimestampNs = 2;
+inline constexpr uint32_t kTid = 3;
+inline constexpr uint32_t kDevice = 4;
+inline constexpr uint32_t kApi = 5;
+inline constexpr uint32_t kKernelId = 6;
+inline constexpr uint32_t kGridX = 7;
+inline constexpr uint32_t kGridY = 8;
+inline constexpr uint32_t kGridZ = 9;
+inline constexpr uint32_t kBlockX = 10;
+inline constexpr uint32_t kBlockY = 11;
+inline constexpr uint32_t kBlockZ = 12;
+inline constexpr uint32_t kSharedMemoryBytes = 13;
+inline constexpr uint32_t kStream = 14;
+inline constexpr uint32_t kCorrelationId = 15;
+inline constexpr uint32_t kStackId = 16;
+inline constexpr uint32_t kResult = 17;
+inline constexpr uint32_t kGraph = 18;
+inline constexpr uint32_t kPointerArgs = 19;
+inline constexpr uint32_t kFromCupti = 20;
+inline constexpr uint32_t kParamsUnknown = 21;
+}  // namespace launch_field
+
+namespace cupti_field {
+inline constexpr uint32_t kState = 1;
+inline constexpr uint32_t kDetail = 2;
+inline constexpr uint32_t kKernelTiming = 3;
+}  // namespace cupti_field
+
+namespace kernel_timing_field {
+inline constexpr uint32_t kCorrelationId = 1;
+inline constexpr uint32_t kStartNs = 2;
+inline constexpr uint32_t kEndNs = 3;
+inline constexpr uint32_t kDevice = 4;
+}  // namespace kernel_timing_field
+
+namespace pool_usage_field {
+inline constexpr uint32_t kPool = 1;
+inline constexpr uint32_t kDevice = 2;
+inline constexpr uint32_t kReservedBytes = 3;
+inline constexpr uint32_t kUsedBytes = 4;
+inline constexpr uint32_t kTimestampNs = 5;
+inline constexpr uint32_t kCorrelationId = 6;
+}  // namespace pool_usage_field
+
 enum class Api : uint32_t {
   kUnknown = 0,
   kCudaMalloc = 1,
@@ -151,6 +224,23 @@ enum class Action : uint32_t {
   kFree = 2,
   kAllocFailed = 3,
   kFreeFailed = 4,
+};
+
+enum class LaunchApi : uint32_t {
+  kUnknown = 0,
+  kCuLaunchKernel = 1,
+  kCuLaunchKernelEx = 2,
+  kCuLaunchCooperativeKernel = 3,
+  kCuGraphLaunch = 4,
+};
+
+enum class CuptiState : uint32_t {
+  kUnknown = 0,
+  kActive = 1,
+  kDisabled = 2,
+  kNotFound = 3,
+  kOtherSubscriber = 4,
+  kFailed = 5,
 };
 
 inline constexpr uint32_t kFormatVersion = 1;

@@ -1,7 +1,7 @@
-// Wrappers of the driver's memory entry points. Each body is written once and instantiated for
-// every way it is reached: through cuGetProcAddress (default or per-thread-stream variant, each
-// with the real pointer the driver handed out) and as an exported symbol for programs that link
-// libcuda.
+// Wrappers of the driver's memory and launch entry points (launch bodies: launch_bodies.cc). Each
+// body is written once and instantiated for every way it is reached: through cuGetProcAddress
+// (default or per-thread-stream variant, each with the real pointer the driver handed out) and as
+// an exported symbol for programs that link libcuda.
 #include <cuda.h>
 #include <string.h>
 
@@ -10,6 +10,7 @@
 #include "interpose/driver_table.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
+#include "interpose/launch_bodies.h"
 #include "interpose/loader.h"
 
 namespace gpumem {
@@ -241,12 +242,19 @@ CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr 
   X(MemAllocAsync, "cuMemAllocAsync", cuMemAllocAsync, 11020) \
   X(MemFreeAsync, "cuMemFreeAsync", cuMemFreeAsync, 11020)    \
   X(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync, 11020)
+#define GPUMEM_STREAM_LAUNCH_FUNCTIONS(X)                                                  \
+  X(LaunchKernel, "cuLaunchKernel", cuLaunchKernel, 4000)                                  \
+  X(LaunchKernelEx, "cuLaunchKernelEx", cuLaunchKernelEx, 11060)                           \
+  X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel", cuLaunchCooperativeKernel, 9000) \
+  X(GraphLaunch, "cuGraphLaunch", cuGraphLaunch, 10000)
 
 enum Slot : size_t {
 #define GPUMEM_SLOT(id, name, symbol, version) k##id,
   GPUMEM_MEMORY_FUNCTIONS(GPUMEM_SLOT) GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_SLOT)
+      GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_SLOT)
 #define GPUMEM_PTSZ_SLOT(id, name, symbol, version) k##id##Ptsz,
-      GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
+          GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_PTSZ_SLOT)
+              GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
 };
 
 std::atomic<void*> g_chain_real[kSlotCount];     // handed out by cuGetProcAddress / dlsym
@@ -273,7 +281,7 @@ Fn ExportedReal(size_t slot, const char* symbol) {
   return reinterpret_cast<Fn>(real);
 }
 
-struct MemoryHook {
+struct DriverHook {
   const char* name;
   const char* symbol;
   const char* ptsz_symbol;
@@ -294,6 +302,12 @@ extern "C" {
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream, void**);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 }
 
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -345,6 +359,29 @@ GPUMEM_DEFINE_EXPORT(MemAllocFromPoolAsync, kMemAllocFromPoolAsyncPtsz,
                      cuMemAllocFromPoolAsync_ptsz,
                      (CUdeviceptr * d, size_t n, CUmemoryPool p, CUstream s), (d, n, p, s))
 
+#define GPUMEM_LAUNCH_PARAMS                                                                   \
+  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+   unsigned shm, CUstream s, void** p, void** e)
+#define GPUMEM_COOPERATIVE_PARAMS                                                              \
+  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+   unsigned shm, CUstream s, void** p)
+GPUMEM_DEFINE_EXPORT(LaunchKernel, kLaunchKernel, cuLaunchKernel, GPUMEM_LAUNCH_PARAMS,
+                     (f, gx, gy, gz, bx, by, bz, shm, s, p, e))
+GPUMEM_DEFINE_EXPORT(LaunchKernel, kLaunchKernelPtsz, cuLaunchKernel_ptsz, GPUMEM_LAUNCH_PARAMS,
+                     (f, gx, gy, gz, bx, by, bz, shm, s, p, e))
+GPUMEM_DEFINE_EXPORT(LaunchKernelEx, kLaunchKernelEx, cuLaunchKernelEx,
+                     (const CUlaunchConfig* c, CUfunction f, void** p, void** e), (c, f, p, e))
+GPUMEM_DEFINE_EXPORT(LaunchKernelEx, kLaunchKernelExPtsz, cuLaunchKernelEx_ptsz,
+                     (const CUlaunchConfig* c, CUfunction f, void** p, void** e), (c, f, p, e))
+GPUMEM_DEFINE_EXPORT(LaunchCooperativeKernel, kLaunchCooperativeKernel, cuLaunchCooperativeKernel,
+                     GPUMEM_COOPERATIVE_PARAMS, (f, gx, gy, gz, bx, by, bz, shm, s, p))
+GPUMEM_DEFINE_EXPORT(LaunchCooperativeKernel, kLaunchCooperativeKernelPtsz,
+                     cuLaunchCooperativeKernel_ptsz, GPUMEM_COOPERATIVE_PARAMS,
+                     (f, gx, gy, gz, bx, by, bz, shm, s, p))
+GPUMEM_DEFINE_EXPORT(GraphLaunch, kGraphLaunch, cuGraphLaunch, (CUgraphExec g, CUstream s), (g, s))
+GPUMEM_DEFINE_EXPORT(GraphLaunch, kGraphLaunchPtsz, cuGraphLaunch_ptsz, (CUgraphExec g, CUstream s),
+                     (g, s))
+
 namespace gpumem {
 namespace {
 
@@ -371,8 +408,9 @@ namespace {
    reinterpret_cast<void*>(&::symbol),                                                      \
    reinterpret_cast<void*>(&::symbol##_ptsz)},
 
-const MemoryHook kMemoryHooks[] = {GPUMEM_MEMORY_FUNCTIONS(GPUMEM_HOOK)
-                                       GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_STREAM_HOOK)};
+const DriverHook kDriverHooks[] = {GPUMEM_MEMORY_FUNCTIONS(GPUMEM_HOOK)
+                                       GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_STREAM_HOOK)
+                                           GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_STREAM_HOOK)};
 
 // Records the real pointer for a slot; false if the slot already wraps a different one (then
 // the caller hands out the real pointer unwrapped rather than call the wrong function).
@@ -386,9 +424,9 @@ bool Install(size_t slot, void* real) {
 
 }  // namespace
 
-void* WrapMemoryFunction(const char* name_or_symbol, void* real, int cuda_version,
+void* WrapDriverFunction(const char* name_or_symbol, void* real, int cuda_version,
                          bool per_thread_stream, bool by_symbol) {
-  for (const MemoryHook& hook : kMemoryHooks) {
+  for (const DriverHook& hook : kDriverHooks) {
     bool ptsz = false;
     if (by_symbol) {
       if (hook.ptsz_symbol != nullptr && strcmp(name_or_symbol, hook.ptsz_symbol) == 0) {

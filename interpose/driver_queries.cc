@@ -22,12 +22,22 @@ struct Query {
 // A lookup costs a dlopen (~10 µs); where libcuda is not found by that name, stop asking.
 constexpr int kMaxFailedLookups = 8;
 
-enum QueryId { kCtxGetDevice, kMemGetInfo, kDeviceGet, kDeviceGetName, kDeviceTotalMem, kCount };
+enum QueryId {
+  kCtxGetDevice,
+  kMemGetInfo,
+  kDeviceGet,
+  kDeviceGetName,
+  kDeviceTotalMem,
+  kFuncGetName,
+  kFuncGetParamInfo,
+  kCount
+};
 
 Query g_queries[kCount] = {
     {"cuCtxGetDevice", {nullptr}, {0}},      {"cuMemGetInfo_v2", {nullptr}, {0}},
     {"cuDeviceGet", {nullptr}, {0}},         {"cuDeviceGetName", {nullptr}, {0}},
-    {"cuDeviceTotalMem_v2", {nullptr}, {0}},
+    {"cuDeviceTotalMem_v2", {nullptr}, {0}}, {"cuFuncGetName", {nullptr}, {0}},
+    {"cuFuncGetParamInfo", {nullptr}, {0}},
 };
 
 template <typename Fn>
@@ -81,6 +91,22 @@ void AnnounceDevice(int ordinal) {
     if (total_mem != nullptr) total_mem(&total, device);
   }
   recorder::RecordDevice(ordinal, name, total);
+}
+
+void PrepareKernelQueries() {
+  static std::atomic<bool> prepared{false};
+  if (prepared.load(std::memory_order_relaxed)) return;
+  KernelQueries queries;
+  // Same ABI as declared in core/kernel_table.h (CUresult is an int-sized enum, CUfunction a
+  // pointer), so the driver's functions are handed over as they are.
+  queries.func_get_name = reinterpret_cast<decltype(queries.func_get_name)>(
+      Get<decltype(&cuFuncGetName)>(kFuncGetName));
+  queries.func_get_param_info = reinterpret_cast<decltype(queries.func_get_param_info)>(
+      Get<decltype(&cuFuncGetParamInfo)>(kFuncGetParamInfo));
+  // Until libcuda can be found (it may not be loaded yet), ask again at the next launch.
+  if (queries.func_get_name == nullptr && queries.func_get_param_info == nullptr) return;
+  recorder::SetKernelQueries(queries);
+  prepared.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace gpumem

@@ -12,5 +12,7 @@ int CurrentDevice();
 bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes);
 // Writes the Device packet the first time a device is seen.
 void AnnounceDevice(int ordinal);
+// Hands the recorder the driver's cuFuncGetName / cuFuncGetParamInfo (once they can be found).
+void PrepareKernelQueries();
 
 }  // namespace gpumem

@@ -14,8 +14,9 @@ void* WrapDriverSymbol(const char* name, void* real);
 // For cuGetProcAddress(symbol, ..., cuda_version, flags) that returned `real`.
 void* WrapProcAddressResult(const char* symbol, void* real, int cuda_version, uint64_t flags);
 
-// Memory entry points (driver_hooks.cc). `per_thread_stream`: the _ptsz variant was asked for.
-void* WrapMemoryFunction(const char* name_or_symbol, void* real, int cuda_version,
+// Memory and launch entry points (driver_hooks.cc). `per_thread_stream`: the _ptsz variant was
+// asked for.
+void* WrapDriverFunction(const char* name_or_symbol, void* real, int cuda_version,
                          bool per_thread_stream, bool by_symbol);
 
 }  // namespace gpumem

@@ -7,12 +7,11 @@
 #include <errno.h>
 
 #include "core/recorder.h"
+#include "core/thread_flags.h"
 
 namespace gpumem {
 
 void EnsureRecorderInitialized();
-
-inline __thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 class HookScope {
  public:

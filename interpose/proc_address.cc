@@ -53,7 +53,7 @@ void* WrapResult(const char* symbol, void* real, int cuda_version, uint64_t flag
     return WrapResolver(real, is_v2);
   }
   bool per_thread_stream = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-  return WrapMemoryFunction(symbol, real, cuda_version, per_thread_stream, /*by_symbol=*/false);
+  return WrapDriverFunction(symbol, real, cuda_version, per_thread_stream, /*by_symbol=*/false);
 }
 
 CUresult ChainV1(const char* symbol, void** function, int cuda_version, cuuint64_t flags) {
@@ -105,7 +105,7 @@ void* WrapDriverSymbol(const char* name, void* real) {
     if (strcmp(name + 16, "_v2") == 0) return WrapResolver(real, /*is_v2=*/true);
     return real;
   }
-  return WrapMemoryFunction(name, real, 0, false, /*by_symbol=*/true);
+  return WrapDriverFunction(name, real, 0, false, /*by_symbol=*/true);
 }
 
 }  // namespace gpumem
