@@ -2,8 +2,10 @@
 # Installs what building and testing gpumem needs, from Debian packages only. The CUDA toolkit
 # (headers, CUPTI, nvcc) is expected at /usr/local/cuda, as on the project's machines.
 set -euo pipefail
+# python3-jsonschema: tests/report/json_schema_test.cc validates `gpumem report --json` against
+# report/report.schema.json with it.
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libprotobuf-dev protobuf-compiler
-          libabsl-dev libdw-dev libelf-dev libgtest-dev binutils)
+          libabsl-dev libdw-dev libelf-dev libgtest-dev binutils python3 python3-jsonschema)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
