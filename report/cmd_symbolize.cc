@@ -1,6 +1,7 @@
 // `gpumem symbolize`: resolves every return address of a trace's stacks with the binaries on this
 // machine and appends the results to the trace as SymbolizedFrame packets, so that the trace reads
-// the same (function, file, line) on a machine without the binaries.
+// the same (function, file, line) on a machine without the binaries. Several traces, or directories
+// of them, are each symbolized in place.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -15,23 +16,29 @@
 #include "report/commands.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
+#include "report/trace_paths.h"
 
 namespace gpumem::report {
 
 const char kSymbolizeUsage[] =
-    R"usage(usage: gpumem symbolize [-o OUT] TRACE
+    R"usage(usage: gpumem symbolize [-o OUT] TRACE...
 
-Resolves every stack frame of TRACE to function, file and line with the binaries on this machine
-(as `dump --symbolize` does: the recorded paths, else GPUMEM_SYMBOL_PATH matched by GNU build id)
-and appends the results to TRACE as SymbolizedFrame packets. `gpumem report`, `check` and
-`dump --symbolize` use them before any local binary, so the trace then reads the same on a machine
-without the binaries. Frames already recorded are not resolved again: running it twice adds
-nothing; frames that no binary here resolves are left out.
+Resolves every stack frame of each TRACE to function, file and line with the binaries on this
+machine (as `dump --symbolize` does: the recorded paths, else GPUMEM_SYMBOL_PATH matched by GNU
+build id) and appends the results to that TRACE as SymbolizedFrame packets. `gpumem report`,
+`check` and `dump --symbolize` use them before any local binary, so the trace then reads the same
+on a machine without the binaries. Frames already recorded are not resolved again: running it
+twice adds nothing; frames that no binary here resolves are left out.
+
+A TRACE may be a directory: every *.trace file directly inside it (one per process), each
+symbolized in place. A trace that fails does not stop the others.
 
   -o OUT      write a copy of TRACE with the frames appended to OUT; TRACE is left as it is
+              (only with a single trace file)
   -h, --help  print this text
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable.
+Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable
+(the others are still symbolized).
 )usage";
 
 namespace {
@@ -57,40 +64,13 @@ bool AppendBytes(const std::string& path, const std::string& bytes, std::string*
   return true;
 }
 
-}  // namespace
-
-int RunSymbolize(const std::vector<std::string>& args) {
-  std::string output;
-  ArgumentWalker walker(args);
-  while (walker.NextOption()) {
-    bool missing = false;
-    if (walker.TakesValue("-o", &output, &missing) ||
-        walker.TakesValue("--output", &output, &missing)) {
-      if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kSymbolizeUsage, stdout);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
-                        "symbolize");
-    }
-  }
-  const std::vector<std::string>& inputs = walker.positional();
-  if (inputs.size() != 1) {
-    return UsageError(
-        inputs.empty() ? "symbolize: no trace file given" : "symbolize: one trace file at a time",
-        "symbolize");
-  }
-  const std::string& path = inputs[0];
-  if (std::filesystem::is_directory(path)) {
-    PrintError(absl::StrCat(path, ": is a directory; symbolize takes one trace file"));
-    return kExitBadInput;
-  }
-
+// Symbolizes one trace file, in place or (with `output`) into a copy; prints one line on stdout,
+// or the error on stderr and returns false.
+bool SymbolizeTrace(const std::string& path, const std::string& output) {
   absl::StatusOr<std::unique_ptr<TraceFile>> opened = TraceFile::Open(path);
   if (!opened.ok()) {
     PrintError(opened.status().message());
-    return kExitBadInput;
+    return false;
   }
   TraceFile& trace = **opened;
   Symbolizer symbolizer(&trace);
@@ -110,7 +90,7 @@ int RunSymbolize(const std::vector<std::string>& args) {
   if (!trace.end().framing.ok()) {
     // Appended packets would follow the damage, where readers may not find them.
     PrintError(absl::StrCat(trace.end().ErrorLine(path), "; nothing written"));
-    return kExitBadInput;
+    return false;
   }
 
   Trace appended;
@@ -151,7 +131,7 @@ int RunSymbolize(const std::vector<std::string>& args) {
                                  error);
       if (error) {
         PrintError(absl::StrCat(output, ": cannot write: ", error.message()));
-        return kExitBadInput;
+        return false;
       }
     }
     target = output;
@@ -163,12 +143,48 @@ int RunSymbolize(const std::vector<std::string>& args) {
   std::string error;
   if (!bytes.empty() && !AppendBytes(target, bytes, &error)) {
     PrintError(error);
-    return kExitBadInput;
+    return false;
   }
   std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
               target.c_str(), appended.packet_size(), static_cast<unsigned long long>(already),
               static_cast<unsigned long long>(unresolved));
-  return kExitOk;
+  std::fflush(stdout);  // each trace's line before the next trace's error, if any
+  return true;
+}
+
+}  // namespace
+
+int RunSymbolize(const std::vector<std::string>& args) {
+  std::string output;
+  ArgumentWalker walker(args);
+  while (walker.NextOption()) {
+    bool missing = false;
+    if (walker.TakesValue("-o", &output, &missing) ||
+        walker.TakesValue("--output", &output, &missing)) {
+      if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
+    } else if (walker.Is("-h") || walker.Is("--help")) {
+      std::fputs(kSymbolizeUsage, stdout);
+      return kExitOk;
+    } else {
+      return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
+                        "symbolize");
+    }
+  }
+  const std::vector<std::string>& inputs = walker.positional();
+  if (inputs.empty()) return UsageError("symbolize: no trace file given", "symbolize");
+  std::error_code error;
+  if (!output.empty() && (inputs.size() != 1 || std::filesystem::is_directory(inputs[0], error))) {
+    return UsageError("symbolize: -o takes a single trace file, not a directory or several traces",
+                      "symbolize");
+  }
+  absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
+  if (!paths.ok()) {
+    PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  bool ok = true;
+  for (const std::string& path : *paths) ok = SymbolizeTrace(path, output) && ok;
+  return ok ? kExitOk : kExitBadInput;
 }
 
 }  // namespace gpumem::report

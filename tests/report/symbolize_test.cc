@@ -1,5 +1,7 @@
 // `gpumem symbolize`: a trace recorded from a copy of samples/leak_loop, symbolized, then read with
-// the binary gone, must still name leak_iteration at leak_loop.cc:26 (the activation that leaks).
+// the binary gone, must still name leak_iteration at leak_loop.cc:26 (the activation that leaks);
+// several traces and directories of them (the fork sample's two processes) are each symbolized.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -164,6 +166,114 @@ TEST(SymbolizeTest, BadInputIsOneLineAndExit2) {
   ProgramRun help = Gpumem({"help", "symbolize"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("usage: gpumem symbolize"), std::string::npos);
+}
+
+// The fork sample's two traces (parent and launcher child) recorded into `dir`; returns their
+// paths.
+std::vector<std::string> RecordFork(const std::string& dir) {
+  ProgramRun run = RunProgram({BuildPath("bin/fork")}, RecordingEnvironment(dir + "/fork.trace"));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> traces;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".trace") traces.push_back(entry.path().string());
+  }
+  std::sort(traces.begin(), traces.end());
+  EXPECT_EQ(traces.size(), 2u) << run.err;
+  return traces;
+}
+
+size_t LineCount(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+TEST(SymbolizeTest, DirectoryOfTracesSymbolizesEach) {
+  TempDir dir;
+  const std::string traces_dir = dir.File("traces");
+  fs::create_directory(traces_dir);
+  const std::vector<std::string> traces = RecordFork(traces_dir);
+  ASSERT_EQ(traces.size(), 2u);
+  std::vector<int> recorded;
+  for (const std::string& trace : traces) recorded.push_back(PacketCount(trace));
+
+  ProgramRun run = Gpumem({"symbolize", traces_dir});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(LineCount(run.out), 2u) << run.out;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    SCOPED_TRACE(traces[i]);
+    EXPECT_NE(run.out.find(traces[i] + ": "), std::string::npos) << run.out;
+    EXPECT_GT(SymbolizedCount(traces[i]), 0);
+    EXPECT_EQ(PacketCount(traces[i]), recorded[i] + SymbolizedCount(traces[i]));
+  }
+  // Named one by one, and with the directory again: nothing more to add.
+  const std::string before = ReadFile(traces[0]) + ReadFile(traces[1]);
+  run = Gpumem({"symbolize", traces[0], traces[1], traces_dir});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(LineCount(run.out), 4u) << run.out;
+  EXPECT_EQ(ReadFile(traces[0]) + ReadFile(traces[1]), before);
+}
+
+TEST(SymbolizeTest, SeveralTraceFilesSymbolizeEach) {
+  TempDir dir;
+  const std::vector<std::string> traces = RecordFork(dir.path());
+  ASSERT_EQ(traces.size(), 2u);
+  ProgramRun run = Gpumem({"symbolize", traces[1], traces[0]});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // In the order given.
+  EXPECT_EQ(run.out.rfind(traces[1] + ": ", 0), 0u) << run.out;
+  for (const std::string& trace : traces) EXPECT_GT(SymbolizedCount(trace), 0) << trace;
+}
+
+TEST(SymbolizeTest, AFailingTraceDoesNotStopTheOthers) {
+  TempDir dir;
+  const std::vector<std::string> traces = RecordFork(dir.path());
+  ASSERT_EQ(traces.size(), 2u);
+  // Sorted between the two: "fork-<pid>.trace" < "fork-z.trace" < "fork.trace".
+  const std::string bad = dir.File("fork-z.trace");
+  std::ofstream(bad, std::ios::binary) << "not a trace at all";
+  ProgramRun run = Gpumem({"symbolize", dir.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(LineCount(run.err), 1u) << run.err;
+  EXPECT_EQ(run.err.rfind("gpumem: error: " + bad, 0), 0u) << run.err;
+  EXPECT_EQ(LineCount(run.out), 2u) << run.out;
+  for (const std::string& trace : traces) EXPECT_GT(SymbolizedCount(trace), 0) << trace;
+  EXPECT_EQ(ReadFile(bad), "not a trace at all");
+
+  // A missing file among the arguments: the same.
+  run = Gpumem({"symbolize", dir.File("missing.trace"), traces[0]});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(LineCount(run.err), 1u) << run.err;
+  EXPECT_EQ(LineCount(run.out), 1u) << run.out;
+  EXPECT_FALSE(fs::exists(dir.File("missing.trace")));
+}
+
+TEST(SymbolizeTest, OutputNeedsASingleTraceFile) {
+  TempDir dir;
+  const std::string traces_dir = dir.File("traces");
+  fs::create_directory(traces_dir);
+  const std::vector<std::string> traces = RecordFork(traces_dir);
+  ASSERT_EQ(traces.size(), 2u);
+  const std::string before = ReadFile(traces[0]) + ReadFile(traces[1]);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"symbolize", "-o", dir.File("out.trace"), traces_dir},
+        std::vector<std::string>{"symbolize", traces[0], traces[1], "-o", dir.File("out.trace")}}) {
+    ProgramRun run = Gpumem(args);
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_EQ(run.out, "");
+    const std::string first_line = run.err.substr(0, run.err.find('\n'));
+    EXPECT_EQ(first_line,
+              "gpumem: error: symbolize: -o takes a single trace file, not a directory or several "
+              "traces")
+        << run.err;
+    EXPECT_FALSE(fs::exists(dir.File("out.trace")));
+  }
+  EXPECT_EQ(ReadFile(traces[0]) + ReadFile(traces[1]), before);
+
+  // A directory without traces is an error naming it.
+  fs::create_directory(dir.File("empty"));
+  ProgramRun empty = Gpumem({"symbolize", dir.File("empty")});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find(dir.File("empty") + ": directory holds no *.trace file"),
+            std::string::npos)
+      << empty.err;
 }
 
 }  // namespace
