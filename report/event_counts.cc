@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "report/event_stream.h"
 #include "report/names.h"
 
 namespace gpumem::report {
@@ -12,6 +13,22 @@ namespace gpumem::report {
 void EventCounts::Merge(const EventCounts& other) {
   for (const auto& [key, tally] : other.by_action_api) by_action_api[key].Add(tally);
   live.Add(other.live);
+  for (const auto& [key, count] : other.launches) launches[key] += count;
+}
+
+void EventCounter::AddLaunch(const LaunchEvent& launch, const std::string& kernel_name) {
+  LaunchKey key;
+  key.api = LaunchApiName(launch.api());
+  if (launch.api() != CU_GRAPH_LAUNCH) {
+    key.kernel = Demangle(kernel_name.c_str());
+    key.grid[0] = launch.grid_x();
+    key.grid[1] = launch.grid_y();
+    key.grid[2] = launch.grid_z();
+    key.block[0] = launch.block_x();
+    key.block[1] = launch.block_y();
+    key.block[2] = launch.block_z();
+  }
+  ++counts_.launches[key];
 }
 
 uint64_t EventCounter::MatchFree(const MemoryEvent& event, bool remove) {
@@ -92,6 +109,25 @@ EventCounts EventCounter::Counts() const {
   return counts;
 }
 
+absl::StatusOr<CountedTrace> CountTraceFile(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  if (!file.ok()) return file.status();
+  CountedTrace counted;
+  counted.file = *std::move(file);
+  EventCounter counter;
+  const TraceFile& trace = *counted.file;
+  StreamMemoryEventsBySeq(
+      *counted.file, [&](const MemoryEvent& event) { counter.Add(event); }, kReorderWindow,
+      [&](const PacketPosition&, const TracePacket& packet) {
+        if (packet.data_case() != TracePacket::kLaunch) return;
+        // The KernelName packet comes before its first launch: the table has it by now.
+        const std::string* name = trace.FindKernelName(packet.launch().kernel_id());
+        counter.AddLaunch(packet.launch(), name != nullptr ? *name : "");
+      });
+  counted.counts = counter.Counts();
+  return counted;
+}
+
 std::string FormatEventCounts(const EventCounts& counts) {
   // Known actions in their schema order; ACTION_UNKNOWN and newer values after them.
   auto rank = [](Action action) {
@@ -108,6 +144,16 @@ std::string FormatEventCounts(const EventCounts& counts) {
                     " bytes=", tally->bytes, "\n");
   }
   absl::StrAppend(&text, "live count=", counts.live.count, " bytes=", counts.live.bytes, "\n");
+  for (const auto& [key, count] : counts.launches) {
+    absl::StrAppend(&text, "launch ", key.api);
+    if (key.api == LaunchApiName(CU_GRAPH_LAUNCH)) {
+      absl::StrAppend(&text, " count=", count, "\n");
+      continue;
+    }
+    absl::StrAppend(&text, " kernel=", key.kernel, " count=", count, " grid=", key.grid[0], ",",
+                    key.grid[1], ",", key.grid[2], " block=", key.block[0], ",", key.block[1], ",",
+                    key.block[2], "\n");
+  }
   return text;
 }
 

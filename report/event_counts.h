@@ -11,12 +11,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/memory_space.h"
+#include "report/trace_file.h"
 
 namespace gpumem::report {
 
@@ -34,12 +37,24 @@ struct Tally {
   }
 };
 
+// Launches of one kernel with one shape through one API: "launch cuLaunchKernel
+// kernel=increment(int*, int) count=1000 grid=4,1,1 block=128,1,1" (graph launches: no kernel).
+struct LaunchKey {
+  std::string api;
+  std::string kernel;  // demangled; empty for graph launches
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+
+  auto operator<=>(const LaunchKey&) const = default;
+};
+
 struct EventCounts {
   // Key: (action, API name). Bytes: for allocations (and failed ones) the size asked for; for
   // frees the size of the allocation they freed (0 when it was never seen allocated), except
   // cuMemUnmap and cuMemAddressFree, which carry their own size.
   std::map<std::pair<Action, std::string>, Tally> by_action_api;
   Tally live;  // allocations of any kind whose free never came
+  std::map<LaunchKey, uint64_t> launches;
 
   void Merge(const EventCounts& other);
 };
@@ -49,6 +64,8 @@ struct EventCounts {
 class EventCounter {
  public:
   void Add(const MemoryEvent& event);
+  // `kernel_name` as the trace's KernelName packet has it (mangled), or empty.
+  void AddLaunch(const LaunchEvent& launch, const std::string& kernel_name);
   // The tallies so far, with what is live now as `live`.
   EventCounts Counts() const;
 
@@ -74,6 +91,14 @@ EventCounts CountEvents(const Events& events) {
   for (const MemoryEvent& event : events) counter.Add(event);
   return counter.Counts();
 }
+
+// A trace file counted whole, streamed (memory bounded by the reorder window): memory events in
+// seq order, launches with their kernel names.
+struct CountedTrace {
+  std::unique_ptr<TraceFile> file;
+  EventCounts counts;
+};
+absl::StatusOr<CountedTrace> CountTraceFile(const std::string& path);
 
 // The lines shown at the top of this file, each ending in '\n'.
 std::string FormatEventCounts(const EventCounts& counts);

@@ -1,5 +1,9 @@
 #include "report/names.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+
 namespace gpumem::report {
 
 std::string ApiName(Api api) {
@@ -86,6 +90,55 @@ std::string ActionName(Action action) {
       break;
   }
   return "action" + std::to_string(static_cast<int>(action));
+}
+
+std::string LaunchApiName(LaunchApi api) {
+  switch (api) {
+    case CU_LAUNCH_KERNEL:
+      return "cuLaunchKernel";
+    case CU_LAUNCH_KERNEL_EX:
+      return "cuLaunchKernelEx";
+    case CU_LAUNCH_COOPERATIVE_KERNEL:
+      return "cuLaunchCooperativeKernel";
+    case CU_GRAPH_LAUNCH:
+      return "cuGraphLaunch";
+    case LAUNCH_API_UNKNOWN:
+    case LaunchApi_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case LaunchApi_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "launch" + std::to_string(static_cast<int>(api));
+}
+
+std::string CuptiStateName(CuptiState state) {
+  switch (state) {
+    case CUPTI_ACTIVE:
+      return "active";
+    case CUPTI_DISABLED:
+      return "disabled";
+    case CUPTI_NOT_FOUND:
+      return "not_found";
+    case CUPTI_OTHER_SUBSCRIBER:
+      return "other_subscriber";
+    case CUPTI_FAILED:
+      return "failed";
+    case CUPTI_UNKNOWN:
+    case CuptiState_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case CuptiState_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "unknown";
+}
+
+std::string Demangle(const char* name) {
+  if (name == nullptr) return "";
+  if (name[0] != '_' || name[1] != 'Z') return name;  // C, or already demangled
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (demangled == nullptr) return name;
+  std::string result = demangled;
+  std::free(demangled);
+  return result;
 }
 
 std::string KindName(MemoryKind kind) {

@@ -12,6 +12,16 @@ namespace gpumem::report {
 // Values this build does not know print as "api<N>".
 std::string ApiName(Api api);
 
+// "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"
+// ("launch<N>" for values this build does not know).
+std::string LaunchApiName(LaunchApi api);
+
+// "active", "disabled", "not_found", "other_subscriber", "failed", "unknown".
+std::string CuptiStateName(CuptiState state);
+
+// A C++ symbol (kernel or function name) demangled; anything else as it is.
+std::string Demangle(const char* name);
+
 // "alloc", "free", "alloc_failed", "free_failed" ("action<N>" for unknown values).
 std::string ActionName(Action action);
 

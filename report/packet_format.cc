@@ -72,6 +72,30 @@ void AppendMemory(const MemoryEvent& event, const Header& header, std::string* l
   }
 }
 
+void AppendLaunch(const LaunchEvent& launch, const TraceFile& trace, std::string* line) {
+  const std::string* name = trace.FindKernelName(launch.kernel_id());
+  absl::StrAppend(line, "launch seq=", launch.seq(),
+                  " t=", RelativeTime(launch.timestamp_ns(), trace.header()), " tid=", launch.tid(),
+                  " dev=", launch.device(), " ", LaunchApiName(launch.api()));
+  if (launch.api() == CU_GRAPH_LAUNCH) {
+    absl::StrAppend(line, " graph=", Address(launch.graph()));
+  } else {
+    absl::StrAppend(line, " kernel=", launch.kernel_id(), " ", Quoted(name != nullptr ? *name : ""),
+                    " grid=", launch.grid_x(), ",", launch.grid_y(), ",", launch.grid_z(),
+                    " block=", launch.block_x(), ",", launch.block_y(), ",", launch.block_z(),
+                    " shared=", launch.shared_memory_bytes());
+  }
+  absl::StrAppend(line, " stream=", Address(launch.stream()), " result=", launch.result(),
+                  " stack=", launch.stack_id());
+  if (launch.correlation_id() != 0) absl::StrAppend(line, " correlation=", launch.correlation_id());
+  std::vector<std::string> pointers;
+  for (uint64_t pointer : launch.pointer_args()) pointers.push_back(Address(pointer));
+  if (!pointers.empty())
+    absl::StrAppend(line, " pointer_args=[", absl::StrJoin(pointers, " "), "]");
+  if (launch.params_unknown()) absl::StrAppend(line, " params_unknown");
+  if (launch.from_cupti()) absl::StrAppend(line, " from_cupti");
+}
+
 void AppendStack(const Stack& stack, Symbolizer* symbolizer, std::string* line) {
   std::vector<std::string> frames;
   if (symbolizer != nullptr) {
@@ -165,6 +189,32 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
     case TracePacket::kSymbolizedFrame:
       AppendSymbolizedFrame(packet.symbolized_frame(), &line);
       break;
+    case TracePacket::kKernelName:
+      absl::StrAppend(&line, "kernel_name id=", packet.kernel_name().id(),
+                      " name=", Quoted(packet.kernel_name().name()));
+      break;
+    case TracePacket::kLaunch:
+      AppendLaunch(packet.launch(), trace, &line);
+      break;
+    case TracePacket::kCupti:
+      absl::StrAppend(&line, "cupti state=", CuptiStateName(packet.cupti().state()),
+                      " detail=", Quoted(packet.cupti().detail()),
+                      " kernel_timing=", packet.cupti().kernel_timing() ? "true" : "false");
+      break;
+    case TracePacket::kKernelTiming: {
+      const KernelTiming& timing = packet.kernel_timing();
+      absl::StrAppend(&line, "kernel_timing correlation=", timing.correlation_id(),
+                      " dev=", timing.device(), " start_ns=", timing.start_ns(),
+                      " end_ns=", timing.end_ns());
+      break;
+    }
+    case TracePacket::kPoolUsage: {
+      const PoolUsage& pool = packet.pool_usage();
+      absl::StrAppend(&line, "pool_usage pool=", Address(pool.pool()), " dev=", pool.device(),
+                      " reserved=", pool.reserved_bytes(), " used=", pool.used_bytes(),
+                      " t=", RelativeTime(pool.timestamp_ns(), header));
+      break;
+    }
     case TracePacket::DATA_NOT_SET:
       if (!packet.padding().empty()) {
         absl::StrAppend(&line, "padding bytes=", packet.padding().size());

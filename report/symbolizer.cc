@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/trace_reader.h"
+#include "report/names.h"
 
 namespace gpumem::report {
 namespace {
@@ -24,17 +25,6 @@ namespace {
 std::string Basename(std::string_view path) {
   const size_t slash = path.rfind('/');
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-std::string Demangle(const char* name) {
-  if (name == nullptr) return "";
-  if (name[0] != '_' || name[1] != 'Z') return name;  // C, or already demangled
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (demangled == nullptr) return name;
-  std::string result = demangled;
-  std::free(demangled);
-  return result;
 }
 
 // The GNU build id of the ELF file at `path`; empty if it has none or cannot be read.

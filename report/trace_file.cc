@@ -179,6 +179,18 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kSymbolizedFrame:
       AddSymbolizedFrame(packet.symbolized_frame());
       break;
+    case TracePacket::kKernelName:
+      kernel_names_[packet.kernel_name().id()] = packet.kernel_name().name();
+      break;
+    case TracePacket::kLaunch:
+      ++launch_event_count_;
+      break;
+    case TracePacket::kCupti:
+      cupti_ = packet.cupti();
+      break;
+    case TracePacket::kKernelTiming:
+    case TracePacket::kPoolUsage:
+      break;
     case TracePacket::DATA_NOT_SET:  // padding, or a packet type from a newer schema
       break;
   }
@@ -191,6 +203,11 @@ void TraceFile::AddSymbolizedFrame(const SymbolizedFrame& frame) {
 const SymbolizedFrame* TraceFile::FindSymbolizedFrame(uint32_t module_id, uint64_t pc) const {
   auto it = symbolized_.find({module_id, pc});
   return it == symbolized_.end() ? nullptr : &it->second;
+}
+
+const std::string* TraceFile::FindKernelName(uint64_t id) const {
+  auto it = kernel_names_.find(id);
+  return it == kernel_names_.end() ? nullptr : &it->second;
 }
 
 const Thread* TraceFile::FindThread(uint32_t tid) const {

@@ -106,6 +106,11 @@ class TraceFile {
   const std::vector<ModuleRecord>& modules() const { return modules_; }  // in load order
   const Thread* FindThread(uint32_t tid) const;
   const StackRecord* FindStack(uint64_t id) const;
+  // The kernel name of a LaunchEvent's kernel_id, or nullptr (0, or not yet read).
+  const std::string* FindKernelName(uint64_t id) const;
+  // What the trace says about the CUPTI subscriber (the last CuptiStatus packet), if anything.
+  const std::optional<CuptiStatus>& cupti() const { return cupti_; }
+  uint64_t launch_event_count() const { return launch_event_count_; }
   const std::optional<Footer>& footer() const { return footer_; }
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
@@ -135,6 +140,9 @@ class TraceFile {
   absl::flat_hash_map<uint32_t, size_t> module_by_id_;  // index into modules_
   absl::flat_hash_map<uint32_t, Thread> threads_;
   absl::flat_hash_map<uint64_t, StackRecord> stacks_;
+  absl::flat_hash_map<uint64_t, std::string> kernel_names_;
+  std::optional<CuptiStatus> cupti_;
+  uint64_t launch_event_count_ = 0;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   std::optional<Footer> footer_;
   TraceEndStatus end_;

@@ -58,23 +58,33 @@ def memory_report(**extra):
     return json.dumps(report, sort_keys=True)
 
 
-def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+def make_training(device):
+    """The model, its optimizer and one training step, as every script here runs them."""
     torch.backends.cudnn.benchmark = False
-    device = torch.device("cuda")
     body, head = make_model(device)
     params = list(body.parameters()) + list(head.parameters())
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    started = None
-    for step in range(steps):
-        if step == 1:  # time the steady state: step 0 pays for lazy initialisation
-            torch.cuda.synchronize()
-            started = time.perf_counter()
+
+    def train_step(step):
         x, y = make_batch(step, device)
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(head(body(x)), y)
         loss.backward()
         optimizer.step()
+
+    return train_step
+
+
+def main():
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    device = torch.device("cuda")
+    train_step = make_training(device)
+    started = None
+    for step in range(steps):
+        if step == 1:  # time the steady state: step 0 pays for lazy initialisation
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+        train_step(step)
     torch.cuda.synchronize()
     step_ms = (time.perf_counter() - started) * 1000 / (steps - 1) if started else 0.0
     print(memory_report(steps=steps, step_ms=round(step_ms, 4)))

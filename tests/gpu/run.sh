@@ -51,6 +51,15 @@ record() {
   record_one torch_async "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
     $python "$script"
   record_one torch_oom "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python samples/pytorch/oom.py
+  # Launches per step against torch.profiler's kernel count: gpumem's launches of 15 steps minus
+  # those of 5 steps, against the profiler's kernels in steps 5..14 (without gpumem, and with it:
+  # the profiler must see the same under gpumem, and gpumem must keep recording).
+  local kernels=samples/pytorch/kernel_count.py
+  record_one torch_launches_5 "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 5
+  record_one torch_launches_15 "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15
+  PYTHONUNBUFFERED=1 $python "$kernels" 15 --profile 5 15 >"$out/profiler_reference.json" \
+    2>"$out/profiler_reference.err"
+  record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
   # Step time of the PyTorch script in the tensor-level mode, with and without gpumem, A/B
   # interleaved (200 steps, ~47 allocations and frees per step).
   for run in 1 2 3 4 5; do
@@ -64,6 +73,9 @@ record() {
   for mode in async sync; do
     GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
   done >"$out/bench.txt" 2>&1
+  # Cost per kernel launch on the real driver (1M launches of an empty kernel per run).
+  GPUMEM_BENCH_CUDA_LIBS=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}')") \
+    tests/bench/run_launch_cost.sh "$build" 3 1000000 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.
   tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).
@@ -101,6 +113,17 @@ check() {
   local async_allocs=$(count_of "$c_async" alloc cudaMallocAsync)
   echo "-- cudaMallocAsync mode: $async_allocs allocation events; PyTorch's default-allocator count (allocation.all.allocated): $torch_allocs"
   [[ -n $torch_allocs && $async_allocs == "$torch_allocs" ]] || fail "allocation events ($async_allocs) != PyTorch's count ($torch_allocs)"
+
+  echo "== PyTorch: launch events per step against torch.profiler's kernel count"
+  launches() { counts "$1" | awk '/^launch / {for (i = 1; i <= NF; ++i) if ($i ~ /^count=/) {split($i, c, "="); n += c[2]}} END {print n + 0}'; }
+  local l5=$(launches "$out/torch_launches_5") l15=$(launches "$out/torch_launches_15")
+  local reference=$(tail -1 "$out/profiler_reference.json" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  local profiled=$(tail -1 "$out/torch_profiled/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  echo "-- gpumem: $l5 launches in 5 steps, $l15 in 15: $((l15 - l5)) in steps 5..14; torch.profiler: $reference kernels in steps 5..14 ($profiled with gpumem recording)"
+  [[ $((l15 - l5)) == "$reference" ]] || fail "launch events of steps 5..14 ($((l15 - l5))) != torch.profiler's kernels ($reference)"
+  [[ $profiled == "$reference" ]] || fail "torch.profiler saw $profiled kernels under gpumem, $reference without"
+  echo "-- the profiled run under gpumem: $("$build/bin/gpumem" dump "$out/torch_profiled"/*.trace | grep -m1 ' cupti ' | cut -d' ' -f2-)"
+  echo "   $(launches "$out/torch_profiled") launch events recorded"
 
   echo "== PyTorch's out-of-memory exception reaches the script under gpumem"
   grep -q "caught torch.OutOfMemoryError" "$out/torch_oom/stdout" && [[ $(cat "$out/torch_oom/exit_code") == 0 ]] ||

@@ -191,7 +191,8 @@ inline std::vector<std::string> CheckAgainstAnswer(const std::vector<std::string
     const report::TraceFile& file = *sorted->file;
     if (file.end().damaged()) problems.push_back(file.end().ErrorLine(path));
     if (!file.footer().has_value()) problems.push_back(path + ": no footer (no clean exit)");
-    total.Merge(report::CountEvents(sorted->events));
+    auto counted = report::CountTraceFile(path);  // memory and launches
+    if (counted.ok()) total.Merge(counted->counts);
     report::Symbolizer symbolizer(&file);
     for (const MemoryEvent& event : sorted->events) {
       // A failed allocation carries what the device had left at that moment.

@@ -201,7 +201,37 @@ TEST(EventCountsTest, TraceFileEventsAreReplayedInSeqOrder) {
             "alloc cudaMalloc count=2 bytes=400\n"
             "free cudaFree count=1 bytes=100\n"
             "live count=1 bytes=300\n");
+  // Streamed, with the same answer.
+  absl::StatusOr<CountedTrace> counted = CountTraceFile(path);
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  EXPECT_EQ(FormatEventCounts(counted->counts), FormatEventCounts(CountEvents(trace->events)));
   std::remove(path.c_str());
+}
+
+// Launches are counted per API, demangled kernel name and shape; graph launches per API alone.
+TEST(EventCountsTest, LaunchesByApiKernelAndShape) {
+  EventCounter counter;
+  LaunchEvent launch;
+  launch.set_api(CU_LAUNCH_KERNEL);
+  launch.set_grid_x(4);
+  launch.set_grid_y(1);
+  launch.set_grid_z(1);
+  launch.set_block_x(128);
+  launch.set_block_y(1);
+  launch.set_block_z(1);
+  for (int i = 0; i < 3; ++i) counter.AddLaunch(launch, "_Z9incrementPi");
+  launch.set_grid_x(8);
+  counter.AddLaunch(launch, "_Z9incrementPi");
+  LaunchEvent graph;
+  graph.set_api(CU_GRAPH_LAUNCH);
+  graph.set_graph(0x1234);
+  counter.AddLaunch(graph, "");
+  counter.AddLaunch(graph, "");
+  EXPECT_EQ(FormatEventCounts(counter.Counts()),
+            "live count=0 bytes=0\n"
+            "launch cuGraphLaunch count=2\n"
+            "launch cuLaunchKernel kernel=increment(int*) count=3 grid=4,1,1 block=128,1,1\n"
+            "launch cuLaunchKernel kernel=increment(int*) count=1 grid=8,1,1 block=128,1,1\n");
 }
 
 }  // namespace
