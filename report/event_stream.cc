@@ -1,6 +1,7 @@
 #include "report/event_stream.h"
 
 #include <utility>
+#include <vector>
 
 namespace gpumem::report {
 namespace {
@@ -37,47 +38,91 @@ void SeqReorderBuffer::InsertOutOfPlace() {
 
 namespace {
 
-// Streams memory events from TraceFile::ReadPackets() through the reorder buffer to the visitor.
+// Streams memory events (and, when asked, launch events) from TraceFile::ReadPackets() through the
+// reorder buffer to the visitors. A launch enters the buffer as an entry with only its seq and a
+// launch_ref into `launch_pool_`, where the LaunchEvent waits (slots are reused, so the pool
+// stays as large as the window at most).
 class ReorderingSink final : public MemoryEventSink {
  public:
-  ReorderingSink(size_t window, const MemoryEventVisitor& visit)
-      : buffer_(window), release_{&visit, &event_, &released_} {}
+  ReorderingSink(size_t window, const MemoryEventVisitor& visit, const LaunchVisitor& launches)
+      : buffer_(window), release_{this, &visit, &launches} {}
 
   MemoryEventFields* Slot() override { return buffer_.Slot(); }
   void Add(const PacketPosition&) override { buffer_.Commit(release_); }
+  void AddLaunch(const LaunchEvent& launch) {
+    uint32_t slot;
+    if (!free_launch_slots_.empty()) {
+      slot = free_launch_slots_.back();
+      free_launch_slots_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(launch_pool_.size());
+      launch_pool_.emplace_back();
+    }
+    launch_pool_[slot] = launch;
+    MemoryEventFields* entry = buffer_.Slot();
+    *entry = MemoryEventFields{};
+    entry->seq = launch.seq();
+    entry->launch_ref = slot + 1;
+    buffer_.Commit(release_);
+  }
   void Finish() { buffer_.Flush(release_); }
 
   uint64_t released() const { return released_; }
+  uint64_t launches_released() const { return launches_released_; }
   uint64_t out_of_order() const { return buffer_.out_of_order(); }
   uint64_t reordered() const { return buffer_.reordered(); }
 
  private:
   struct Release {
+    ReorderingSink* sink;
     const MemoryEventVisitor* visit;
-    MemoryEvent* event;  // reused: ToProto() sets every field
-    uint64_t* released;
+    const LaunchVisitor* launches;
     void operator()(const MemoryEventFields& fields) const {
-      ToProto(fields, event);
-      ++*released;
-      (*visit)(*event);
+      if (fields.launch_ref != 0) {
+        const uint32_t slot = fields.launch_ref - 1;
+        ++sink->launches_released_;
+        (*launches)(sink->launch_pool_[slot]);
+        sink->free_launch_slots_.push_back(slot);
+        return;
+      }
+      ToProto(fields, &sink->event_);  // event_ is reused: ToProto() sets every field
+      ++sink->released_;
+      (*visit)(sink->event_);
     }
   };
 
   SeqReorderBuffer buffer_;
   MemoryEvent event_;
+  std::vector<LaunchEvent> launch_pool_;
+  std::vector<uint32_t> free_launch_slots_;
   uint64_t released_ = 0;
+  uint64_t launches_released_ = 0;
   Release release_;
 };
 
 }  // namespace
 
 MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisitor& visit,
-                                          size_t window, const PacketVisitor& packets) {
-  ReorderingSink sink(window, visit);
-  file.ReadPackets(packets, sink);
+                                          size_t window, const PacketVisitor& packets,
+                                          const LaunchVisitor& launches) {
+  ReorderingSink sink(window, visit, launches);
+  if (launches) {
+    file.ReadPackets(
+        [&](const PacketPosition& position, const TracePacket& packet) {
+          if (packet.data_case() == TracePacket::kLaunch) {
+            sink.AddLaunch(packet.launch());
+          } else if (packets) {
+            packets(position, packet);
+          }
+        },
+        sink);
+  } else {
+    file.ReadPackets(packets, sink);
+  }
   sink.Finish();
   MemoryStreamStats stats;
   stats.events = sink.released();
+  stats.launches = sink.launches_released();
   stats.reordered = sink.reordered();
   stats.out_of_order = sink.out_of_order();
   return stats;

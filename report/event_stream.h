@@ -138,19 +138,24 @@ class SeqReorderBuffer {
 
 struct MemoryStreamStats {
   uint64_t events = 0;        // memory events visited
+  uint64_t launches = 0;      // launch events visited (when a LaunchVisitor was given)
   uint64_t reordered = 0;     // of which came in the file after a larger seq, put back in place
   uint64_t out_of_order = 0;  // of which came beyond the reorder window and were visited late
 };
 
 using MemoryEventVisitor = std::function<void(const MemoryEvent&)>;
+using LaunchVisitor = std::function<void(const LaunchEvent&)>;
 
 // Reads `file`'s packets (TraceFile::ReadPackets, so once per TraceFile) and calls `visit` for
 // every memory event in seq order as restored by a SeqReorderBuffer of `window` events; every
 // other packet goes to `packets` (may be null) in file order, as it reaches the buffer. The tables
-// of `file` are current up to the packet read last, which is ahead of the event visited.
+// of `file` are current up to the packet read last, which is ahead of the event visited. With
+// `launches`, launch events take their place in the same seq order, through the same buffer
+// (the window counts both), and go to `launches` instead of `packets`.
 MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisitor& visit,
                                           size_t window = kReorderWindow,
-                                          const PacketVisitor& packets = nullptr);
+                                          const PacketVisitor& packets = nullptr,
+                                          const LaunchVisitor& launches = nullptr);
 
 // A trace read whole by ForEachMemoryEventBySeq.
 struct StreamedTrace {

@@ -40,6 +40,10 @@ struct MemoryEventFields {
   int32_t api = 0;
   int32_t kind = 0;
   int32_t action = 0;
+  // Not a MemoryEvent field: 0 here; report/event_stream.h sets it (1-based) on an entry of its
+  // reorder buffer that stands for a LaunchEvent kept beside the buffer, so that launches are put
+  // in seq order together with memory events. It sits in what would be padding.
+  uint32_t launch_ref = 0;
 
   bool operator==(const MemoryEventFields&) const = default;
 };
