@@ -75,18 +75,19 @@ bool DumpOne(const std::string& path, bool symbolize, Output* out) {
   return false;
 }
 
-// Counts over all files, each replayed in seq order on its own.
+// Counts over all files, each streamed in seq order (CountTraceFile: memory bounded by the reorder
+// window) and replayed on its own.
 bool CountAll(const std::vector<std::string>& paths, Output* out) {
   bool ok = true;
   EventCounts total;
   for (const std::string& path : paths) {
-    absl::StatusOr<SortedTrace> trace = ReadMemoryEventsBySeq(path);
+    absl::StatusOr<CountedTrace> trace = CountTraceFile(path);
     if (!trace.ok()) {
       PrintError(trace.status().message());
       ok = false;
       continue;
     }
-    total.Merge(CountEvents(trace->events));
+    total.Merge(trace->counts);
     if (trace->file->end().damaged()) {
       PrintError(trace->file->end().ErrorLine(path));
       ok = false;

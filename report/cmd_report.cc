@@ -1,7 +1,9 @@
 // `gpumem report`: when each device peaked and what it held then, and what was never freed, by
 // call site; on request the torch.cuda.memory_summary() table (report/summary_table.h), the
 // post-mortem of failed allocations (report/oom.h) and call sites that grow from iteration to
-// iteration (report/growth.h); readable text or one JSON object (schema: report/README.md).
+// iteration (report/growth.h); readable text or one JSON object (schema: report/README.md). Each
+// trace is streamed once, the replay and every analysis asked for fed event by event in one pass
+// (growth without a marker takes a second), so memory is bounded by live sets, not by trace length.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -20,6 +22,7 @@
 #include "report/arguments.h"
 #include "report/combined.h"
 #include "report/commands.h"
+#include "report/event_stream.h"
 #include "report/fragmentation.h"
 #include "report/growth.h"
 #include "report/json.h"
@@ -239,28 +242,92 @@ class CallSites {
   absl::flat_hash_map<std::string, uint64_t> by_key_;
 };
 
-// The --oom and --growth analyses of one trace, when asked for.
+// The --summary, --oom, --growth and --fragmentation analyses of one trace, when asked for.
 struct Findings {
+  std::optional<Summary> summary;
   std::optional<OomReport> oom;
   std::optional<GrowthReport> growth;
+  std::optional<Fragmentation> fragmentation;
 };
 
-Findings Analyze(const std::vector<MemoryEvent>& events, const Options& options, CallSites& sites) {
-  Findings findings;
-  CallSiteOf call_site_of = [&sites](uint64_t stack_id) { return sites.Of(stack_id); };
-  if (options.oom) findings.oom = AnalyzeOoms(events, call_site_of);
-  if (options.growth) {
+// The analyses asked for, fed one trace's memory events in the replay's own pass (ReplayTrace's
+// `also`): one pass over the file for all of them, and memory bounded by their live sets, not by
+// the length of the trace. Only growth without --iteration-marker reads the file a second time:
+// its marker, the most frequent allocation call site, is known only after the first pass.
+class Analyses {
+ public:
+  // `trace`, `sites` and `options` must outlive the analyses. `timeline`: build the process's
+  // timeline for the combined view.
+  Analyses(const TraceFile& trace, const Options& options, CallSites& sites, bool timeline)
+      : options_(options), sites_(sites) {
+    if (options.summary) summary_.emplace(trace);
+    if (options.oom) oom_.emplace(CallSiteMapping());
+    if (options.fragmentation) fragmentation_.emplace(trace);
+    if (options.growth) {
+      if (options.iteration_marker.empty()) {
+        marker_counter_.emplace();
+      } else {
+        growth_.emplace(GrowthOptionsFor());
+      }
+    }
+    if (timeline) timeline_.emplace();
+  }
+
+  void Add(const MemoryEvent& event) {
+    if (summary_) summary_->Add(event);
+    if (oom_) oom_->Add(event);
+    if (fragmentation_) fragmentation_->Add(event);
+    if (growth_) growth_->Add(event);
+    if (marker_counter_) marker_counter_->Add(event);
+    if (timeline_) timeline_->Add(event);
+  }
+
+  // Once the replay's pass is over (so the trace's tables are complete). Fails only when growth's
+  // second pass cannot open the file again; the other findings are there all the same.
+  absl::Status Finish(const std::string& path, Findings* findings) {
+    if (summary_) findings->summary = summary_->Finish();
+    if (oom_) findings->oom = oom_->Finish();
+    if (fragmentation_) findings->fragmentation = fragmentation_->Finish();
+    if (marker_counter_) {
+      growth_.emplace(GrowthOptionsFor(), marker_counter_->MostFrequent(CallSiteMapping()));
+      absl::StatusOr<StreamedTrace> again =
+          ForEachMemoryEventBySeq(path, [this](const MemoryEvent& event) { growth_->Add(event); });
+      if (!again.ok()) return again.status();
+    }
+    if (growth_) findings->growth = growth_->Finish();
+    return absl::OkStatus();
+  }
+
+  // The process's timeline (when asked for), once the pass is over.
+  std::optional<ProcessTimeline> TakeTimeline(const std::string& path, const TraceFile& trace) {
+    if (!timeline_) return std::nullopt;
+    return timeline_->Finish(path, trace);
+  }
+
+ private:
+  CallSiteOf CallSiteMapping() const {
+    return [&sites = sites_](uint64_t stack_id) { return sites.Of(stack_id); };
+  }
+  GrowthOptions GrowthOptionsFor() const {
     GrowthOptions growth;
-    growth.call_site_of = call_site_of;
-    if (!options.iteration_marker.empty()) {
-      growth.is_marker = [&sites, &options](uint64_t stack_id) {
-        return sites.AnyFunctionContains(stack_id, options.iteration_marker);
+    growth.call_site_of = CallSiteMapping();
+    if (!options_.iteration_marker.empty()) {
+      growth.is_marker = [&sites = sites_, &marker = options_.iteration_marker](uint64_t stack_id) {
+        return sites.AnyFunctionContains(stack_id, marker);
       };
     }
-    findings.growth = AnalyzeGrowth(events, growth);
+    return growth;
   }
-  return findings;
-}
+
+  const Options& options_;
+  CallSites& sites_;
+  std::optional<SummaryAnalysis> summary_;
+  std::optional<OomAnalysis> oom_;
+  std::optional<FragmentationAnalysis> fragmentation_;
+  std::optional<GrowthAnalysis> growth_;
+  std::optional<MarkerCounter> marker_counter_;  // growth without a marker: its first pass
+  std::optional<TimelineBuilder> timeline_;
+};
 
 void AppendFramesText(const std::vector<Frame>& frames, std::string* out) {
   if (frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
@@ -344,10 +411,14 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
         out, "\noom, %s: %s of %s failed (error %d) at seq %d, %.3f ms after start\n",
         PlaceName(failure.place, trace), ApiName(request.api()), SizeText(request.size()),
         request.result(), request.seq(), MillisecondsSinceStart(request.timestamp_ns(), trace));
-    if (failure.attempts.size() > 1) {
+    if (failure.attempt_count > 1) {
       std::vector<std::string> seqs;
       for (const OomAttempt& attempt : failure.attempts) seqs.push_back(absl::StrCat(attempt.seq));
-      absl::StrAppend(out, "  retried: ", failure.attempts.size(),
+      if (failure.attempt_count > failure.attempts.size()) {
+        seqs.push_back(
+            absl::StrCat("and ", failure.attempt_count - failure.attempts.size(), " more"));
+      }
+      absl::StrAppend(out, "  retried: ", failure.attempt_count,
                       " failed attempts of this request (seq ", absl::StrJoin(seqs, ", "),
                       "), no allocation on this place succeeded in between; as of the last\n");
     }
@@ -373,6 +444,12 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
     for (const std::string& line : HelpedLines(failure, report, sites)) {
       absl::StrAppend(out, "  what would have helped: ", line, "\n");
     }
+  }
+  if (report.failures_not_analysed > 0) {
+    absl::StrAppend(
+        out, "\noom: ",
+        Plural(report.failures_not_analysed, "more failed request", "more failed requests"),
+        " after these, not analysed (only the first ", kMaxOomFailures, " are kept)\n");
   }
 }
 
@@ -433,10 +510,9 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
   }
 }
 
-std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>& events,
-                       const Options& options) {
+std::string TextReport(const TraceReplay& replay, const Findings& findings, Symbolizer& symbolizer,
+                       CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
-  Symbolizer symbolizer(&trace);
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
   const Header& header = trace.header();
@@ -450,7 +526,7 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
     absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
-  if (options.summary) absl::StrAppend(&out, "\n", SummaryText(SummarizeTrace(trace, events)));
+  if (findings.summary) absl::StrAppend(&out, "\n", SummaryText(*findings.summary));
   if (options.peak) {
     if (replay.places.empty()) absl::StrAppend(&out, "\npeak: no memory allocated\n");
     for (const PlaceUsage& place : replay.places) {
@@ -479,13 +555,9 @@ std::string TextReport(const TraceReplay& replay, const std::vector<MemoryEvent>
     }
     if (!any) absl::StrAppend(&out, "\nleaks: none: everything allocated was freed\n");
   }
-  CallSites sites(&symbolizer);
-  const Findings findings = Analyze(events, options, sites);
   if (findings.oom) AppendOomText(*findings.oom, trace, sites, options, &out);
   if (findings.growth) AppendGrowthText(*findings.growth, trace, sites, options, &out);
-  if (options.fragmentation) {
-    absl::StrAppend(&out, FragmentationText(FragmentationOfTrace(trace, events)));
-  }
+  if (findings.fragmentation) absl::StrAppend(&out, FragmentationText(*findings.fragmentation));
   return out;
 }
 
@@ -581,10 +653,19 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
         ",\"live_count\":", failure.live.count, ",\"early_bytes\":", failure.early.bytes,
         ",\"early_count\":", failure.early.count, ",\"untracked_bytes\":", UntrackedBytes(failure),
         ",\"call_sites\":", failure.sites.size(), ",\"sites\":[", absl::StrJoin(live, ","), "]",
-        ",\"room_sites\":", enough ? room : 0, ",\"helped\":[", absl::StrJoin(helped, ","), "]}"));
+        ",\"room_sites\":", enough ? room : 0, ",\"helped\":[", absl::StrJoin(helped, ","), "]",
+        // Only when `attempts` is cut short: otherwise it is attempts' length.
+        failure.attempt_count > failure.attempts.size()
+            ? absl::StrCat(",\"attempt_count\":", failure.attempt_count)
+            : "",
+        "}"));
   }
-  return absl::StrCat("{\"early_before_seq\":", report.early_before_seq, ",\"failures\":[",
-                      absl::StrJoin(failures, ","), "]}");
+  std::string out = absl::StrCat("{\"early_before_seq\":", report.early_before_seq,
+                                 ",\"failures\":[", absl::StrJoin(failures, ","), "]");
+  if (report.failures_not_analysed > 0) {
+    absl::StrAppend(&out, ",\"failures_not_analysed\":", report.failures_not_analysed);
+  }
+  return out + "}";
 }
 
 std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
@@ -614,14 +695,16 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
         JsonFrames(sites.Frames(site.stack_id))));
   }
   absl::StrAppend(&out, ",\"growing_sites\":", report.sites.size(), ",\"sites\":[",
-                  absl::StrJoin(items, ","), "]}");
+                  absl::StrJoin(items, ","), "]");
+  // Only when the series are sampled: otherwise every iteration is there.
+  if (report.sample_stride > 1) absl::StrAppend(&out, ",\"sample_stride\":", report.sample_stride);
+  absl::StrAppend(&out, "}");
   return out;
 }
 
-std::string JsonReport(const std::string& path, const TraceReplay& replay,
-                       const std::vector<MemoryEvent>& events, const Options& options) {
+std::string JsonReport(const std::string& path, const TraceReplay& replay, const Findings& findings,
+                       Symbolizer& symbolizer, CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
-  Symbolizer symbolizer(&trace);
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   const Header& header = trace.header();
   std::vector<std::string> argv;
@@ -638,9 +721,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
       ",\"double_frees\":", replay.anomalies.double_frees,
       ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
       ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
-  if (options.summary) {
-    absl::StrAppend(&out, ",\"summary\":", SummaryJson(SummarizeTrace(trace, events)));
-  }
+  if (findings.summary) absl::StrAppend(&out, ",\"summary\":", SummaryJson(*findings.summary));
   if (options.peak) {
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
@@ -676,16 +757,14 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay,
     if (!clean) absl::StrAppend(&out, ",\"note\":", JsonString(kNotCleanExit));
     absl::StrAppend(&out, ",\"places\":[", absl::StrJoin(items, ","), "]}");
   }
-  CallSites sites(&symbolizer);
-  const Findings findings = Analyze(events, options, sites);
-  if (findings.oom)
+  if (findings.oom) {
     absl::StrAppend(&out, ",\"oom\":", JsonOom(*findings.oom, trace, sites, options));
+  }
   if (findings.growth) {
     absl::StrAppend(&out, ",\"growth\":", JsonGrowth(*findings.growth, trace, sites, options));
   }
-  if (options.fragmentation) {
-    absl::StrAppend(&out,
-                    ",\"fragmentation\":", FragmentationJson(FragmentationOfTrace(trace, events)));
+  if (findings.fragmentation) {
+    absl::StrAppend(&out, ",\"fragmentation\":", FragmentationJson(*findings.fragmentation));
   }
   absl::StrAppend(&out, "}");
   return out;
@@ -748,32 +827,36 @@ int RunReport(const std::vector<std::string>& args) {
   // More than one trace: each process's timelines, for the combined view.
   std::vector<ProcessTimeline> timelines;
   for (const std::string& path : *paths) {
-    absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
-    if (!replay.ok()) {
-      PrintError(replay.status().message());
+    absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+    if (!file.ok()) {
+      PrintError(file.status().message());
       ok = false;
       continue;
     }
-    // --summary, --oom, --growth and --fragmentation replay the events again, each in its own way.
-    std::vector<MemoryEvent> events;
-    if (options.summary || options.oom || options.growth || options.fragmentation) {
-      absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(path);
-      if (sorted.ok()) events = std::move(sorted->events);
+    // One pass over the file: the replay (peak, leaks) and every analysis asked for.
+    Symbolizer symbolizer(file->get());
+    CallSites sites(&symbolizer);
+    Analyses analyses(**file, options, sites, paths->size() > 1);
+    const TraceReplay replay = ReplayTrace(
+        *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); });
+    Findings findings;
+    if (absl::Status status = analyses.Finish(path, &findings); !status.ok()) {
+      PrintError(status.message());
+      ok = false;
     }
     if (options.json) {
-      json_traces.push_back(JsonReport(path, *replay, events, options));
+      json_traces.push_back(JsonReport(path, replay, findings, symbolizer, sites, options));
     } else {
-      std::string text = TextReport(*replay, events, options);
+      std::string text = TextReport(replay, findings, symbolizer, sites, options);
       if (paths->size() > 1) text = absl::StrCat("== ", path, "\n", text, "\n");
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
-    if (replay->file->end().damaged()) {
-      PrintError(replay->file->end().ErrorLine(path));
+    if (replay.file->end().damaged()) {
+      PrintError(replay.file->end().ErrorLine(path));
       ok = false;
     }
-    if (paths->size() > 1) {
-      absl::StatusOr<ProcessTimeline> timeline = ReadProcessTimeline(path);
-      if (timeline.ok()) timelines.push_back(std::move(*timeline));
+    if (std::optional<ProcessTimeline> timeline = analyses.TakeTimeline(path, *replay.file)) {
+      timelines.push_back(std::move(*timeline));
     }
   }
   std::string combined;

@@ -1,8 +1,11 @@
 #include "report/combined.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
 #include <queue>
-#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +16,10 @@
 #include "report/sizes.h"
 
 namespace gpumem::report {
+
+// Spools write points as raw bytes.
+static_assert(std::is_trivially_copyable_v<TimelinePoint>);
+
 namespace {
 
 // Devices ascending, then -1, then kPinnedHost (as Replay::Places).
@@ -34,29 +41,33 @@ std::string NameOf(int32_t place, const CombinedHost& host,
   return absl::StrCat("device ", place);
 }
 
-// One place of one host: k-way merge of its processes' timelines by timestamp.
+// One place of one host: k-way merge of its processes' timelines by timestamp, each streamed from
+// its spool.
 CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
                            const std::vector<ProcessTimeline>& processes) {
   CombinedPlace result;
   result.place = place;
-  std::vector<const std::vector<TimelinePoint>*> lines(members.size(), nullptr);
+  std::vector<std::optional<TimelineSpool::Reader>> readers(members.size());
+  std::vector<TimelinePoint> next(members.size());  // each reader's point at the head
+  // (timestamp, member): the smallest first.
+  using Head = std::pair<uint64_t, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  auto advance = [&](size_t member) {
+    if (readers[member]->Next(&next[member])) heads.emplace(next[member].timestamp_ns, member);
+  };
   for (size_t i = 0; i < members.size(); ++i) {
     const auto it = processes[members[i]].places.find(place);
-    if (it != processes[members[i]].places.end()) lines[i] = &it->second;
-  }
-  // (timestamp, member, position): the smallest first.
-  using Head = std::tuple<uint64_t, size_t, size_t>;
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i] != nullptr && !lines[i]->empty()) heads.emplace((*lines[i])[0].timestamp_ns, i, 0);
+    if (it == processes[members[i]].places.end()) continue;
+    readers[i].emplace(it->second.Read());
+    advance(i);
   }
   std::vector<uint64_t> current(members.size(), 0);
   std::vector<uint64_t> at_peak(members.size(), 0);
   uint64_t sum = 0;
   while (!heads.empty()) {
-    const auto [timestamp, member, position] = heads.top();
+    const auto [timestamp, member] = heads.top();
     heads.pop();
-    const uint64_t bytes = (*lines[member])[position].live_bytes;
+    const uint64_t bytes = next[member].live_bytes;
     sum = sum - current[member] + bytes;
     current[member] = bytes;
     if (sum > result.peak_bytes) {
@@ -64,9 +75,7 @@ CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
       result.timestamp_ns = timestamp;
       at_peak = current;
     }
-    if (position + 1 < lines[member]->size()) {
-      heads.emplace((*lines[member])[position + 1].timestamp_ns, member, position + 1);
-    }
+    advance(member);
   }
   for (size_t i = 0; i < members.size(); ++i) result.shares.push_back({members[i], at_peak[i]});
   std::stable_sort(
@@ -81,6 +90,68 @@ uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
 
 }  // namespace
 
+TimelineSpool::TimelineSpool(size_t buffered) : buffered_(std::max<size_t>(buffered, 1)) {}
+
+void TimelineSpool::Append(const TimelinePoint& point) {
+  buffer_.push_back(point);
+  if (buffer_.size() >= buffered_ && !no_file_) Spill();
+}
+
+void TimelineSpool::Spill() {
+  if (file_ == nullptr) file_.reset(std::tmpfile());
+  const char* bytes = reinterpret_cast<const char*>(buffer_.data());
+  size_t left = buffer_.size() * sizeof(TimelinePoint);
+  off_t offset = static_cast<off_t>(in_file_ * sizeof(TimelinePoint));
+  while (file_ != nullptr && left > 0) {
+    const ssize_t written = pwrite(fileno(file_.get()), bytes, left, offset);
+    if (written <= 0) break;
+    bytes += written;
+    left -= static_cast<size_t>(written);
+    offset += written;
+  }
+  if (file_ == nullptr || left > 0) {
+    no_file_ = true;  // what a failed write left lies past in_file_ points: never read
+    return;
+  }
+  in_file_ += buffer_.size();
+  buffer_.clear();
+}
+
+bool TimelineSpool::Reader::Next(TimelinePoint* point) {
+  if (position_ < spool_->in_file_) {
+    if (chunk_next_ == chunk_.size()) {
+      chunk_.resize(std::min<uint64_t>(spool_->buffered_, spool_->in_file_ - position_));
+      char* bytes = reinterpret_cast<char*>(chunk_.data());
+      size_t left = chunk_.size() * sizeof(TimelinePoint);
+      off_t offset = static_cast<off_t>(position_ * sizeof(TimelinePoint));
+      while (left > 0) {
+        const ssize_t got = pread(fileno(spool_->file_.get()), bytes, left, offset);
+        if (got <= 0) return false;  // our own temporary file: an I/O error ends it
+        bytes += got;
+        left -= static_cast<size_t>(got);
+        offset += got;
+      }
+      chunk_next_ = 0;
+    }
+    *point = chunk_[chunk_next_++];
+    ++position_;
+    return true;
+  }
+  const uint64_t in_buffer = position_ - spool_->in_file_;
+  if (in_buffer >= spool_->buffer_.size()) return false;
+  *point = spool_->buffer_[in_buffer];
+  ++position_;
+  return true;
+}
+
+std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
+  std::vector<TimelinePoint> points;
+  Reader reader = Read();
+  TimelinePoint point;
+  while (reader.Next(&point)) points.push_back(point);
+  return points;
+}
+
 void TimelineBuilder::Add(const MemoryEvent& event) {
   replay_.Add(event);
   // A free names no place; any place may have changed. Places are few (devices, pinned host).
@@ -89,27 +160,30 @@ void TimelineBuilder::Add(const MemoryEvent& event) {
     const uint64_t now = replay_.LiveBytes(place);
     if (now == last) continue;
     last = now;
-    places_[place].push_back({event.timestamp_ns(), now});
+    places_.try_emplace(place, buffered_).first->second.Append({event.timestamp_ns(), now});
   }
 }
 
-absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path) {
-  TimelineBuilder builder;
-  absl::StatusOr<StreamedTrace> streamed =
-      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) { builder.Add(event); });
-  if (!streamed.ok()) return streamed.status();
-  const TraceFile& trace = *streamed->file;
+ProcessTimeline TimelineBuilder::Finish(const std::string& path, const TraceFile& trace) {
   ProcessTimeline timeline;
   timeline.path = path;
   timeline.host = trace.header().host();
   timeline.pid = trace.header().pid();
   timeline.start_time_mono_ns = trace.header().start_time_mono_ns();
   for (const std::string& arg : trace.header().command_line()) timeline.command_line.push_back(arg);
-  timeline.places = builder.Take();
+  timeline.places = std::move(places_);
   for (const auto& [place, points] : timeline.places) {
     timeline.place_names[place] = PlaceName(place, trace);
   }
   return timeline;
+}
+
+absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path, size_t buffered) {
+  TimelineBuilder builder(buffered);
+  absl::StatusOr<StreamedTrace> streamed =
+      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) { builder.Add(event); });
+  if (!streamed.ok()) return streamed.status();
+  return builder.Finish(path, *streamed->file);
 }
 
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes) {

@@ -8,14 +8,18 @@
 #ifndef GPUMEM_REPORT_COMBINED_H_
 #define GPUMEM_REPORT_COMBINED_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/replay.h"
+#include "report/trace_file.h"
 
 namespace gpumem::report {
 
@@ -25,6 +29,51 @@ struct TimelinePoint {
   uint64_t live_bytes = 0;
 };
 
+// Points held in memory per spool before they go to its file: 4096 (64 KiB).
+inline constexpr size_t kTimelineBufferedPoints = 4096;
+
+// One process's points on one place, in replay order, in memory bounded by a buffer: each time
+// `buffered` points are held, they are written to an unlinked temporary file (tmpfile()), so a
+// long trace's timeline costs disk, not memory. Where no temporary file can be written, the points
+// stay in memory.
+class TimelineSpool {
+ public:
+  explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints);
+  void Append(const TimelinePoint& point);
+  uint64_t size() const { return in_file_ + buffer_.size(); }
+
+  // Reads the points back in order, a buffer at a time; readers of one spool are independent. The
+  // spool must outlive its readers and not change while they read.
+  class Reader {
+   public:
+    explicit Reader(const TimelineSpool* spool) : spool_(spool) {}
+    // The next point into *point; false after the last.
+    bool Next(TimelinePoint* point);
+
+   private:
+    const TimelineSpool* spool_;
+    uint64_t position_ = 0;             // of the next point
+    std::vector<TimelinePoint> chunk_;  // points read from the file, ending before position_...
+    size_t chunk_next_ = 0;             // ... of which this one is next
+  };
+  Reader Read() const { return Reader(this); }
+  // Every point, in memory: for tests and small timelines.
+  std::vector<TimelinePoint> ReadAll() const;
+
+ private:
+  struct CloseFile {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  // Writes the buffer to the file (made on first use); keeps it in memory when that fails.
+  void Spill();
+
+  size_t buffered_;
+  std::unique_ptr<std::FILE, CloseFile> file_;
+  bool no_file_ = false;  // the file could not be made or written: everything stays in memory
+  uint64_t in_file_ = 0;  // points written to the file, the first ones
+  std::vector<TimelinePoint> buffer_;  // the points after those
+};
+
 struct ProcessTimeline {
   std::string path;
   std::string host;
@@ -32,7 +81,7 @@ struct ProcessTimeline {
   std::vector<std::string> command_line;
   uint64_t start_time_mono_ns = 0;
   // Per place (report/replay.h): the points in replay (seq) order.
-  std::map<int32_t, std::vector<TimelinePoint>> places;
+  std::map<int32_t, TimelineSpool> places;
   // "device 0 (NVIDIA H100 80GB HBM3)" per place, from the trace's Device packets.
   std::map<int32_t, std::string> place_names;
 };
@@ -40,18 +89,22 @@ struct ProcessTimeline {
 // Builds a process's timelines from its memory events, fed in seq order.
 class TimelineBuilder {
  public:
+  // `buffered`: points held in memory per place (TimelineSpool).
+  explicit TimelineBuilder(size_t buffered = kTimelineBufferedPoints) : buffered_(buffered) {}
   void Add(const MemoryEvent& event);
-  // The timelines so far (moved out).
-  std::map<int32_t, std::vector<TimelinePoint>> Take() { return std::move(places_); }
+  // The timeline, with the process and place names from `trace` (read whole by now). Once.
+  ProcessTimeline Finish(const std::string& path, const TraceFile& trace);
 
  private:
+  size_t buffered_;
   Replay replay_;
-  std::map<int32_t, std::vector<TimelinePoint>> places_;
+  std::map<int32_t, TimelineSpool> places_;
   std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
 };
 
 // Streams `path` in seq order and builds its timeline. Fails as TraceFile::Open does.
-absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path);
+absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path,
+                                                    size_t buffered = kTimelineBufferedPoints);
 
 // What one process held at a combined peak.
 struct CombinedShare {
@@ -81,7 +134,8 @@ struct Combined {
 };
 
 // Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
-// the processes were given, then in each process's order).
+// the processes were given, then in each process's order), reading each spool once: memory is
+// bounded by one read buffer per process.
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
 
 // The "combined, N processes" section, and its JSON object (schema: report/README.md).

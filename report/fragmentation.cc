@@ -4,16 +4,14 @@
 #include <map>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "report/memory_holders.h"
+#include "report/json.h"
 #include "report/memory_space.h"
 #include "report/replay.h"
 #include "report/sizes.h"
-#include "report/symbolizer.h"
 
 namespace gpumem::report {
 
@@ -22,21 +20,6 @@ const char kBlockFragmentationNotKnown[] =
     "come from the allocator model (issue 6)";
 
 namespace {
-
-constexpr char kPyTorchAllocatorId[] = "pytorch_caching_allocator";
-
-// Device memory an allocation makes, as the summary table counts it: plain allocations other than
-// pinned host memory, and VMM physical memory.
-bool IsDeviceMemory(const MemoryEvent& event) {
-  switch (SpaceOf(event)) {
-    case MemorySpace::kPlain:
-      return PlaceOf(event) != kPinnedHost;
-    case MemorySpace::kPhysical:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // The value at each of `samples` evenly spaced times from `first` to `last`: the last point at or
 // before it (points in replay order), zeros before the first.
@@ -66,98 +49,148 @@ std::string Time(uint64_t timestamp_ns, uint64_t start) {
 
 }  // namespace
 
-Fragmentation ComputeFragmentation(const std::vector<MemoryEvent>& events,
-                                   const HolderOfStack& holder_of, size_t samples) {
-  absl::flat_hash_map<uint64_t, bool> pytorch;  // by stack id
-  auto is_pytorch = [&](uint64_t stack_id) {
-    auto it = pytorch.find(stack_id);
-    if (it == pytorch.end()) {
-      const MemoryHolder* holder = holder_of ? holder_of(stack_id) : nullptr;
-      it = pytorch
-               .emplace(stack_id,
-                        holder != nullptr && absl::string_view(holder->id) == kPyTorchAllocatorId)
-               .first;
-    }
-    return it->second;
-  };
-  HolderOfStack cached = [&holder_of](uint64_t stack_id) {
-    return holder_of ? holder_of(stack_id) : nullptr;
-  };
-  Fragmentation result;
-  result.mode = ComputeSummary(events, cached).mode;  // the same detection as --summary
-  result.has_reserved = result.mode != SummaryMode::kTensors;
-  result.has_in_use = result.mode != SummaryMode::kSegments;
+BucketedTimeline::BucketedTimeline(size_t buckets) : max_buckets_(std::max<size_t>(buckets, 2)) {}
 
-  // One replay of the allocations the mode counts (tensors, segments, or every device allocation);
-  // every other event passes, so frees, releases and unmaps match as in report/replay.h. A free of
-  // an allocation left out is an unknown free to it, which counts nothing.
-  Replay replay;
-  std::map<int32_t, std::vector<FragmentationPoint>> points;
-  std::map<int32_t, uint64_t> last;
-  for (const MemoryEvent& event : events) {
+void BucketedTimeline::Add(const FragmentationPoint& point) {
+  if (buckets_.empty()) origin_ = latest_ = point.timestamp_ns;
+  latest_ = std::max(latest_, point.timestamp_ns);
+  uint64_t index = (latest_ - origin_) / width_;
+  while (index >= max_buckets_) {
+    for (size_t i = 0; i < buckets_.size(); i += 2) {
+      const bool later = i + 1 < buckets_.size() && buckets_[i + 1].filled;
+      buckets_[i / 2] = buckets_[later ? i + 1 : i];
+    }
+    buckets_.resize((buckets_.size() + 1) / 2);
+    width_ *= 2;
+    index = (latest_ - origin_) / width_;
+  }
+  if (index >= buckets_.size()) buckets_.resize(index + 1);
+  buckets_[index] = {point, true};
+}
+
+std::vector<FragmentationPoint> BucketedTimeline::Points() const {
+  std::vector<FragmentationPoint> points;
+  for (const Bucket& bucket : buckets_) {
+    if (bucket.filled) points.push_back(bucket.last);
+  }
+  return points;
+}
+
+// The replay of one recording mode: the allocations it counts (tensors, segments, or every device
+// allocation); every other event passes, so frees, releases and unmaps match as in
+// report/replay.h. A free of an allocation left out is an unknown free to it, which counts
+// nothing.
+struct FragmentationAnalysis::Candidate {
+  struct Track {
+    uint64_t live = 0;  // bytes after the last point
+    bool any = false;
+    FragmentationPoint peak;
+    FragmentationPoint end;
+    BucketedTimeline timeline;
+  };
+
+  explicit Candidate(SummaryMode mode)
+      : mode(mode),
+        has_reserved(mode != SummaryMode::kTensors),
+        has_in_use(mode != SummaryMode::kSegments) {}
+
+  void Add(const MemoryEvent& event, CachedHolderOf& holders) {
     if (event.action() == ALLOC && IsDeviceMemory(event)) {
-      bool counted = true;
-      if (result.mode == SummaryMode::kTensors) {
-        counted = is_pytorch(event.stack_id()) && IsStreamOrdered(event);
-      } else if (result.mode == SummaryMode::kSegments) {
-        counted = is_pytorch(event.stack_id()) && !IsStreamOrdered(event);
-      }
-      if (!counted) continue;
-      last.try_emplace(event.device(), 0);
+      if (!CountedInMode(mode, event, holders(event.stack_id()))) return;
+      devices.try_emplace(event.device());
     } else if (event.action() == ALLOC && SpaceOf(event) == MemorySpace::kPlain) {
-      continue;  // pinned host memory
+      return;  // pinned host memory
     }
     replay.Add(event);
-    for (auto& [device, bytes] : last) {
+    // A free names no device; any may have changed. Devices are few.
+    for (auto& [device, track] : devices) {
       const uint64_t now = replay.LiveBytes(device);
-      if (now == bytes && !points[device].empty()) continue;
-      bytes = now;
+      if (track.any && now == track.live) continue;
+      track.any = true;
+      track.live = now;
       FragmentationPoint point;
       point.timestamp_ns = event.timestamp_ns();
-      point.reserved = result.has_reserved ? now : 0;
-      point.in_use = result.has_in_use ? now : 0;
-      points[device].push_back(point);
+      point.reserved = has_reserved ? now : 0;
+      point.in_use = has_in_use ? now : 0;
+      // Reserved when known, else in use: either way `now`.
+      if (now > (has_reserved ? track.peak.reserved : track.peak.in_use)) track.peak = point;
+      track.end = point;
+      track.timeline.Add(point);
     }
   }
-  uint64_t first = 0;
-  uint64_t final = 0;
-  if (!events.empty()) {
-    first = final = events.front().timestamp_ns();
-    for (const MemoryEvent& event : events) {
-      first = std::min(first, event.timestamp_ns());
-      final = std::max(final, event.timestamp_ns());
-    }
-  }
-  for (const auto& [device, line] : points) {
+
+  SummaryMode mode;
+  bool has_reserved;
+  bool has_in_use;
+  Replay replay;
+  std::map<int32_t, Track> devices;
+};
+
+FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t samples,
+                                             const TraceFile* trace)
+    : trace_(trace),
+      samples_(samples),
+      holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
+      candidates_([](SummaryMode mode) { return std::make_unique<Candidate>(mode); }) {}
+
+FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t samples)
+    : FragmentationAnalysis(std::move(holder_of), samples, nullptr) {}
+
+FragmentationAnalysis::FragmentationAnalysis(const TraceFile& trace)
+    : FragmentationAnalysis(HoldersOfTrace(trace), kFragmentationSamples, &trace) {}
+
+FragmentationAnalysis::~FragmentationAnalysis() = default;
+
+void FragmentationAnalysis::Add(const MemoryEvent& event) {
+  const uint64_t timestamp = event.timestamp_ns();
+  first_timestamp_ns_ = any_event_ ? std::min(first_timestamp_ns_, timestamp) : timestamp;
+  last_timestamp_ns_ = any_event_ ? std::max(last_timestamp_ns_, timestamp) : timestamp;
+  any_event_ = true;
+  candidates_.Add(event, *holders_,
+                  [&](std::unique_ptr<Candidate>& candidate) { candidate->Add(event, *holders_); });
+}
+
+Fragmentation FragmentationAnalysis::Finish() {
+  const Candidate& chosen = *candidates_.Chosen();
+  Fragmentation result;
+  result.mode = chosen.mode;
+  result.has_reserved = chosen.has_reserved;
+  result.has_in_use = chosen.has_in_use;
+  for (const auto& [device, track] : chosen.devices) {
     DeviceFragmentation entry;
     entry.device = device;
-    for (const FragmentationPoint& point : line) {
-      const uint64_t value = result.has_reserved ? point.reserved : point.in_use;
-      const uint64_t peak = result.has_reserved ? entry.peak.reserved : entry.peak.in_use;
-      if (value > peak) entry.peak = point;
-    }
-    entry.end = line.back();
-    entry.end.timestamp_ns = final;
-    entry.timeline = Sample(line, first, final, samples);
+    entry.peak = track.peak;
+    entry.end = track.end;
+    entry.end.timestamp_ns = last_timestamp_ns_;
+    entry.timeline =
+        Sample(track.timeline.Points(), first_timestamp_ns_, last_timestamp_ns_, samples_);
     result.devices.push_back(std::move(entry));
   }
   std::stable_partition(result.devices.begin(), result.devices.end(),
                         [](const DeviceFragmentation& device) { return device.device >= 0; });
-  return result;
-}
-
-Fragmentation FragmentationOfTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events) {
-  Fragmentation result = ComputeFragmentation(events, [&trace](uint64_t stack_id) {
-    return FindMemoryHolder(ModuleFrames(trace, stack_id), false);
-  });
-  result.complete = trace.end().footer_present;
-  result.start_time_mono_ns = trace.header().start_time_mono_ns();
-  for (DeviceFragmentation& device : result.devices) {
-    for (const Device& known : trace.devices()) {
-      if (known.ordinal() == device.device) device.name = known.name();
+  if (trace_ != nullptr) {
+    result.complete = trace_->end().footer_present;
+    result.start_time_mono_ns = trace_->header().start_time_mono_ns();
+    for (DeviceFragmentation& device : result.devices) {
+      for (const Device& known : trace_->devices()) {
+        if (known.ordinal() == device.device) device.name = known.name();
+      }
     }
   }
   return result;
+}
+
+Fragmentation ComputeFragmentation(const std::vector<MemoryEvent>& events,
+                                   const HolderOfStack& holder_of, size_t samples) {
+  FragmentationAnalysis analysis(holder_of, samples);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
+}
+
+Fragmentation FragmentationOfTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events) {
+  FragmentationAnalysis analysis(trace);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
 }
 
 std::string ReservedNotKnownReason(const Fragmentation& fragmentation) {
@@ -173,18 +206,6 @@ std::string InUseNotKnownReason(const Fragmentation& fragmentation) {
 }
 
 namespace {
-
-const char* ModeName(SummaryMode mode) {
-  switch (mode) {
-    case SummaryMode::kTensors:
-      return "tensors";
-    case SummaryMode::kSegments:
-      return "segments";
-    case SummaryMode::kPlain:
-      break;
-  }
-  return "plain";
-}
 
 const char* ModeText(SummaryMode mode) {
   switch (mode) {
@@ -217,15 +238,6 @@ std::string PointJson(const Fragmentation& f, const FragmentationPoint& point) {
       ",\"reserved_bytes\":", JsonValue(point.reserved, f.has_reserved),
       ",\"in_use_bytes\":", JsonValue(point.in_use, f.has_in_use),
       ",\"unused_bytes\":", JsonValue(point.unused(), f.has_reserved && f.has_in_use), "}");
-}
-
-std::string JsonText(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -267,19 +279,21 @@ std::string FragmentationJson(const Fragmentation& f) {
     std::vector<std::string> timeline;
     for (const FragmentationPoint& point : device.timeline) timeline.push_back(PointJson(f, point));
     devices.push_back(absl::StrCat(
-        "{\"device\":", device.device, ",\"name\":", JsonText(device.name),
+        "{\"device\":", device.device, ",\"name\":", JsonString(device.name),
         ",\"peak\":", PointJson(f, device.peak), ",\"end\":", PointJson(f, device.end),
         ",\"block_fragmentation\":null,\"timeline\":[", absl::StrJoin(timeline, ","), "]}"));
   }
-  std::string out = absl::StrCat("{\"mode\":\"", ModeName(f.mode),
+  std::string out = absl::StrCat("{\"mode\":\"", SummaryModeName(f.mode),
                                  "\",\"complete\":", f.complete ? "true" : "false",
                                  ",\"peak_of\":", f.has_reserved ? "\"reserved\"" : "\"in_use\"");
   absl::StrAppend(&out, ",\"notes\":{");
   std::vector<std::string> notes;
   if (!f.has_reserved)
-    notes.push_back(absl::StrCat("\"reserved\":", JsonText(ReservedNotKnownReason(f))));
-  if (!f.has_in_use) notes.push_back(absl::StrCat("\"in_use\":", JsonText(InUseNotKnownReason(f))));
-  notes.push_back(absl::StrCat("\"block_fragmentation\":", JsonText(kBlockFragmentationNotKnown)));
+    notes.push_back(absl::StrCat("\"reserved\":", JsonString(ReservedNotKnownReason(f))));
+  if (!f.has_in_use)
+    notes.push_back(absl::StrCat("\"in_use\":", JsonString(InUseNotKnownReason(f))));
+  notes.push_back(
+      absl::StrCat("\"block_fragmentation\":", JsonString(kBlockFragmentationNotKnown)));
   absl::StrAppend(&out, absl::StrJoin(notes, ","), "},\"devices\":[", absl::StrJoin(devices, ","),
                   "]}");
   return out;

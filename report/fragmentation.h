@@ -9,7 +9,9 @@
 #ifndef GPUMEM_REPORT_FRAGMENTATION_H_
 #define GPUMEM_REPORT_FRAGMENTATION_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,11 +34,11 @@ struct FragmentationPoint {
 struct DeviceFragmentation {
   int32_t device = 0;  // ordinal; -1 where the trace does not say
   std::string name;    // from the trace's Device packet; empty when absent
-  // At the (first) peak of reserved, or of in use when reserved is not known.
+  // At the (first) peak of reserved, or of in use when reserved is not known: exact.
   FragmentationPoint peak;
-  FragmentationPoint end;  // after the last event
+  FragmentationPoint end;  // after the last event: exact
   // `samples` points evenly spaced in time from the trace's first to its last memory event: the
-  // values after the last event at or before each time.
+  // values after the last point at or before each time, of the points a BucketedTimeline kept.
   std::vector<FragmentationPoint> timeline;
 };
 
@@ -50,8 +52,65 @@ struct Fragmentation {
 };
 
 inline constexpr size_t kFragmentationSamples = 10;
+inline constexpr size_t kFragmentationTimelineBuckets = 1024;
 
-// `events`: one process's memory events in seq order; `holder_of` as for ComputeSummary.
+// One device's values over time in memory bounded by `buckets`, whatever the length of the trace.
+// Time from the device's first point is cut into buckets of one width, each keeping the last
+// point that fell in it; a point beyond the last of `buckets` buckets doubles the width (each pair
+// of buckets becomes one, keeping the later point) until it fits. A point stamped before one seen
+// already goes to that one's bucket: replay order wins. The width starts at 1 ns and stays below
+// span / (buckets / 2), and a point is dropped only for a later one less than a width after it:
+// a value read at time t from Points() is exact, or up to one width old.
+class BucketedTimeline {
+ public:
+  explicit BucketedTimeline(size_t buckets = kFragmentationTimelineBuckets);
+  void Add(const FragmentationPoint& point);
+  // The kept points, in replay order.
+  std::vector<FragmentationPoint> Points() const;
+  uint64_t bucket_width_ns() const { return width_; }
+
+ private:
+  struct Bucket {
+    FragmentationPoint last;
+    bool filled = false;
+  };
+  size_t max_buckets_;
+  uint64_t origin_ = 0;  // the first point's timestamp
+  uint64_t latest_ = 0;  // the latest timestamp seen
+  uint64_t width_ = 1;   // nanoseconds per bucket
+  std::vector<Bucket> buckets_;
+};
+
+// Fragmentation of one process's memory events, fed one at a time in seq order. The recording
+// mode is known only at the end, so the replay of each mode still possible runs in the same pass
+// (ModeCandidates, report/summary_table.h); memory is bounded by the live set and a
+// BucketedTimeline per device and mode.
+class FragmentationAnalysis {
+ public:
+  // Holders as for ComputeSummary (may be empty); devices unnamed, the trace taken as complete.
+  explicit FragmentationAnalysis(HolderOfStack holder_of, size_t samples = kFragmentationSamples);
+  // For a trace being streamed: holders from the modules of its stacks; Finish() takes device
+  // names, completeness and the start time from it. `trace` must outlive the analysis.
+  explicit FragmentationAnalysis(const TraceFile& trace);
+  ~FragmentationAnalysis();
+
+  void Add(const MemoryEvent& event);
+  Fragmentation Finish();
+
+ private:
+  struct Candidate;
+  FragmentationAnalysis(HolderOfStack holder_of, size_t samples, const TraceFile* trace);
+
+  const TraceFile* trace_ = nullptr;
+  size_t samples_;
+  std::unique_ptr<CachedHolderOf> holders_;
+  ModeCandidates<std::unique_ptr<Candidate>> candidates_;
+  bool any_event_ = false;
+  uint64_t first_timestamp_ns_ = 0;  // of all memory events
+  uint64_t last_timestamp_ns_ = 0;
+};
+
+// FragmentationAnalysis over `events` (one process's memory events in seq order).
 Fragmentation ComputeFragmentation(const std::vector<MemoryEvent>& events,
                                    const HolderOfStack& holder_of,
                                    size_t samples = kFragmentationSamples);

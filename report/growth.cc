@@ -1,113 +1,153 @@
 #include "report/growth.h"
 
 #include <algorithm>
-#include <map>
 #include <utility>
-
-#include "absl/container/flat_hash_map.h"
-#include "report/replay.h"
 
 namespace gpumem::report {
 namespace {
 
-uint64_t SiteOf(const GrowthOptions& options, uint64_t stack_id) {
-  return options.call_site_of ? options.call_site_of(stack_id) : stack_id;
+// Keeps the elements at even indexes: the samples left when the stride doubles.
+template <typename T>
+void KeepEveryOther(std::vector<T>& values) {
+  for (size_t i = 0; 2 * i < values.size(); ++i) values[i] = values[2 * i];
+  values.resize((values.size() + 1) / 2);
 }
-
-// The marker call site per the rules in growth.h; false when there is none.
-bool FindMarker(const std::vector<MemoryEvent>& events, const GrowthOptions& options,
-                uint64_t* marker) {
-  if (options.is_marker) {
-    for (const MemoryEvent& event : events) {
-      if (event.action() == ALLOC && options.is_marker(event.stack_id())) {
-        *marker = SiteOf(options, event.stack_id());
-        return true;
-      }
-    }
-    return false;
-  }
-  struct Seen {
-    uint64_t count = 0;
-    size_t first = 0;
-  };
-  absl::flat_hash_map<uint64_t, Seen> seen;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (events[i].action() != ALLOC) continue;
-    auto [it, inserted] = seen.try_emplace(SiteOf(options, events[i].stack_id()), Seen{0, i});
-    ++it->second.count;
-  }
-  const Seen* best = nullptr;
-  for (const auto& [site, entry] : seen) {
-    if (entry.count < kMinMarkerOccurrences) continue;
-    if (best == nullptr || entry.count > best->count ||
-        (entry.count == best->count && entry.first < best->first)) {
-      best = &entry;
-      *marker = site;
-    }
-  }
-  return best != nullptr;
-}
-
-using Key = std::pair<int32_t, uint64_t>;  // (place, call site)
 
 }  // namespace
 
-GrowthReport AnalyzeGrowth(const std::vector<MemoryEvent>& events, const GrowthOptions& options) {
-  GrowthReport report;
-  report.rule = options.is_marker ? GrowthReport::Rule::kMarker : GrowthReport::Rule::kMostFrequent;
-  report.found = FindMarker(events, options, &report.marker_stack_id);
-  if (!report.found) return report;
+void MarkerCounter::Add(const MemoryEvent& event) {
+  if (event.action() != ALLOC) return;
+  ++by_stack_.try_emplace(event.stack_id(), Seen{0, allocations_}).first->second.count;
+  ++allocations_;
+}
 
-  // Live bytes and count by (place, site) at the end of each iteration; a site missing from a
-  // snapshot held nothing then.
-  std::vector<absl::flat_hash_map<Key, Tally>> snapshots;
-  Replay replay;
-  auto snapshot = [&] {
-    auto& by_site = snapshots.emplace_back();
-    replay.ForEachLive([&](const LiveAllocation& live) {
-      by_site[{live.place, SiteOf(options, live.stack_id)}].Add(live.size);
-    });
-  };
-  for (const MemoryEvent& event : events) {
-    if (event.action() == ALLOC && SiteOf(options, event.stack_id()) == report.marker_stack_id) {
-      if (!report.iteration_seqs.empty()) snapshot();  // the end of the previous iteration
-      report.iteration_seqs.push_back(event.seq());
-    }
-    replay.Add(event);
+std::optional<uint64_t> MarkerCounter::MostFrequent(const CallSiteOf& call_site_of) const {
+  absl::flat_hash_map<uint64_t, Seen> by_site;
+  for (const auto& [stack_id, seen] : by_stack_) {
+    auto [it, inserted] =
+        by_site.try_emplace(call_site_of ? call_site_of(stack_id) : stack_id, seen);
+    if (inserted) continue;
+    it->second.count += seen.count;
+    it->second.first = std::min(it->second.first, seen.first);
   }
-  snapshot();  // the last iteration ends with the trace
-  const size_t iterations = report.iterations();
-  if (iterations < 2) return report;
+  std::optional<uint64_t> marker;
+  const Seen* best = nullptr;
+  for (const auto& [site, seen] : by_site) {
+    if (seen.count < kMinMarkerOccurrences) continue;
+    if (best == nullptr || seen.count > best->count ||
+        (seen.count == best->count && seen.first < best->first)) {
+      best = &seen;
+      marker = site;
+    }
+  }
+  return marker;
+}
 
-  std::map<Key, GrowingSite> sites;  // ordered: deterministic output
-  for (size_t i = 0; i < iterations; ++i) {
-    for (const auto& [key, tally] : snapshots[i]) {
-      GrowingSite& site = sites[key];
-      if (site.live_bytes.empty()) {
-        site.place = key.first;
-        site.stack_id = key.second;
-        site.live_bytes.assign(iterations, 0);
-        site.live_count.assign(iterations, 0);
+GrowthAnalysis::GrowthAnalysis(GrowthOptions options, std::optional<uint64_t> marker)
+    : options_(std::move(options)) {
+  report_.rule =
+      options_.is_marker ? GrowthReport::Rule::kMarker : GrowthReport::Rule::kMostFrequent;
+  if (!options_.is_marker && marker) {
+    report_.found = true;
+    report_.marker_stack_id = *marker;
+  }
+}
+
+uint64_t GrowthAnalysis::SiteOf(uint64_t stack_id) const {
+  return options_.call_site_of ? options_.call_site_of(stack_id) : stack_id;
+}
+
+void GrowthAnalysis::Add(const MemoryEvent& event) {
+  if (event.action() == ALLOC) {
+    if (!report_.found && options_.is_marker && options_.is_marker(event.stack_id())) {
+      report_.found = true;
+      report_.marker_stack_id = SiteOf(event.stack_id());
+    }
+    if (report_.found && SiteOf(event.stack_id()) == report_.marker_stack_id) {
+      if (report_.iteration_count > 0) EndIteration();  // the previous one ends here
+      // This iteration is sampled when on the stride; past kMaxGrowthSamples the stride doubles.
+      const size_t index = report_.iteration_count++;
+      if (index % report_.sample_stride == 0 &&
+          index / report_.sample_stride == kMaxGrowthSamples) {
+        report_.sample_stride *= 2;
+        KeepEveryOther(report_.iteration_seqs);
+        for (auto& [key, site] : sites_) KeepEveryOther(site.samples);
       }
-      site.live_bytes[i] = tally.bytes;
-      site.live_count[i] = tally.count;
+      if (index % report_.sample_stride == 0) report_.iteration_seqs.push_back(event.seq());
+      last_iteration_seq_ = event.seq();
     }
   }
-  const size_t boundaries = iterations - 1;
-  for (auto& [key, site] : sites) {
-    for (size_t i = 1; i < iterations; ++i)
-      site.rises += site.live_bytes[i] > site.live_bytes[i - 1];
-    const uint64_t first = site.live_bytes.front();
-    const uint64_t last = site.live_bytes.back();
-    if (last <= first || static_cast<double>(site.rises) < kGrowingShare * boundaries) continue;
-    site.bytes_per_iteration = static_cast<double>(last - first) / static_cast<double>(boundaries);
-    report.sites.push_back(std::move(site));
+  replay_.Add(event);
+}
+
+void GrowthAnalysis::EndIteration() {
+  const size_t index = report_.iteration_count - 1;
+  const bool sampled = index % report_.sample_stride == 0;
+  const size_t sample = index / report_.sample_stride;
+  absl::flat_hash_map<Key, Tally> snapshot;
+  replay_.ForEachLive([&](const LiveAllocation& live) {
+    snapshot[{live.place, SiteOf(live.stack_id)}].Add(live.size);
+  });
+  for (const auto& [key, tally] : snapshot) {
+    Site& site = sites_[key];  // new: nothing was live there before
+    if (index == 0) site.first = tally.bytes;
+    if (index > 0 && tally.bytes > site.previous.bytes) ++site.rises;
+    site.previous = tally;
+    if (sampled) {
+      site.samples.resize(sample);  // sampled iterations it missed held nothing
+      site.samples.push_back(tally);
+    }
   }
-  std::stable_sort(report.sites.begin(), report.sites.end(),
+  for (const auto& [key, tally] : last_snapshot_) {
+    if (!snapshot.contains(key)) sites_[key].previous = {};  // fell to nothing
+  }
+  last_snapshot_ = std::move(snapshot);
+}
+
+GrowthReport GrowthAnalysis::Finish() {
+  if (report_.iteration_count == 0) return report_;
+  EndIteration();  // the last iteration ends with the trace
+  const size_t iterations = report_.iteration_count;
+  const bool last_sampled = (iterations - 1) % report_.sample_stride == 0;
+  const size_t samples = report_.iteration_seqs.size() + (last_sampled ? 0 : 1);
+  if (!last_sampled) report_.iteration_seqs.push_back(last_iteration_seq_);
+  if (iterations < 2) return report_;
+
+  const size_t boundaries = iterations - 1;
+  for (auto& [key, site] : sites_) {
+    const uint64_t first = site.first;
+    const uint64_t last = site.previous.bytes;
+    if (last <= first || static_cast<double>(site.rises) < kGrowingShare * boundaries) continue;
+    GrowingSite& growing = report_.sites.emplace_back();
+    growing.place = key.first;
+    growing.stack_id = key.second;
+    growing.rises = site.rises;
+    growing.bytes_per_iteration =
+        static_cast<double>(last - first) / static_cast<double>(boundaries);
+    site.samples.resize(last_sampled ? samples : samples - 1);
+    if (!last_sampled) site.samples.push_back(site.previous);
+    for (const Tally& tally : site.samples) {
+      growing.live_bytes.push_back(tally.bytes);
+      growing.live_count.push_back(tally.count);
+    }
+  }
+  std::stable_sort(report_.sites.begin(), report_.sites.end(),
                    [](const GrowingSite& a, const GrowingSite& b) {
                      return a.bytes_per_iteration > b.bytes_per_iteration;
                    });
-  return report;
+  return report_;
+}
+
+GrowthReport AnalyzeGrowth(const std::vector<MemoryEvent>& events, const GrowthOptions& options) {
+  std::optional<uint64_t> marker;
+  if (!options.is_marker) {
+    MarkerCounter counter;
+    for (const MemoryEvent& event : events) counter.Add(event);
+    marker = counter.MostFrequent(options.call_site_of);
+  }
+  GrowthAnalysis analysis(options, marker);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
 }
 
 }  // namespace gpumem::report

@@ -16,17 +16,28 @@
 #ifndef GPUMEM_REPORT_GROWTH_H_
 #define GPUMEM_REPORT_GROWTH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
+#include "report/event_counts.h"
 #include "report/oom.h"
+#include "report/replay.h"
 
 namespace gpumem::report {
 
 inline constexpr uint64_t kMinMarkerOccurrences = 3;
 inline constexpr double kGrowingShare = 0.8;
+// Iterations whose values are kept for the output (GrowingSite::live_bytes, iteration_seqs): every
+// sample_stride-th from the first, at most this many; the stride doubles (every other sample is
+// dropped) when more would be needed. The last iteration is always added.
+inline constexpr size_t kMaxGrowthSamples = 256;
 
 struct GrowthOptions {
   // Whether an allocation with this stack id is at the marker; null: detect the iterations.
@@ -35,11 +46,12 @@ struct GrowthOptions {
 };
 
 struct GrowingSite {
-  int32_t place = 0;                 // device ordinal, -1 unknown, or kPinnedHost
-  uint64_t stack_id = 0;             // the call site's stack id
-  std::vector<uint64_t> live_bytes;  // at the end of each iteration
+  int32_t place = 0;      // device ordinal, -1 unknown, or kPinnedHost
+  uint64_t stack_id = 0;  // the call site's stack id
+  // At the end of the sampled iterations (GrowthReport::sample_stride), the last one included.
+  std::vector<uint64_t> live_bytes;
   std::vector<uint64_t> live_count;
-  size_t rises = 0;                // boundaries at which live bytes rose
+  size_t rises = 0;                // boundaries at which live bytes rose (over every iteration)
   double bytes_per_iteration = 0;  // (last - first) / (iterations - 1)
 };
 
@@ -52,13 +64,74 @@ struct GrowthReport {
   // The call site whose allocations start iterations (0 with found false).
   bool found = false;
   uint64_t marker_stack_id = 0;
-  std::vector<uint64_t> iteration_seqs;  // the seq of each iteration's first allocation
-  size_t iterations() const { return iteration_seqs.size(); }
+  size_t iteration_count = 0;
+  // The values kept are those of iterations 1, 1 + stride, 1 + 2 stride, ... and the last.
+  size_t sample_stride = 1;
+  // The seq of each sampled iteration's first allocation.
+  std::vector<uint64_t> iteration_seqs;
+  size_t iterations() const { return iteration_count; }
   // Growing sites, fastest growing first (ties: place, then stack id). Needs 2 iterations.
   std::vector<GrowingSite> sites;
 };
 
-// `events`: one process's memory events in seq order.
+// Without a marker predicate the marker is the call site that allocates most often, which is
+// known only at the end: this counts allocations per stack over one pass (memory bounded by the
+// stacks of the trace) and names the marker afterwards, for a GrowthAnalysis in a second pass.
+class MarkerCounter {
+ public:
+  void Add(const MemoryEvent& event);
+  // The most frequent allocation call site with at least kMinMarkerOccurrences allocations (ties:
+  // the one that allocated first), stacks merged by `call_site_of` now; nullopt: none.
+  std::optional<uint64_t> MostFrequent(const CallSiteOf& call_site_of) const;
+
+ private:
+  struct Seen {
+    uint64_t count = 0;
+    uint64_t first = 0;  // index of its first allocation among the allocations
+  };
+  absl::flat_hash_map<uint64_t, Seen> by_stack_;
+  uint64_t allocations_ = 0;
+};
+
+// Growth over one process's memory events, fed one at a time in seq order. At each iteration's
+// end it takes the live bytes of every (place, call site) and keeps, per site, only what the rule
+// needs (the first and last values, the previous one, the rises) and the sampled series: memory is
+// bounded by the live set and the call sites, not by the number of iterations.
+class GrowthAnalysis {
+ public:
+  // With options.is_marker, the marker is the first call site to allocate that matches, found as
+  // the events come. Without, `marker` is MarkerCounter::MostFrequent() of a pass over the same
+  // events before this one (nullopt: none, so no iterations).
+  explicit GrowthAnalysis(GrowthOptions options, std::optional<uint64_t> marker = std::nullopt);
+  void Add(const MemoryEvent& event);
+  // The report, once every event was added (once).
+  GrowthReport Finish();
+
+ private:
+  using Key = std::pair<int32_t, uint64_t>;  // (place, call site)
+  struct Site {
+    uint64_t first = 0;  // live bytes after iteration 1 (0: nothing then)
+    Tally previous;      // after the last iteration ended
+    size_t rises = 0;
+    std::vector<Tally> samples;  // after sampled iterations; missing at the end: nothing then
+  };
+
+  uint64_t SiteOf(uint64_t stack_id) const;
+  // The latest iteration (report_.iteration_count - 1) ends: takes its live set.
+  void EndIteration();
+
+  GrowthOptions options_;
+  GrowthReport report_;
+  uint64_t last_iteration_seq_ = 0;
+  Replay replay_;
+  std::map<Key, Site> sites_;  // ordered: deterministic output
+  // The (place, site) keys live after the last iteration ended: one that is missing next time
+  // fell to 0.
+  absl::flat_hash_map<Key, Tally> last_snapshot_;
+};
+
+// MarkerCounter (unless options.is_marker) and GrowthAnalysis over `events` (one process's memory
+// events in seq order).
 GrowthReport AnalyzeGrowth(const std::vector<MemoryEvent>& events, const GrowthOptions& options);
 
 }  // namespace gpumem::report

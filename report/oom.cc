@@ -7,80 +7,84 @@
 #include "report/replay.h"
 
 namespace gpumem::report {
-namespace {
 
-// The snapshot of `replay`'s live set on `place`, by call site, into `failure`.
-void TakeLiveSet(const Replay& replay, int32_t place, uint64_t early_before_seq,
-                 const CallSiteOf& call_site_of, OomFailure* failure) {
-  absl::flat_hash_map<uint64_t, OomSite> by_site;
-  failure->live = {};
-  failure->early = {};
-  replay.ForEachLive([&](const LiveAllocation& live) {
-    if (live.place != place) return;
-    const uint64_t site = call_site_of ? call_site_of(live.stack_id) : live.stack_id;
-    OomSite& entry = by_site[site];
-    entry.stack_id = site;
-    entry.live.Add(live.size);
-    failure->live.Add(live.size);
-    if (live.seq < early_before_seq) {
-      entry.early.Add(live.size);
-      failure->early.Add(live.size);
+OomAnalysis::OomAnalysis(CallSiteOf call_site_of) : call_site_of_(std::move(call_site_of)) {}
+
+void OomAnalysis::Add(const MemoryEvent& event) {
+  first_seq_ = any_event_ ? std::min(first_seq_, event.seq()) : event.seq();
+  last_seq_ = any_event_ ? std::max(last_seq_, event.seq()) : event.seq();
+  any_event_ = true;
+  replay_.Add(event);
+  if (event.action() == ALLOC) {
+    open_.erase(PlaceOf(event));
+    return;
+  }
+  if (event.action() != ALLOC_FAILED) return;
+  const int32_t place = PlaceOf(event);
+  auto open = open_.find(place);
+  const bool retry =
+      open != open_.end() && open->second.size == event.size() && open->second.api == event.api();
+  if (!retry) {
+    Open request{event.size(), event.api(), requests_.size() < kMaxOomFailures, requests_.size()};
+    if (request.kept) {
+      requests_.emplace_back().failure.place = place;
+    } else {
+      ++not_analysed_;
     }
-  });
-  failure->sites.clear();
-  for (auto& [site, entry] : by_site) failure->sites.push_back(entry);
-  std::sort(failure->sites.begin(), failure->sites.end(), [](const OomSite& a, const OomSite& b) {
-    if (a.live.bytes != b.live.bytes) return a.live.bytes > b.live.bytes;
-    return a.stack_id < b.stack_id;
+    open = open_.insert_or_assign(place, request).first;
+  }
+  if (!open->second.kept) return;
+  Request& request = requests_[open->second.index];
+  OomFailure& failure = request.failure;
+  failure.request = event;
+  if (failure.attempts.size() < kMaxOomAttempts) {
+    failure.attempts.push_back({event.seq(), event.timestamp_ns(), event.free_bytes(),
+                                event.total_bytes(), event.stack_id()});
+  }
+  ++failure.attempt_count;
+  // As of the last attempt: what was freed since an earlier one is gone.
+  request.live.clear();
+  replay_.ForEachLive([&](const LiveAllocation& live) {
+    if (live.place == place) request.live.push_back({live.stack_id, live.seq, live.size});
   });
 }
 
-}  // namespace
-
-OomReport AnalyzeOoms(const std::vector<MemoryEvent>& events, const CallSiteOf& call_site_of) {
+OomReport OomAnalysis::Finish() const {
   OomReport report;
-  if (events.empty()) return report;
-  report.first_seq = events.front().seq();
-  report.last_seq = events.back().seq();
-  for (const MemoryEvent& event : events) {
-    report.first_seq = std::min(report.first_seq, event.seq());
-    report.last_seq = std::max(report.last_seq, event.seq());
-  }
+  report.failures_not_analysed = not_analysed_;
+  if (!any_event_) return report;
+  report.first_seq = first_seq_;
+  report.last_seq = last_seq_;
   // The first 10% of the seq range, rounded up: seq 1..100 -> 1..10, 1..15 -> 1..2.
-  const uint64_t span = report.last_seq - report.first_seq + 1;
-  report.early_before_seq = report.first_seq + (span + 9) / 10;
-
-  Replay replay;
-  // Per place: the index in report.failures of the group a retry would join, if any (cleared by a
-  // successful allocation there).
-  absl::flat_hash_map<int32_t, size_t> open_group;
-  for (const MemoryEvent& event : events) {
-    replay.Add(event);
-    if (event.action() == ALLOC) {
-      open_group.erase(PlaceOf(event));
-      continue;
-    }
-    if (event.action() != ALLOC_FAILED) continue;
-    const int32_t place = PlaceOf(event);
-    OomFailure* failure = nullptr;
-    auto open = open_group.find(place);
-    if (open != open_group.end()) {
-      OomFailure& previous = report.failures[open->second];
-      if (previous.request.size() == event.size() && previous.request.api() == event.api()) {
-        failure = &previous;
+  const uint64_t span = last_seq_ - first_seq_ + 1;
+  report.early_before_seq = first_seq_ + (span + 9) / 10;
+  for (const Request& request : requests_) {
+    OomFailure& failure = report.failures.emplace_back(request.failure);
+    absl::flat_hash_map<uint64_t, OomSite> by_site;
+    for (const LiveThen& live : request.live) {
+      const uint64_t site = call_site_of_ ? call_site_of_(live.stack_id) : live.stack_id;
+      OomSite& entry = by_site[site];
+      entry.stack_id = site;
+      entry.live.Add(live.size);
+      failure.live.Add(live.size);
+      if (live.seq < report.early_before_seq) {
+        entry.early.Add(live.size);
+        failure.early.Add(live.size);
       }
     }
-    if (failure == nullptr) {
-      open_group[place] = report.failures.size();
-      failure = &report.failures.emplace_back();
-      failure->place = place;
-    }
-    failure->request = event;
-    failure->attempts.push_back({event.seq(), event.timestamp_ns(), event.free_bytes(),
-                                 event.total_bytes(), event.stack_id()});
-    TakeLiveSet(replay, place, report.early_before_seq, call_site_of, failure);
+    for (auto& [site, entry] : by_site) failure.sites.push_back(entry);
+    std::sort(failure.sites.begin(), failure.sites.end(), [](const OomSite& a, const OomSite& b) {
+      if (a.live.bytes != b.live.bytes) return a.live.bytes > b.live.bytes;
+      return a.stack_id < b.stack_id;
+    });
   }
   return report;
+}
+
+OomReport AnalyzeOoms(const std::vector<MemoryEvent>& events, const CallSiteOf& call_site_of) {
+  OomAnalysis analysis(call_site_of);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
 }
 
 size_t SitesThatWouldHaveMadeRoom(const OomFailure& failure, bool* enough) {

@@ -10,12 +10,15 @@
 #ifndef GPUMEM_REPORT_OOM_H_
 #define GPUMEM_REPORT_OOM_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
 #include "report/event_counts.h"
+#include "report/replay.h"
 
 namespace gpumem::report {
 
@@ -39,10 +42,17 @@ struct OomAttempt {
   uint64_t stack_id = 0;
 };
 
+// Failed requests analysed in full (live set, call sites, what would have helped): the first ones
+// of the trace; later ones are only counted (OomReport::failures_not_analysed).
+inline constexpr size_t kMaxOomFailures = 64;
+// Attempts listed per request: the first ones; OomFailure::attempt_count counts them all.
+inline constexpr size_t kMaxOomAttempts = 64;
+
 struct OomFailure {
   MemoryEvent request;               // the last attempt
   int32_t place = 0;                 // device ordinal, -1 unknown, or kPinnedHost
-  std::vector<OomAttempt> attempts;  // in seq order; one unless retried
+  std::vector<OomAttempt> attempts;  // in seq order, the first kMaxOomAttempts; one unless retried
+  uint64_t attempt_count = 0;        // all of them
   Tally live;                        // everything live on the place at the last attempt
   Tally early;                       // of which allocated before early_before_seq
   std::vector<OomSite> sites;        // live at the last attempt by call site, largest first
@@ -53,10 +63,52 @@ struct OomReport {
   uint64_t last_seq = 0;
   // Allocations with a smaller seq were made in the first 10% of the seq range: "early".
   uint64_t early_before_seq = 0;
-  std::vector<OomFailure> failures;  // in seq order
+  std::vector<OomFailure> failures;    // in seq order, the first kMaxOomFailures requests
+  uint64_t failures_not_analysed = 0;  // failed requests after those
 };
 
-// `events`: one process's memory events in seq order.
+// The OOM post-mortem of one process's memory events, fed one at a time in seq order. What is
+// "early" depends on the whole trace's seq range, known only at the end: so each failed request
+// kept keeps the allocations live on its place at its last attempt (stack, seq, size), and
+// Finish() classifies and groups them. Memory is bounded by kMaxOomFailures such live sets and
+// the replay's live set, not by the length of the trace.
+class OomAnalysis {
+ public:
+  // `call_site_of` is called by Finish() only, so a trace being streamed is read whole by then.
+  explicit OomAnalysis(CallSiteOf call_site_of = {});
+  void Add(const MemoryEvent& event);
+  OomReport Finish() const;
+
+ private:
+  struct LiveThen {
+    uint64_t stack_id = 0;
+    uint64_t seq = 0;
+    uint64_t size = 0;
+  };
+  struct Request {
+    OomFailure failure;
+    std::vector<LiveThen> live;  // on its place at its last attempt
+  };
+  // Per place, the request that a failure of the same size and API would retry (cleared by a
+  // successful allocation there).
+  struct Open {
+    uint64_t size = 0;
+    Api api = API_UNKNOWN;
+    bool kept = false;  // one of requests_ (the last one kept on the place), or only counted
+    size_t index = 0;
+  };
+
+  CallSiteOf call_site_of_;
+  Replay replay_;
+  bool any_event_ = false;
+  uint64_t first_seq_ = 0;
+  uint64_t last_seq_ = 0;
+  std::vector<Request> requests_;
+  absl::flat_hash_map<int32_t, Open> open_;
+  uint64_t not_analysed_ = 0;
+};
+
+// OomAnalysis over `events` (one process's memory events in seq order).
 OomReport AnalyzeOoms(const std::vector<MemoryEvent>& events, const CallSiteOf& call_site_of = {});
 
 // The fewest of `failure.sites` (largest first) whose bytes, freed, would have let the request fit:

@@ -317,19 +317,24 @@ std::vector<PlaceUsage> Replay::Places() const {
 }
 
 absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  if (!file.ok()) return file.status();
+  return ReplayTrace(*std::move(file), nullptr);
+}
+
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also) {
   Replay replay;
   TraceReplay result;
-  absl::StatusOr<StreamedTrace> streamed =
-      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) {
-        replay.Add(event);
-        if (event.action() == ALLOC && event.kind() == POOL) {
-          result.stream_ordered_stacks.insert(event.stack_id());
-        }
-      });
-  if (!streamed.ok()) return streamed.status();
-  result.file = std::move(streamed->file);
-  result.memory_events = streamed->stats.events;
-  result.out_of_order_events = streamed->stats.out_of_order;
+  const MemoryStreamStats stats = StreamMemoryEventsBySeq(*file, [&](const MemoryEvent& event) {
+    replay.Add(event);
+    if (event.action() == ALLOC && event.kind() == POOL) {
+      result.stream_ordered_stacks.insert(event.stack_id());
+    }
+    if (also) also(event);
+  });
+  result.file = std::move(file);
+  result.memory_events = stats.events;
+  result.out_of_order_events = stats.out_of_order;
   result.places = replay.Places();
   result.anomalies = replay.anomalies();
   result.failed_allocations = replay.failed_allocations();

@@ -33,6 +33,7 @@
 #include "core/trace.pb.h"
 #include "report/address_map.h"
 #include "report/event_counts.h"
+#include "report/event_stream.h"
 #include "report/trace_file.h"
 
 namespace gpumem::report {
@@ -199,6 +200,11 @@ struct TraceReplay {
 // the trace. Fails as TraceFile::Open does; a damaged file replays what could be read
 // (file->end() says what was lost).
 absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
+// The same for a file opened (TraceFile::Open) and not read yet; `also` (may be null) sees every
+// memory event too, right after the replay, in the same pass: the analyses that follow the replay
+// need no pass of their own. The file's tables are current up to the packet read last, which is
+// ahead of the event visited.
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also);
 
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
 // for -1, "pinned host" for kPinnedHost.

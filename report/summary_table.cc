@@ -80,8 +80,11 @@ bool IsPyTorch(const MemoryHolder* holder) {
   return holder != nullptr && absl::string_view(holder->id) == kPyTorchAllocatorId;
 }
 
-// Device memory an allocation event makes (or failed to make): plain allocations other than
-// pinned host memory, and VMM physical memory. Reservations and mappings are not memory.
+// What one allocation is in the table.
+enum class Role { kTensor, kSegment, kPlain, kHeld };
+
+}  // namespace
+
 bool IsDeviceMemory(const MemoryEvent& event) {
   switch (SpaceOf(event)) {
     case MemorySpace::kPlain:
@@ -93,17 +96,78 @@ bool IsDeviceMemory(const MemoryEvent& event) {
   }
 }
 
-// What one allocation is in the table.
-enum class Role { kTensor, kSegment, kPlain, kHeld };
-
-// Counts one trace's allocations per device, frees matched to allocations as report/replay.h
-// does (plain by address, physical memory until released and unmapped).
-class SummaryBuilder {
- public:
-  // `holder_of` must not be empty.
-  SummaryBuilder(SummaryMode mode, const HolderOfStack& holder_of) : holder_of_(holder_of) {
-    summary_.mode = mode;
+bool CountedInMode(SummaryMode mode, const MemoryEvent& event, const MemoryHolder* holder) {
+  switch (mode) {
+    case SummaryMode::kTensors:
+      return IsPyTorch(holder) && IsStreamOrdered(event);
+    case SummaryMode::kSegments:
+      return IsPyTorch(holder) && !IsStreamOrdered(event);
+    case SummaryMode::kPlain:
+      break;
   }
+  return true;
+}
+
+const char* SummaryModeName(SummaryMode mode) {
+  switch (mode) {
+    case SummaryMode::kTensors:
+      return "tensors";
+    case SummaryMode::kSegments:
+      return "segments";
+    case SummaryMode::kPlain:
+      return "plain";
+  }
+  return "plain";
+}
+
+HolderOfStack HoldersOfTrace(const TraceFile& trace) {
+  return [&trace](uint64_t stack_id) {
+    return FindMemoryHolder(ModuleFrames(trace, stack_id), false);
+  };
+}
+
+const MemoryHolder* CachedHolderOf::operator()(uint64_t stack_id) {
+  auto it = cache_.find(stack_id);
+  if (it == cache_.end()) {
+    it = cache_.emplace(stack_id, holder_of_ ? holder_of_(stack_id) : nullptr).first;
+  }
+  return it->second;
+}
+
+void SummaryModeDetector::Add(const MemoryEvent& event, CachedHolderOf& holders) {
+  if (event.action() != ALLOC || !IsDeviceMemory(event)) return;
+  if (tensors_ || !IsPyTorch(holders(event.stack_id()))) return;  // nothing left to learn
+  if (IsStreamOrdered(event)) {
+    tensors_ = true;
+  } else {
+    segments_ = true;
+    expandable_ = expandable_ || SpaceOf(event) == MemorySpace::kPhysical;
+  }
+}
+
+SummaryMode SummaryModeDetector::mode() const {
+  return tensors_    ? SummaryMode::kTensors
+         : segments_ ? SummaryMode::kSegments
+                     : SummaryMode::kPlain;
+}
+
+bool SummaryModeDetector::StillPossible(SummaryMode candidate) const {
+  switch (candidate) {
+    case SummaryMode::kTensors:
+      return true;
+    case SummaryMode::kSegments:
+      return !tensors_;
+    case SummaryMode::kPlain:
+      break;
+  }
+  return !tensors_ && !segments_;
+}
+
+// Counts one trace's allocations per device for one recording mode, frees matched to allocations
+// as report/replay.h does (plain by address, physical memory until released and unmapped).
+class SummaryAnalysis::Builder {
+ public:
+  Builder(SummaryMode mode, CachedHolderOf* holders) : holders_(holders) { summary_.mode = mode; }
 
   void Add(const MemoryEvent& event) {
     switch (event.action()) {
@@ -169,15 +233,13 @@ class SummaryBuilder {
   // The role of an allocation made with `event` in the summary's mode, and the holder that makes
   // it a holding (left out of the rows, or in kPlain a library's share of them).
   Role RoleOf(const MemoryEvent& event, const MemoryHolder** holder) {
-    *holder = holder_of_(event.stack_id());
-    const bool stream_ordered = IsStreamOrdered(event);
+    *holder = (*holders_)(event.stack_id());
+    if (!CountedInMode(summary_.mode, event, *holder)) return Role::kHeld;
     switch (summary_.mode) {
       case SummaryMode::kTensors:
-        if (IsPyTorch(*holder) && stream_ordered) return Role::kTensor;
-        return Role::kHeld;
+        return Role::kTensor;
       case SummaryMode::kSegments:
-        if (IsPyTorch(*holder) && !stream_ordered) return Role::kSegment;
-        return Role::kHeld;
+        return Role::kSegment;
       case SummaryMode::kPlain:
         break;
     }
@@ -373,7 +435,7 @@ class SummaryBuilder {
     physical_.erase(it);
   }
 
-  const HolderOfStack& holder_of_;  // never empty
+  CachedHolderOf* holders_;  // the analysis's, shared by the builders of every mode
   Summary summary_;
   std::map<int32_t, DeviceState> devices_;
   std::map<uint64_t, Live> plain_;                    // by address, ordered for overlaps
@@ -381,54 +443,48 @@ class SummaryBuilder {
   std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
 };
 
-}  // namespace
+SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace)
+    : trace_(trace),
+      holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
+      candidates_(
+          [this](SummaryMode mode) { return std::make_unique<Builder>(mode, holders_.get()); }) {}
 
-Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of) {
-  absl::flat_hash_map<uint64_t, const MemoryHolder*> holders;
-  auto holder = [&](uint64_t stack_id) {
-    auto it = holders.find(stack_id);
-    if (it == holders.end()) {
-      it = holders.emplace(stack_id, holder_of ? holder_of(stack_id) : nullptr).first;
-    }
-    return it->second;
-  };
-  // The mode: tensors when PyTorch made any stream-ordered allocation, else segments when it made
-  // any other device allocation, else plain.
-  bool tensors = false;
-  bool segments = false;
-  bool expandable = false;
-  for (const MemoryEvent& event : events) {
-    if (event.action() != ALLOC || !IsDeviceMemory(event)) continue;
-    if (!IsPyTorch(holder(event.stack_id()))) continue;
-    if (IsStreamOrdered(event)) {
-      tensors = true;
-    } else {
-      segments = true;
-      expandable = expandable || SpaceOf(event) == MemorySpace::kPhysical;
-    }
-  }
-  const SummaryMode mode = tensors    ? SummaryMode::kTensors
-                           : segments ? SummaryMode::kSegments
-                                      : SummaryMode::kPlain;
-  HolderOfStack cached = [&](uint64_t stack_id) { return holder(stack_id); };
-  SummaryBuilder builder(mode, cached);
-  for (const MemoryEvent& event : events) builder.Add(event);
-  Summary summary = builder.Finish();
-  summary.expandable_segments = mode == SummaryMode::kSegments && expandable;
-  return summary;
+SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of)
+    : SummaryAnalysis(std::move(holder_of), nullptr) {}
+
+SummaryAnalysis::SummaryAnalysis(const TraceFile& trace)
+    : SummaryAnalysis(HoldersOfTrace(trace), &trace) {}
+
+SummaryAnalysis::~SummaryAnalysis() = default;
+
+void SummaryAnalysis::Add(const MemoryEvent& event) {
+  candidates_.Add(event, *holders_,
+                  [&event](std::unique_ptr<Builder>& builder) { builder->Add(event); });
 }
 
-Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events) {
-  Summary summary = ComputeSummary(events, [&trace](uint64_t stack_id) {
-    return FindMemoryHolder(ModuleFrames(trace, stack_id), false);
-  });
-  summary.complete = trace.end().footer_present;
+Summary SummaryAnalysis::Finish() {
+  Summary summary = candidates_.Chosen()->Finish();
+  summary.expandable_segments = candidates_.detector().expandable_segments();
+  if (trace_ == nullptr) return summary;
+  summary.complete = trace_->end().footer_present;
   for (DeviceSummary& device : summary.devices) {
-    for (const Device& known : trace.devices()) {
+    for (const Device& known : trace_->devices()) {
       if (known.ordinal() == device.device) device.name = known.name();
     }
   }
   return summary;
+}
+
+Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of) {
+  SummaryAnalysis analysis(holder_of);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
+}
+
+Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events) {
+  SummaryAnalysis analysis(trace);
+  for (const MemoryEvent& event : events) analysis.Add(event);
+  return analysis.Finish();
 }
 
 // ---- rows and notes ----
@@ -677,18 +733,6 @@ std::string JsonStat(const SummaryStat& stat) {
                       ",\"allocated\":", stat.allocated, ",\"freed\":", stat.freed, "}");
 }
 
-const char* ModeName(SummaryMode mode) {
-  switch (mode) {
-    case SummaryMode::kTensors:
-      return "tensors";
-    case SummaryMode::kSegments:
-      return "segments";
-    case SummaryMode::kPlain:
-      return "plain";
-  }
-  return "plain";
-}
-
 std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
   const std::vector<SummaryNote> notes = SummaryNotes(summary, device);
   std::vector<std::string> rows;
@@ -726,7 +770,7 @@ std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
   for (const SummaryNote& note : notes) note_texts.push_back(JsonString(NoteText(note)));
   std::string out = absl::StrCat("{\"device\":", device.device);
   if (!device.name.empty()) absl::StrAppend(&out, ",\"name\":", JsonString(device.name));
-  absl::StrAppend(&out, ",\"mode\":\"", ModeName(summary.mode), "\"",
+  absl::StrAppend(&out, ",\"mode\":\"", SummaryModeName(summary.mode), "\"",
                   ",\"expandable_segments\":", summary.expandable_segments ? "true" : "false",
                   ",\"complete\":", summary.complete ? "true" : "false",
                   ",\"num_ooms\":", device.ooms, ",\"num_alloc_retries\":", device.retries,

@@ -18,11 +18,16 @@
 #ifndef GPUMEM_REPORT_SUMMARY_TABLE_H_
 #define GPUMEM_REPORT_SUMMARY_TABLE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
 #include "report/memory_holders.h"
 #include "report/trace_file.h"
@@ -65,6 +70,8 @@ struct PoolStat {
 };
 
 enum class SummaryMode { kTensors, kSegments, kPlain };
+// "tensors", "segments", "plain": the mode in JSON.
+const char* SummaryModeName(SummaryMode mode);
 
 // Device memory the rows leave out (PyTorch modes) or include (plain mode), by who made it.
 struct SummaryHolding {
@@ -111,11 +118,117 @@ struct Summary {
 // nullptr for no known allocator or library.
 using HolderOfStack = std::function<const MemoryHolder*(uint64_t stack_id)>;
 
-// `events`: one process's memory events in seq order. Device names are left empty.
+// Holders from the modules of `trace`'s stacks (no symbols needed). The trace may still be
+// streaming: a stack is written before its first use, its modules before it.
+HolderOfStack HoldersOfTrace(const TraceFile& trace);
+
+// A HolderOfStack asked once per stack id (an empty one: no holder for any stack).
+class CachedHolderOf {
+ public:
+  explicit CachedHolderOf(HolderOfStack holder_of) : holder_of_(std::move(holder_of)) {}
+  const MemoryHolder* operator()(uint64_t stack_id);
+
+ private:
+  HolderOfStack holder_of_;
+  absl::flat_hash_map<uint64_t, const MemoryHolder*> cache_;
+};
+
+// Device memory as the table counts it: plain allocations other than pinned host memory, and VMM
+// physical memory. Reservations and mappings are not memory.
+bool IsDeviceMemory(const MemoryEvent& event);
+
+// Whether a device-memory allocation made by `holder` is one the rows of `mode` count: PyTorch's
+// stream-ordered allocations (kTensors), PyTorch's other allocations (kSegments), any (kPlain).
+bool CountedInMode(SummaryMode mode, const MemoryEvent& event, const MemoryHolder* holder);
+
+// The recording mode of one process, from its device allocations so far: kTensors once PyTorch
+// made a stream-ordered allocation, else kSegments once it made any other, else kPlain. The mode
+// is known only at the end of the trace, so a streamed analysis runs one candidate per mode that
+// is still possible (ModeCandidates) and keeps the one mode() names at the end.
+class SummaryModeDetector {
+ public:
+  void Add(const MemoryEvent& event, CachedHolderOf& holders);
+  SummaryMode mode() const;
+  // kSegments made of cuMemCreate physical memory (PyTorch's expandable segments).
+  bool expandable_segments() const { return mode() == SummaryMode::kSegments && expandable_; }
+  // Whether `mode` can still be mode() at the end: kTensors always, kSegments until PyTorch made a
+  // stream-ordered allocation, kPlain until it made any.
+  bool StillPossible(SummaryMode candidate) const;
+
+ private:
+  bool tensors_ = false;
+  bool segments_ = false;
+  bool expandable_ = false;
+};
+
+// One `Candidate` per recording mode, fed in one pass; a candidate is dropped as soon as the
+// detector rules its mode out, so at most the three run at once and usually fewer.
+template <typename Candidate>
+class ModeCandidates {
+ public:
+  // `make(SummaryMode)` returns the candidate for that mode.
+  template <typename Make>
+  explicit ModeCandidates(Make&& make) {
+    for (const SummaryMode mode : kModes) candidates_[Index(mode)].emplace(make(mode));
+  }
+  // Notes `event`'s allocation, if any, for the mode, then calls `feed(Candidate&)` for each
+  // candidate still possible.
+  template <typename Feed>
+  void Add(const MemoryEvent& event, CachedHolderOf& holders, Feed&& feed) {
+    detector_.Add(event, holders);
+    for (const SummaryMode mode : kModes) {
+      std::optional<Candidate>& candidate = candidates_[Index(mode)];
+      if (!candidate) continue;
+      if (!detector_.StillPossible(mode)) {
+        candidate.reset();
+        continue;
+      }
+      feed(*candidate);
+    }
+  }
+  const SummaryModeDetector& detector() const { return detector_; }
+  // The candidate of the mode the detector decided on.
+  Candidate& Chosen() { return *candidates_[Index(detector_.mode())]; }
+
+ private:
+  static constexpr SummaryMode kModes[] = {SummaryMode::kTensors, SummaryMode::kSegments,
+                                           SummaryMode::kPlain};
+  static size_t Index(SummaryMode mode) { return static_cast<size_t>(mode); }
+  SummaryModeDetector detector_;
+  std::optional<Candidate> candidates_[3];
+};
+
+// The summary of one process's memory events, fed one at a time in seq order: one table builder
+// per candidate mode in the same pass (ModeCandidates); memory is bounded by the live set.
+class SummaryAnalysis {
+ public:
+  // Holders from `holder_of` (may be empty); device names left empty, the trace taken as complete.
+  explicit SummaryAnalysis(HolderOfStack holder_of);
+  // For a trace being streamed: holders from the modules of its stacks (HoldersOfTrace); Finish()
+  // takes device names from its Device packets and completeness from its footer. `trace` must
+  // outlive the analysis.
+  explicit SummaryAnalysis(const TraceFile& trace);
+  ~SummaryAnalysis();
+
+  void Add(const MemoryEvent& event);
+  // The summary, once every event was added.
+  Summary Finish();
+
+ private:
+  class Builder;
+  SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace);
+
+  const TraceFile* trace_ = nullptr;
+  std::unique_ptr<CachedHolderOf> holders_;  // the builders point at it: it must not move
+  ModeCandidates<std::unique_ptr<Builder>> candidates_;
+};
+
+// SummaryAnalysis over `events` (one process's memory events in seq order). Device names are left
+// empty.
 Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of);
 
-// ComputeSummary for a trace that was read whole: holders from the modules of its stacks (no
-// symbols needed), device names from its Device packets, completeness from its footer.
+// The same for a trace that was read whole: holders from the modules of its stacks (no symbols
+// needed), device names from its Device packets, completeness from its footer.
 Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& events);
 
 // One row of the table: PyTorch's metric name and memory_stats key.

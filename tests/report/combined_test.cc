@@ -4,9 +4,11 @@
 // answers, and through `gpumem report`.
 #include "report/combined.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/trace.pb.h"
@@ -102,9 +104,10 @@ TEST(CombinedTest, OverlappingLiveSetsPeakTogether) {
   const std::vector<ProcessTimeline> timelines = Read({dir.File("a.trace"), dir.File("b.trace")});
   ASSERT_EQ(timelines.size(), 2u);
   // Same pointers in both processes are kept apart: B's free does not end A's allocation.
-  ASSERT_EQ(timelines[0].places.at(0).size(), 4u);
-  EXPECT_EQ(timelines[0].places.at(0)[1].live_bytes, 30 * kMiB);
-  EXPECT_EQ(timelines[1].places.at(0).back().live_bytes, 5 * kMiB);
+  const std::vector<TimelinePoint> a = timelines[0].places.at(0).ReadAll();
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[1].live_bytes, 30 * kMiB);
+  EXPECT_EQ(timelines[1].places.at(0).ReadAll().back().live_bytes, 5 * kMiB);
   const Combined combined = CombineTimelines(timelines);
   EXPECT_EQ(combined.processes, 2u);
   EXPECT_FALSE(combined.per_host);
@@ -166,6 +169,98 @@ TEST(CombinedTest, DifferentHostsAreCombinedPerHost) {
   const std::string text = CombinedText(combined, timelines);
   EXPECT_NE(text.find("combined view is per host"), std::string::npos) << text;
   EXPECT_NE(text.find("host node2: 1 process"), std::string::npos) << text;
+}
+
+TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
+  TimelineSpool spool(7);  // to the file every 7 points
+  std::vector<TimelinePoint> appended;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    appended.push_back({i * 3, i * i});
+    spool.Append(appended.back());
+  }
+  EXPECT_EQ(spool.size(), 1000u);
+  // Two readers at once, each at its own pace.
+  TimelineSpool::Reader a = spool.Read();
+  TimelineSpool::Reader b = spool.Read();
+  TimelinePoint point;
+  for (uint64_t i = 0; i < 500; ++i) {
+    ASSERT_TRUE(a.Next(&point));
+    EXPECT_EQ(point.timestamp_ns, i * 3);
+  }
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(b.Next(&point));
+    EXPECT_EQ(point.live_bytes, i * i);
+  }
+  EXPECT_FALSE(b.Next(&point));
+  for (uint64_t i = 500; i < 1000; ++i) {
+    ASSERT_TRUE(a.Next(&point));
+    EXPECT_EQ(point.timestamp_ns, i * 3);
+  }
+  EXPECT_FALSE(a.Next(&point));
+  const std::vector<TimelinePoint> all = spool.ReadAll();
+  ASSERT_EQ(all.size(), appended.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].timestamp_ns, appended[i].timestamp_ns);
+    EXPECT_EQ(all[i].live_bytes, appended[i].live_bytes);
+  }
+}
+
+TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
+  // Three processes of thousands of allocations and frees on two devices, interleaved in time:
+  // timelines spilled to files every 5 points combine exactly as timelines held whole.
+  TempDir dir;
+  std::vector<std::string> paths;
+  uint64_t state = 12345;
+  auto random = [&state](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  for (uint32_t process = 0; process < 3; ++process) {
+    TraceWriter writer("node1", 100 + process, "proc");
+    std::vector<uint64_t> live;
+    uint64_t time = random(50);
+    for (uint64_t i = 0; i < 3000; ++i) {
+      time += 1 + random(40);
+      if (!live.empty() && random(3) == 0) {
+        const size_t which = random(live.size());
+        writer.Free(time, live[which]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(which));
+      } else {
+        const uint64_t address = 0x7000'0000 + i * 0x1'0000;
+        writer.Malloc(time, static_cast<int32_t>(random(2)), (1 + random(64)) * kMiB, address);
+        live.push_back(address);
+      }
+    }
+    paths.push_back(dir.File("p" + std::to_string(process) + ".trace"));
+    writer.Write(paths.back());
+  }
+  std::vector<ProcessTimeline> spilled;
+  std::vector<ProcessTimeline> whole;
+  for (const std::string& path : paths) {
+    absl::StatusOr<ProcessTimeline> a = ReadProcessTimeline(path, 5);
+    absl::StatusOr<ProcessTimeline> b = ReadProcessTimeline(path, size_t{1} << 30);
+    ASSERT_TRUE(a.ok() && b.ok());
+    spilled.push_back(std::move(*a));
+    whole.push_back(std::move(*b));
+  }
+  const Combined from_files = CombineTimelines(spilled);
+  const Combined from_memory = CombineTimelines(whole);
+  ASSERT_EQ(from_files.hosts.size(), 1u);
+  ASSERT_EQ(from_files.hosts[0].places.size(), 2u);
+  ASSERT_EQ(from_memory.hosts[0].places.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const CombinedPlace& a = from_files.hosts[0].places[i];
+    const CombinedPlace& b = from_memory.hosts[0].places[i];
+    EXPECT_GT(a.peak_bytes, 0u);
+    EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+    EXPECT_EQ(a.timestamp_ns, b.timestamp_ns);
+    ASSERT_EQ(a.shares.size(), b.shares.size());
+    for (size_t j = 0; j < a.shares.size(); ++j) {
+      EXPECT_EQ(a.shares[j].process, b.shares[j].process);
+      EXPECT_EQ(a.shares[j].bytes, b.shares[j].bytes);
+    }
+  }
+  EXPECT_EQ(CombinedJson(from_files, spilled), CombinedJson(from_memory, whole));
 }
 
 TEST(CombinedTest, ReportCommandPrintsCombinedSection) {

@@ -2,6 +2,7 @@
 // real H100 traces (segment level, tensor level, plain) and on synthetic events.
 #include "report/fragmentation.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/event_stream.h"
+#include "report/memory_holders.h"
 #include "report/summary_table.h"
 #include "tests/support/test_support.h"
 
@@ -126,6 +128,95 @@ TEST(FragmentationTest, TimelineSamplesEvenlySpacedPoints) {
     EXPECT_EQ(device.timeline[i].reserved, expected[i]) << i;
     EXPECT_EQ(device.timeline[i].in_use, expected[i]) << i;
   }
+}
+
+// The value after the last point at or before `time` (points in order), 0 before the first.
+uint64_t ExactAt(const std::vector<FragmentationPoint>& points, uint64_t time) {
+  uint64_t value = 0;
+  for (const FragmentationPoint& point : points) {
+    if (point.timestamp_ns > time) break;
+    value = point.reserved;
+  }
+  return value;
+}
+
+TEST(FragmentationTest, LongTimelineKeepsPeakAndEndExactInBoundedMemory) {
+  // 60000 allocations of 1 KiB (one every 100 ns), then 40000 frees: 1e5 points. Peak 60000 KiB
+  // at the last allocation, 20000 KiB at the end.
+  constexpr uint64_t kKiB = 1024;
+  constexpr uint64_t kAllocations = 60000;
+  constexpr uint64_t kFrees = 40000;
+  std::vector<MemoryEvent> events;
+  std::vector<FragmentationPoint> exact;
+  for (uint64_t i = 0; i < kAllocations + kFrees; ++i) {
+    const bool alloc = i < kAllocations;
+    events.push_back(Event(i + 1, alloc ? ALLOC : FREE, alloc ? 0 : -1, kKiB,
+                           0x1000'0000 + (alloc ? i : i - kAllocations) * kKiB));
+    const uint64_t live = (alloc ? i + 1 : kAllocations - (i - kAllocations + 1)) * kKiB;
+    exact.push_back({(i + 1) * 100, live, live});
+  }
+  const Fragmentation f = ComputeFragmentation(events, nullptr);
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  EXPECT_EQ(device.peak.reserved, kAllocations * kKiB);
+  EXPECT_EQ(device.peak.timestamp_ns, kAllocations * 100);
+  EXPECT_EQ(device.end.reserved, (kAllocations - kFrees) * kKiB);
+  EXPECT_EQ(device.end.timestamp_ns, (kAllocations + kFrees) * 100);
+  // A sample may lag the exact value by up to one bucket width (and the 100 ns to the point
+  // before): 1e7 ns over 1024 buckets makes them 16384 ns wide.
+  ASSERT_EQ(device.timeline.size(), kFragmentationSamples);
+  constexpr uint64_t kWidth = 16384 + 100;
+  for (const FragmentationPoint& sample : device.timeline) {
+    const uint64_t now = ExactAt(exact, sample.timestamp_ns);
+    const uint64_t before =
+        ExactAt(exact, sample.timestamp_ns - std::min(sample.timestamp_ns, kWidth));
+    EXPECT_GE(sample.reserved, std::min(now, before)) << sample.timestamp_ns;
+    EXPECT_LE(sample.reserved, std::max(now, before)) << sample.timestamp_ns;
+  }
+  EXPECT_EQ(device.timeline.back().reserved, device.end.reserved);
+}
+
+TEST(FragmentationTest, BucketedTimelineDoublesItsWidth) {
+  BucketedTimeline timeline(8);
+  for (uint64_t t = 0; t < 8; ++t) timeline.Add({t, t, 0});
+  EXPECT_EQ(timeline.bucket_width_ns(), 1u);
+  EXPECT_EQ(timeline.Points().size(), 8u);  // few points: every one kept
+  timeline.Add({8, 8, 0});                  // beyond the 8th bucket: pairs merge
+  EXPECT_EQ(timeline.bucket_width_ns(), 2u);
+  std::vector<FragmentationPoint> points = timeline.Points();
+  ASSERT_EQ(points.size(), 5u);  // the later of each pair: 1, 3, 5, 7, then 8
+  EXPECT_EQ(points[0].reserved, 1u);
+  EXPECT_EQ(points[3].reserved, 7u);
+  EXPECT_EQ(points[4].reserved, 8u);
+  timeline.Add({5, 50, 0});  // stamped before the latest: goes into the latest's bucket
+  points = timeline.Points();
+  EXPECT_EQ(points.back().reserved, 50u);
+  timeline.Add({1000, 1000, 0});  // far ahead: several doublings at once
+  EXPECT_EQ(timeline.bucket_width_ns(), 128u);
+  points = timeline.Points();
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].reserved, 50u);
+  EXPECT_EQ(points[1].reserved, 1000u);
+  for (uint64_t t = 0; t < 100000; ++t) timeline.Add({1000 + t * 7, t, 0});
+  EXPECT_LE(timeline.Points().size(), 8u);
+}
+
+TEST(FragmentationTest, ModeDecidedAtTheEndCountsOnlyItsAllocations) {
+  // A plain-looking allocation first, a PyTorch segment later: segment level, the first left out.
+  Frame torch;
+  torch.module = "/site-packages/torch/lib/libc10_cuda.so";
+  const MemoryHolder* pytorch = FindMemoryHolder({torch}, false);
+  std::vector<MemoryEvent> events = {Event(1, ALLOC, 0, 4 * kMiB, 0x1000'0000),
+                                     Event(2, ALLOC, 0, 20 * kMiB, 0x2000'0000),
+                                     Event(3, FREE, -1, 0, 0x1000'0000)};
+  events[1].set_stack_id(7);
+  const Fragmentation f = ComputeFragmentation(
+      events, [pytorch](uint64_t stack_id) { return stack_id == 7 ? pytorch : nullptr; });
+  EXPECT_EQ(f.mode, SummaryMode::kSegments);
+  ASSERT_EQ(f.devices.size(), 1u);
+  EXPECT_EQ(f.devices[0].peak.reserved, 20 * kMiB);
+  EXPECT_EQ(f.devices[0].peak.timestamp_ns, 200u);
+  EXPECT_EQ(f.devices[0].end.reserved, 20 * kMiB);
 }
 
 }  // namespace

@@ -220,6 +220,108 @@ TEST(GrowthTest, OneIterationNothingToCompare) {
   EXPECT_TRUE(report.sites.empty());
 }
 
+// ---- many iterations: bounded series, exact rule ----
+
+// Address() with room for 65536 allocations per stack.
+uint64_t Far(uint64_t stack_id, uint64_t i) { return (stack_id << 40) + (i << 24); }
+
+// `iterations` iterations, each starting with stack 1 (16 MiB, freed in it); stack 2 keeps 1 MiB
+// in every iteration; stack 3 keeps 2 MiB in even iterations and frees one in odd ones, so it
+// rises at half the boundaries only.
+Events ManyIterations(int iterations, std::vector<uint64_t>* marker_seqs) {
+  Events events;
+  for (int i = 0; i < iterations; ++i) {
+    marker_seqs->push_back(events.Malloc(16 * kMiB, Far(1, i), 1).seq());
+    events.Malloc(kMiB, Far(2, i), 2);
+    if (i % 2 == 0) {
+      events.Malloc(2 * kMiB, Far(3, i), 3);
+    } else {
+      events.Free(Far(3, i - 1));
+    }
+    events.Free(Far(1, i));
+  }
+  return events;
+}
+
+TEST(GrowthTest, ManyIterationsKeepABoundedSeriesAndAnExactRate) {
+  std::vector<uint64_t> marker_seqs;
+  const Events events = ManyIterations(1000, &marker_seqs);
+  const GrowthReport report = AnalyzeGrowth(events.events(), {});
+  ASSERT_TRUE(report.found);
+  EXPECT_EQ(report.marker_stack_id, 1u);
+  EXPECT_EQ(report.iterations(), 1000u);
+  // 1000 iterations: the stride doubled from 1 to 2 at 256, to 4 at 512.
+  EXPECT_EQ(report.sample_stride, 4u);
+  // Iterations 1, 5, 9, ..., 997 (250) and the last, 1000.
+  ASSERT_EQ(report.iteration_seqs.size(), 251u);
+  for (size_t k = 0; k < 250; ++k) EXPECT_EQ(report.iteration_seqs[k], marker_seqs[4 * k]) << k;
+  EXPECT_EQ(report.iteration_seqs.back(), marker_seqs.back());
+
+  ASSERT_EQ(report.sites.size(), 1u);  // stack 3 rose at half the boundaries only
+  const GrowingSite& site = report.sites[0];
+  EXPECT_EQ(site.stack_id, 2u);
+  EXPECT_EQ(site.rises, 999u);
+  EXPECT_DOUBLE_EQ(site.bytes_per_iteration, 1.0 * kMiB);
+  ASSERT_EQ(site.live_bytes.size(), 251u);
+  ASSERT_EQ(site.live_count.size(), 251u);
+  for (size_t k = 0; k < 250; ++k) {
+    EXPECT_EQ(site.live_bytes[k], (4 * k + 1) * kMiB) << k;
+    EXPECT_EQ(site.live_count[k], 4 * k + 1) << k;
+  }
+  EXPECT_EQ(site.live_bytes.back(), 1000 * kMiB);
+  EXPECT_EQ(site.live_count.back(), 1000u);
+}
+
+TEST(GrowthTest, SeriesUpToTheCapIsWhole) {
+  for (const int iterations : {256, 257}) {
+    std::vector<uint64_t> marker_seqs;
+    const GrowthReport report =
+        AnalyzeGrowth(ManyIterations(iterations, &marker_seqs).events(), {});
+    ASSERT_EQ(report.sites.size(), 1u) << iterations;
+    if (iterations == 256) {
+      // Every iteration kept: as before there was a cap.
+      EXPECT_EQ(report.sample_stride, 1u);
+      EXPECT_EQ(report.iteration_seqs, marker_seqs);
+      ASSERT_EQ(report.sites[0].live_bytes.size(), 256u);
+      for (size_t i = 0; i < 256; ++i) EXPECT_EQ(report.sites[0].live_bytes[i], (i + 1) * kMiB);
+    } else {
+      // 1, 3, ..., 257: the last is on the stride.
+      EXPECT_EQ(report.sample_stride, 2u);
+      ASSERT_EQ(report.iteration_seqs.size(), 129u);
+      EXPECT_EQ(report.iteration_seqs.back(), marker_seqs.back());
+      EXPECT_EQ(report.sites[0].live_bytes.size(), 129u);
+      EXPECT_EQ(report.sites[0].live_bytes.back(), 257 * kMiB);
+    }
+  }
+}
+
+TEST(GrowthTest, SiteAppearingLateIsPaddedWithNothing) {
+  // Stack 4 keeps 1 MiB from iteration 61 on: nothing in the samples before, then a rise at each
+  // of the last 540 of 599 boundaries (90%): growing, from nothing after iteration 1.
+  Events events;
+  for (int i = 0; i < 600; ++i) {
+    events.Malloc(16 * kMiB, Far(1, i), 1);
+    events.Malloc(kMiB, Far(2, i), 2);
+    if (i >= 60) events.Malloc(kMiB, Far(4, i), 4);
+    events.Free(Far(1, i));
+  }
+  GrowthOptions options;
+  options.is_marker = [](uint64_t stack_id) { return stack_id == 1; };
+  const GrowthReport report = AnalyzeGrowth(events.events(), options);
+  EXPECT_EQ(report.sample_stride, 4u);
+  ASSERT_EQ(report.iteration_seqs.size(), 151u);  // 1, 5, ..., 597 and 600
+  ASSERT_EQ(report.sites.size(), 2u);
+  const GrowingSite& late = report.sites[1];
+  EXPECT_EQ(late.stack_id, 4u);
+  EXPECT_EQ(late.rises, 540u);
+  EXPECT_DOUBLE_EQ(late.bytes_per_iteration, 540.0 * kMiB / 599);
+  ASSERT_EQ(late.live_bytes.size(), 151u);
+  for (uint64_t k = 0; k < 150; ++k) {
+    EXPECT_EQ(late.live_bytes[k], 4 * k >= 60 ? (4 * k - 59) * kMiB : 0) << k;
+  }
+  EXPECT_EQ(late.live_bytes.back(), 540 * kMiB);
+}
+
 // ---- the command, on the bundled leak_loop trace ----
 
 ProgramRun Gpumem(const std::vector<std::string>& args) {
@@ -290,6 +392,7 @@ TEST(GrowthCommandTest, LeakLoopJson) {
                          "(/work/main/samples/leak_loop/leak_loop.cc:26)\""),
             std::string::npos)
       << run.out;
+  EXPECT_EQ(run.out.find("sample_stride"), std::string::npos) << run.out;  // every iteration
   EXPECT_EQ(run.out.find("\"peak\""), std::string::npos) << run.out;
 }
 

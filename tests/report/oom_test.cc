@@ -187,6 +187,44 @@ TEST(OomTest, NoFailures) {
   EXPECT_TRUE(AnalyzeOoms({}).failures.empty());
 }
 
+TEST(OomTest, OnlyTheFirstRequestsAreKeptInFull) {
+  // 100 requests of different sizes, each after an allocation of its own (all kept live), then
+  // one request retried 100 times. Early is decided over the whole trace: seq 1..301, early
+  // before seq 32.
+  Events events;
+  for (uint64_t i = 0; i < 100; ++i) {
+    events.Malloc(0, kMiB, 0x1000'0000 + i * 0x10'0000, 1);
+    events.Failed(0, (100 + i) * kMiB, 2, 0, 4096 * kMiB);
+  }
+  for (int i = 0; i < 100; ++i) events.Failed(0, 7 * kMiB, 3, 0, 4096 * kMiB);
+  events.Free(0x1000'0000);
+  const OomReport report = AnalyzeOoms(events.events());
+  EXPECT_EQ(report.last_seq, 301u);
+  EXPECT_EQ(report.early_before_seq, 32u);
+  ASSERT_EQ(report.failures.size(), kMaxOomFailures);
+  EXPECT_EQ(report.failures_not_analysed, 37u);  // 36 more sizes and the retried request
+  const OomFailure& last_kept = report.failures.back();
+  EXPECT_EQ(last_kept.request.size(), 163 * kMiB);
+  EXPECT_EQ(last_kept.live.count, 64u);
+  EXPECT_EQ(last_kept.early.count, 16u);  // the allocations at seq 1, 3, ..., 31
+  EXPECT_EQ(last_kept.attempt_count, 1u);
+}
+
+TEST(OomTest, ManyAttemptsOfOneRequestAreCountedNotAllListed) {
+  Events events;
+  events.Malloc(0, kMiB, 0x1000'0000, 1);
+  for (int i = 0; i < 100; ++i) events.Failed(0, 7 * kMiB, 3, 0, 64 * kMiB);
+  const OomReport report = AnalyzeOoms(events.events());
+  ASSERT_EQ(report.failures.size(), 1u);
+  const OomFailure& failure = report.failures[0];
+  EXPECT_EQ(failure.attempt_count, 100u);
+  ASSERT_EQ(failure.attempts.size(), kMaxOomAttempts);
+  EXPECT_EQ(failure.attempts.back().seq, 1u + kMaxOomAttempts);
+  EXPECT_EQ(failure.request.seq(), 101u);  // as of the last attempt
+  EXPECT_EQ(failure.live.bytes, kMiB);
+  EXPECT_EQ(report.failures_not_analysed, 0u);
+}
+
 // ---- the command, on oom_loop recorded here ----
 
 ProgramRun Gpumem(const std::vector<std::string>& args) {

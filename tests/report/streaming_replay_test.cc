@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -19,8 +21,13 @@
 #include "gtest/gtest.h"
 #include "report/address_map.h"
 #include "report/event_stream.h"
+#include "report/fragmentation.h"
+#include "report/growth.h"
 #include "report/memory_event_decoder.h"
+#include "report/memory_holders.h"
+#include "report/oom.h"
 #include "report/replay.h"
+#include "report/summary_table.h"
 #include "report/trace_file.h"
 #include "tests/support/test_support.h"
 
@@ -311,6 +318,75 @@ TEST_F(StreamingReplayTest, ShuffledWithinTheWindowReplaysAsSorted) {
     ExpectSamePlaces(replay.Places(), sorted->places);
     EXPECT_EQ(replay.anomalies().total(), sorted->anomalies.total());
   }
+}
+
+// What `gpumem report` does in one pass: the analyses fed by the replay's own stream
+// (ReplayTrace's `also`) of a shuffled trace agree with the same analyses over the events sorted in
+// memory.
+TEST_F(StreamingReplayTest, AnalysesFollowingTheReplayMatchTheSortedEvents) {
+  const std::vector<MemoryEvent> events = RandomTrace(30000, 3);
+  absl::StatusOr<std::unique_ptr<TraceFile>> file =
+      TraceFile::Open(Write(TraceBytes(events, 50, 7)));
+  ASSERT_TRUE(file.ok()) << file.status();
+  Frame torch;
+  torch.module = "/site-packages/torch/lib/libc10_cuda.so";
+  const MemoryHolder* pytorch = FindMemoryHolder({torch}, false);
+  const HolderOfStack holder_of = [pytorch](uint64_t stack_id) {
+    return stack_id % 5 == 0 ? pytorch : nullptr;
+  };
+  GrowthOptions growth_options;
+  growth_options.is_marker = [](uint64_t stack_id) { return stack_id == 4; };
+  SummaryAnalysis summary(holder_of);
+  FragmentationAnalysis fragmentation(holder_of);
+  OomAnalysis oom;
+  GrowthAnalysis growth(growth_options);
+  MarkerCounter marker_counter;
+  uint64_t visited = 0;
+  uint64_t last_seq = 0;
+  const TraceReplay replay = ReplayTrace(*std::move(file), [&](const MemoryEvent& event) {
+    EXPECT_GT(event.seq(), last_seq);
+    last_seq = event.seq();
+    ++visited;
+    summary.Add(event);
+    fragmentation.Add(event);
+    oom.Add(event);
+    growth.Add(event);
+    marker_counter.Add(event);
+  });
+  EXPECT_EQ(visited, events.size());
+  EXPECT_EQ(replay.memory_events, events.size());
+
+  const Summary streamed_summary = summary.Finish();
+  EXPECT_EQ(streamed_summary.mode, SummaryMode::kTensors);
+  EXPECT_EQ(SummaryJson(streamed_summary), SummaryJson(ComputeSummary(events, holder_of)));
+  EXPECT_EQ(FragmentationJson(fragmentation.Finish()),
+            FragmentationJson(ComputeFragmentation(events, holder_of)));
+
+  const OomReport streamed_oom = oom.Finish();
+  const OomReport sorted_oom = AnalyzeOoms(events);
+  EXPECT_EQ(streamed_oom.early_before_seq, sorted_oom.early_before_seq);
+  EXPECT_EQ(streamed_oom.failures_not_analysed, sorted_oom.failures_not_analysed);
+  ASSERT_EQ(streamed_oom.failures.size(), sorted_oom.failures.size());
+  EXPECT_FALSE(streamed_oom.failures.empty());
+  for (size_t i = 0; i < streamed_oom.failures.size(); ++i) {
+    const OomFailure& a = streamed_oom.failures[i];
+    const OomFailure& b = sorted_oom.failures[i];
+    EXPECT_EQ(a.request.seq(), b.request.seq()) << i;
+    EXPECT_EQ(a.attempt_count, b.attempt_count) << i;
+    EXPECT_EQ(a.live.bytes, b.live.bytes) << i;
+    EXPECT_EQ(a.early.bytes, b.early.bytes) << i;
+    EXPECT_EQ(a.sites.size(), b.sites.size()) << i;
+  }
+
+  const GrowthReport streamed_growth = growth.Finish();
+  const GrowthReport sorted_growth = AnalyzeGrowth(events, growth_options);
+  EXPECT_TRUE(streamed_growth.found);
+  EXPECT_EQ(streamed_growth.iterations(), sorted_growth.iterations());
+  EXPECT_EQ(streamed_growth.iteration_seqs, sorted_growth.iteration_seqs);
+  EXPECT_EQ(streamed_growth.sites.size(), sorted_growth.sites.size());
+  const std::optional<uint64_t> most_frequent = marker_counter.MostFrequent({});
+  ASSERT_TRUE(most_frequent.has_value());
+  EXPECT_EQ(*most_frequent, AnalyzeGrowth(events, {}).marker_stack_id);
 }
 
 TEST_F(StreamingReplayTest, BeyondTheWindowIsCountedAndReplayedLate) {

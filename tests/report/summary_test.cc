@@ -349,6 +349,38 @@ TEST(SummarySegments, ExpandableSegmentsArePhysicalMemory) {
 // No PyTorch: every device allocation is an allocation and its own segment, stream-ordered ones
 // excepted from the reserved rows; a library's workspace is counted and named; pinned host
 // memory is not device memory; each device has its own table.
+// The mode is decided by the whole trace, though the events stream: allocations made before the
+// one that decides it are counted as that mode counts them.
+TEST(SummaryStreaming, ModeDecidedByALaterAllocation) {
+  Events events;
+  events.Malloc(4 * kMiB, 0x1000'0000, kProgramStack);     // plain so far
+  events.CuMemAlloc(8 * kMiB, 0x2000'0000, kCublasStack);  // still plain
+  events.Malloc(20 * kMiB, 0x3000'0000, kTorchStack);      // segments from here on
+  events.Free(0x1000'0000);
+  Summary summary = events.Run();
+  EXPECT_EQ(summary.mode, SummaryMode::kSegments);
+  ASSERT_EQ(summary.devices.size(), 1u);
+  ExpectStat(summary.devices[0].reserved_bytes.all, 20 * kMiB, 20 * kMiB, 20 * kMiB, 0,
+             "segments: reserved");
+  ExpectStat(summary.devices[0].segments.all, 1, 1, 1, 0, "segments: segments");
+  ASSERT_EQ(summary.devices[0].holdings.size(), 2u);
+  EXPECT_EQ(summary.devices[0].holdings[0].id, "other");
+  EXPECT_EQ(summary.devices[0].holdings[0].bytes, 4 * kMiB);
+  EXPECT_EQ(summary.devices[0].holdings[0].live_bytes, 0u);
+  EXPECT_EQ(summary.devices[0].holdings[1].id, "cublas_workspace");
+
+  events.MallocAsync(kMiB, 0x4000'0000, kTorchStack);  // a tensor: tensor level after all
+  summary = events.Run();
+  EXPECT_EQ(summary.mode, SummaryMode::kTensors);
+  ExpectStat(summary.devices[0].allocated_bytes.all, kMiB, kMiB, kMiB, 0, "tensors: allocated");
+  ExpectStat(summary.devices[0].allocated_bytes.small_pool, kMiB, kMiB, kMiB, 0,
+             "tensors: small pool");
+  ExpectStat(summary.devices[0].allocations.all, 1, 1, 1, 0, "tensors: allocations");
+  ASSERT_EQ(summary.devices[0].holdings.size(), 3u);
+  EXPECT_EQ(summary.devices[0].holdings[2].id, "pytorch_caching_allocator");
+  EXPECT_EQ(summary.devices[0].holdings[2].live_bytes, 20 * kMiB);
+}
+
 TEST(SummaryPlain, AllocationsAreTheirOwnSegments) {
   Events events;
   events.Malloc(1 * kMiB, 0x1000'0000, kProgramStack);  // small: at most 1 MiB
