@@ -53,8 +53,8 @@ class TimelineSpool {
    private:
     const TimelineSpool* spool_;
     uint64_t position_ = 0;             // of the next point
-    std::vector<TimelinePoint> chunk_;  // points read from the file, ending before position_...
-    size_t chunk_next_ = 0;             // ... of which this one is next
+    std::vector<TimelinePoint> chunk_;  // the points read from the file last
+    size_t chunk_next_ = 0;             // the one of them to return next
   };
   Reader Read() const { return Reader(this); }
   // Every point, in memory: for tests and small timelines.
