@@ -26,6 +26,7 @@
 #include "report/fragmentation.h"
 #include "report/growth.h"
 #include "report/json.h"
+#include "report/kernels.h"
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
@@ -39,7 +40,7 @@
 namespace gpumem::report {
 
 const char kReportUsage[] =
-    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom] [--fragmentation]
+    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom] [--fragmentation] [--kernels]
                      [--growth [--iteration-marker FUNCTION]] [--top N] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
@@ -53,12 +54,16 @@ Replays each trace's memory operations in order and reports, per device:
                reserved (what the allocator holds from the driver) against in use (what the
                program's allocations hold): at the peak, at the end and over time; what the
                recording mode cannot tell says n/a and why
+  --kernels    kernel launches: per kernel, how many and from where; which kernels ran while
+               memory stood at its peak; allocations no kernel ever received (never used) and
+               allocations kept long after their last use (idle)
   --growth     call sites whose live bytes rise from iteration to iteration, in bytes/iteration
   --iteration-marker FUNCTION
                (implies --growth) an iteration starts at each allocation of the first call site
                with a frame whose function contains FUNCTION; without it, at each allocation of
                the most frequent allocation call site (at least 3)
-  (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth: --peak and --leaks)
+  (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth, --kernels: --peak
+   and --leaks)
   --top N      call sites shown per device or failure (default 10; 0: all)
   --json       one JSON object instead of text (schema: report/README.md in the sources)
   -h, --help   print this text
@@ -84,6 +89,7 @@ struct Options {
   bool oom = false;
   bool growth = false;
   bool fragmentation = false;
+  bool kernels = false;
   bool json = false;
   size_t top = kDefaultTop;
   std::string iteration_marker;  // empty: detect iterations
@@ -244,6 +250,7 @@ class CallSites {
 
 // The --summary, --oom, --growth and --fragmentation analyses of one trace, when asked for.
 struct Findings {
+  const KernelReport* kernels = nullptr;  // with --peak or --kernels
   std::optional<Summary> summary;
   std::optional<OomReport> oom;
   std::optional<GrowthReport> growth;
@@ -510,6 +517,24 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
   }
 }
 
+// "kernels while at the peak: ..." under a place's peak, when launches were recorded.
+void AppendKernelsAtPeakText(const KernelReport* kernels, int32_t place, size_t top,
+                             std::string* out) {
+  if (kernels == nullptr || kernels->launches == 0) return;
+  auto it = kernels->at_peak.find(place);
+  if (it == kernels->at_peak.end()) {
+    absl::StrAppend(out, "  kernels launched while at the peak: none\n");
+    return;
+  }
+  const size_t shown = top == 0 ? it->second.size() : std::min(top, it->second.size());
+  std::vector<std::string> items;
+  for (size_t i = 0; i < shown; ++i) {
+    items.push_back(absl::StrCat(it->second[i].first, " x", it->second[i].second));
+  }
+  if (shown < it->second.size()) items.push_back("...");
+  absl::StrAppend(out, "  kernels launched while at the peak: ", absl::StrJoin(items, ", "), "\n");
+}
+
 std::string TextReport(const TraceReplay& replay, const Findings& findings, Symbolizer& symbolizer,
                        CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
@@ -536,6 +561,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
                             MillisecondsSinceStart(place.peak_timestamp_ns, trace));
       AppendSitesText(GroupSites(place.peak_sites, symbolizer, stream_ordered), options.top,
                       place.peak_bytes, &out);
+      AppendKernelsAtPeakText(findings.kernels, place.place, options.top, &out);
     }
   }
   if (options.leaks) {
@@ -558,6 +584,16 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
   if (findings.oom) AppendOomText(*findings.oom, trace, sites, options, &out);
   if (findings.growth) AppendGrowthText(*findings.growth, trace, sites, options, &out);
   if (findings.fragmentation) absl::StrAppend(&out, FragmentationText(*findings.fragmentation));
+  if (options.kernels) {
+    absl::StrAppend(&out, "\n",
+                    KernelsText(*findings.kernels, trace, options.top, [&sites](uint64_t stack_id) {
+                      std::vector<std::string> texts;
+                      for (const Frame& frame : sites.Frames(stack_id)) {
+                        texts.push_back(frame.ToString());
+                      }
+                      return texts;
+                    }));
+  }
   return out;
 }
 
@@ -722,6 +758,12 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
       ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
       ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
   if (findings.summary) absl::StrAppend(&out, ",\"summary\":", SummaryJson(*findings.summary));
+  if (options.kernels) {
+    absl::StrAppend(&out, ",\"kernels\":",
+                    KernelsJson(*findings.kernels, options.top, [&sites](uint64_t stack_id) {
+                      return JsonFrames(sites.Frames(stack_id));
+                    }));
+  }
   if (options.peak) {
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
@@ -788,6 +830,8 @@ int RunReport(const std::vector<std::string>& args) {
       options.oom = true;
     } else if (walker.Is("--fragmentation")) {
       options.fragmentation = true;
+    } else if (walker.Is("--kernels")) {
+      options.kernels = true;
     } else if (walker.Is("--growth")) {
       options.growth = true;
     } else if (walker.TakesValue("--iteration-marker", &value, &missing)) {
@@ -813,7 +857,7 @@ int RunReport(const std::vector<std::string>& args) {
   const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("report: no trace file given", "report");
   if (!options.summary && !options.peak && !options.leaks && !options.oom && !options.growth &&
-      !options.fragmentation) {
+      !options.fragmentation && !options.kernels) {
     options.peak = options.leaks = true;
   }
 
@@ -837,9 +881,12 @@ int RunReport(const std::vector<std::string>& args) {
     Symbolizer symbolizer(file->get());
     CallSites sites(&symbolizer);
     Analyses analyses(**file, options, sites, paths->size() > 1);
+    KernelAnalysis kernels(file->get());
     const TraceReplay replay = ReplayTrace(
-        *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); });
+        *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
+        options.peak || options.kernels ? &kernels : nullptr);
     Findings findings;
+    if (options.peak || options.kernels) findings.kernels = &kernels.report();
     if (absl::Status status = analyses.Finish(path, &findings); !status.ok()) {
       PrintError(status.message());
       ok = false;

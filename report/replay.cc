@@ -66,6 +66,28 @@ void Replay::Uncount(const Live& live) {
   usage.live.bytes -= std::min(usage.live.bytes, live.size);
   // Allocated at or before the peak and freed only now: it was live at the peak.
   if (live.seq <= usage.peak_seq) state.freed_since_peak[live.stack_id].Add(live.size);
+  if (observer_ != nullptr) observer_->AllocationEnded(live);
+}
+
+const LiveAllocation* Replay::FindContaining(uint64_t address) const {
+  // The last entry at or below `address`. No stale entry lies inside a live range (an allocation
+  // erases or reuses those it covers), so if a live range holds `address`, this entry is it.
+  if (address != ~uint64_t{0}) {
+    AddressMap<uint32_t>::Position position = plain_order_.LowerBound(address + 1);
+    if (plain_order_.Previous(&position)) {
+      const uint64_t begin = plain_order_.KeyAt(position);
+      const uint32_t slot = plain_order_.ValueAt(position);
+      if (IsLivePlain(begin, slot) && address < EndOf(begin, plain_slots_[slot].live.size)) {
+        return &plain_slots_[slot].live;
+      }
+    }
+  }
+  auto mapping = mappings_.upper_bound(address);
+  if (mapping == mappings_.begin()) return nullptr;
+  --mapping;
+  if (address >= EndOf(mapping->first, mapping->second.size)) return nullptr;
+  auto physical = physical_.find(mapping->second.handle);
+  return physical == physical_.end() ? nullptr : &physical->second.live;
 }
 
 uint32_t Replay::NewPlainSlot(uint64_t address) {
@@ -322,19 +344,29 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
   return ReplayTrace(*std::move(file), nullptr);
 }
 
-TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also) {
-  Replay replay;
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
+                        ReplayObserver* observer) {
+  Replay replay(observer);
   TraceReplay result;
-  const MemoryStreamStats stats = StreamMemoryEventsBySeq(*file, [&](const MemoryEvent& event) {
-    replay.Add(event);
-    if (event.action() == ALLOC && event.kind() == POOL) {
-      result.stream_ordered_stacks.insert(event.stack_id());
-    }
-    if (also) also(event);
-  });
+  LaunchVisitor launches;
+  if (observer != nullptr) {
+    launches = [&](const LaunchEvent& launch) { observer->AddLaunch(launch, replay); };
+  }
+  const MemoryStreamStats stats = StreamMemoryEventsBySeq(
+      *file,
+      [&](const MemoryEvent& event) {
+        replay.Add(event);
+        if (observer != nullptr) observer->AfterMemory(event, replay);
+        if (event.action() == ALLOC && event.kind() == POOL) {
+          result.stream_ordered_stacks.insert(event.stack_id());
+        }
+        if (also) also(event);
+      },
+      kReorderWindow, nullptr, launches);
   result.file = std::move(file);
   result.memory_events = stats.events;
   result.out_of_order_events = stats.out_of_order;
+  if (observer != nullptr) observer->Finished(replay);
   result.places = replay.Places();
   result.anomalies = replay.anomalies();
   result.failed_allocations = replay.failed_allocations();

@@ -83,8 +83,24 @@ struct PlaceUsage {
   std::vector<SiteTally> live_sites;
 };
 
+class Replay;
+
+// Analyses that follow a replay event by event (report/kernels.h): told after each memory event
+// and each launch, in seq order, and when an allocation leaves the live set.
+class ReplayObserver {
+ public:
+  virtual ~ReplayObserver() = default;
+  virtual void AfterMemory(const MemoryEvent& event, const Replay& replay) = 0;
+  virtual void AddLaunch(const LaunchEvent& launch, const Replay& replay) = 0;
+  // Freed, released (VMM: released and unmapped everywhere), or dropped under a newer allocation.
+  virtual void AllocationEnded(const LiveAllocation& live) = 0;
+  // The end of the trace; `replay` holds what is still live.
+  virtual void Finished(const Replay& replay) = 0;
+};
+
 class Replay {
  public:
+  explicit Replay(ReplayObserver* observer = nullptr) : observer_(observer) {}
   // `event` must come in seq order (one process's events).
   void Add(const MemoryEvent& event);
 
@@ -100,6 +116,10 @@ class Replay {
     const auto it = places_.find(place);
     return it == places_.end() ? 0 : it->second.usage.live.bytes;
   }
+
+  // The live allocation whose range holds `address` (an interior pointer too): a plain
+  // allocation, or the physical memory behind a VMM mapping. nullptr when none does.
+  const LiveAllocation* FindContaining(uint64_t address) const;
 
   // Calls `visit(const LiveAllocation&)` for every allocation live after the events added so far,
   // in no particular order: the live set at any moment, for analyses that stop the replay there
@@ -174,6 +194,7 @@ class Replay {
   std::map<int32_t, PlaceState> places_;
   PlaceState* last_state_ = nullptr;  // StateOf()'s last answer (map nodes do not move)
   int32_t last_place_ = 0;
+  ReplayObserver* observer_ = nullptr;
   ReplayAnomalies anomalies_;
   uint64_t failed_allocations_ = 0;
   uint64_t reserved_bytes_ = 0;
@@ -204,7 +225,9 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
 // memory event too, right after the replay, in the same pass: the analyses that follow the replay
 // need no pass of their own. The file's tables are current up to the packet read last, which is
 // ahead of the event visited.
-TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also);
+// With an `observer`, launch events are replayed too, in seq order with the memory events.
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
+                        ReplayObserver* observer = nullptr);
 
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
 // for -1, "pinned host" for kPinnedHost.

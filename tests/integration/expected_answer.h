@@ -15,8 +15,9 @@
 
 #include "core/trace.pb.h"
 #include "report/event_counts.h"
-#include "report/symbolizer.h"
+#include "report/kernels.h"
 #include "report/replay.h"
+#include "report/symbolizer.h"
 #include "report/trace_file.h"
 
 namespace gpumem::testing {
@@ -36,9 +37,11 @@ struct ExpectedAnswer {
   int exit_code = 0;
   int traces = 1;
   bool gpu_only = false;
-  bool bytes_depend_on_device = false;  // on a real GPU only counts are compared
+  bool bytes_depend_on_device = false;      // on a real GPU only counts are compared
   std::optional<ReportExpectation> peak;    // "peak bytes=N site=FUNCTION"
   std::optional<ReportExpectation> leaked;  // "leaked bytes=N count=N site=FUNCTION"
+  std::optional<ReportExpectation> unused;  // "unused bytes=N count=N site=FUNCTION": no launch
+                                            // ever received these allocations
 };
 
 // "key=value" words after the keyword of a report line.
@@ -84,6 +87,8 @@ inline ExpectedAnswer ReadExpectedAnswer(const std::string& path) {
       answer.peak = ReadReportExpectation(words);
     } else if (keyword == "leaked") {
       answer.leaked = ReadReportExpectation(words);
+    } else if (keyword == "unused") {
+      answer.unused = ReadReportExpectation(words);
     } else {
       answer.count_lines.insert(line);
     }
@@ -122,11 +127,13 @@ inline std::string FunctionsOf(report::Symbolizer& symbolizer, uint64_t stack_id
 // The peak and leaks that `gpumem report` finds in `trace`, against the sample's answer.
 inline void CheckReport(const std::string& trace, const ExpectedAnswer& answer, bool on_gpu,
                         std::vector<std::string>* problems) {
-  auto replay = report::ReplayTrace(trace);
-  if (!replay.ok()) {
-    problems->push_back(std::string(replay.status().message()));
+  auto file = report::TraceFile::Open(trace);
+  if (!file.ok()) {
+    problems->push_back(std::string(file.status().message()));
     return;
   }
+  report::KernelAnalysis kernels(file->get());
+  auto replay = std::make_optional(report::ReplayTrace(*std::move(file), nullptr, &kernels));
   report::Symbolizer symbolizer(replay->file.get());
   const bool compare_bytes = !(on_gpu && answer.bytes_depend_on_device);
   const report::PlaceUsage* device = nullptr;
@@ -154,9 +161,28 @@ inline void CheckReport(const std::string& trace, const ExpectedAnswer& answer, 
       }
     }
   }
+  if (answer.unused) {
+    const report::KernelReport& launches = kernels.report();
+    report::Tally unused;
+    for (const report::UnusedSite& site : launches.never_used) unused.Add(site.tally);
+    if (compare_bytes &&
+        (unused.bytes != answer.unused->bytes || unused.count != answer.unused->count)) {
+      problems->push_back("report: never used " + std::to_string(unused.bytes) + " bytes in " +
+                          std::to_string(unused.count) + ", expected " +
+                          std::to_string(answer.unused->bytes) + " in " +
+                          std::to_string(answer.unused->count));
+    }
+    std::string site = launches.never_used.empty()
+                           ? ""
+                           : FunctionsOf(symbolizer, launches.never_used.front().stack_id);
+    if (site.find(answer.unused->site) == std::string::npos) {
+      problems->push_back("report: largest never-used call site is " + site + ", expected " +
+                          answer.unused->site);
+    }
+  }
   if (answer.leaked) {
-    if (compare_bytes && (leaked.bytes != answer.leaked->bytes ||
-                          leaked.count != answer.leaked->count)) {
+    if (compare_bytes &&
+        (leaked.bytes != answer.leaked->bytes || leaked.count != answer.leaked->count)) {
       problems->push_back("report: leaked " + std::to_string(leaked.bytes) + " bytes in " +
                           std::to_string(leaked.count) + ", expected " +
                           std::to_string(answer.leaked->bytes) + " in " +
@@ -218,7 +244,7 @@ inline std::vector<std::string> CheckAgainstAnswer(const std::vector<std::string
       }
     }
   }
-  if (traces.size() == 1 && (answer.peak || answer.leaked)) {
+  if (traces.size() == 1 && (answer.peak || answer.leaked || answer.unused)) {
     CheckReport(traces.front(), answer, counts_only_where_device_dependent, &problems);
   }
   std::set<std::string> recorded;

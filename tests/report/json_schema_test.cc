@@ -27,8 +27,8 @@ using testing::TempDir;
 namespace fs = std::filesystem;
 
 // Every section of a trace's report, as the flags name them and as its JSON keys.
-const std::vector<std::string> kSections = {"summary", "peak",   "leaks",
-                                            "oom",     "growth", "fragmentation"};
+const std::vector<std::string> kSections = {"summary", "peak",          "leaks",  "oom",
+                                            "growth",  "fragmentation", "kernels"};
 
 // Validates documents against the schema, which it first checks against its own metaschema (the
 // draft its "$schema" names). argv: SCHEMA SECTIONS COMBINED DOCUMENT...; SECTIONS
@@ -178,12 +178,14 @@ TEST(JsonSchemaTest, SchemaIsValidAndAcceptsTheSmallestReport) {
 }
 
 // leak (leak_loop), OOM (oom_loop), a temporary at the peak (peak_temporary), pinned host and
-// managed memory (runtime_apis), VMM (vmm), and fork: two traces, so a combined view.
+// managed memory (runtime_apis), VMM (vmm), kernel launches (unused_buffer), and fork: two
+// traces, so a combined view.
 TEST(JsonSchemaTest, SamplesRecordedUnderTheFakeCudaValidate) {
   SKIP_WITHOUT_JSONSCHEMA();
   TempDir dir;
   std::vector<std::string> documents;
-  for (const std::string sample : {"leak_loop", "peak_temporary", "runtime_apis", "vmm"}) {
+  for (const std::string sample :
+       {"leak_loop", "peak_temporary", "runtime_apis", "vmm", "unused_buffer"}) {
     ASSERT_TRUE(Record(sample, dir.File(sample + ".trace")));
   }
   ASSERT_TRUE(Record("oom_loop", dir.File("oom_loop.trace"),

@@ -1,0 +1,271 @@
+#include "report/kernels.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/json.h"
+#include "report/memory_space.h"
+#include "report/names.h"
+#include "report/sizes.h"
+
+namespace gpumem::report {
+namespace {
+
+// Graph launches are keyed apart from kernel ids (which the recorder numbers from 1).
+constexpr uint64_t kGraphKeyBit = uint64_t{1} << 63;
+
+template <typename Map>
+std::vector<UnusedSite> Largest(const Map& sites) {
+  std::vector<UnusedSite> out;
+  for (const auto& [key, site] : sites) out.push_back(site);
+  std::stable_sort(out.begin(), out.end(), [](const UnusedSite& a, const UnusedSite& b) {
+    return a.tally.bytes > b.tally.bytes;
+  });
+  return out;
+}
+
+}  // namespace
+
+uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
+  const bool graph = launch.api() == CU_GRAPH_LAUNCH;
+  const uint64_t key = graph ? (launch.graph() | kGraphKeyBit) : launch.kernel_id();
+  auto [it, inserted] = kernels_.try_emplace(key);
+  if (inserted) {
+    if (graph) {
+      it->second.name = absl::StrCat("graph 0x", absl::Hex(launch.graph()));
+    } else {
+      const std::string* name =
+          trace_ != nullptr ? trace_->FindKernelName(launch.kernel_id()) : nullptr;
+      it->second.name = name != nullptr && !name->empty()
+                            ? Demangle(name->c_str())
+                            : absl::StrCat("kernel ", launch.kernel_id());
+    }
+  }
+  return key;
+}
+
+void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay) {
+  if (event.action() == ALLOC) {
+    const MemorySpace space = SpaceOf(event);
+    if (space == MemorySpace::kPlain || space == MemorySpace::kPhysical) {
+      uses_[event.seq()] = Use{0, 0, launch_index_};
+    }
+  }
+  if (event.action() != ALLOC && event.action() != FREE) return;
+  // The peak window of the event's place: open at each new peak, closed by the first decrease.
+  const int32_t place = event.action() == ALLOC ? PlaceOf(event) : event.device();
+  for (auto& [known, window] : peaks_) {
+    if (place >= 0 && known != place) continue;
+    const uint64_t live = replay.LiveBytes(known);
+    if (live < window.peak_bytes) window.at_peak = false;
+  }
+  if (event.action() == ALLOC) {
+    PeakWindow& window = peaks_[place];
+    const uint64_t live = replay.LiveBytes(place);
+    if (live > window.peak_bytes) {
+      window.peak_bytes = live;
+      window.at_peak = true;
+      window.kernels.clear();
+    }
+  }
+}
+
+void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) {
+  ++launch_index_;
+  const uint64_t key = KernelKey(launch);
+  Kernel& kernel = kernels_[key];
+  ++kernel.launches;
+  ++kernel.stacks[launch.stack_id()];
+  if (launch.api() == CU_GRAPH_LAUNCH) ++graph_launches_;
+  if (launch.api() == CU_GRAPH_LAUNCH || launch.params_unknown()) ++unscanned_launches_;
+  for (auto& [place, window] : peaks_) {
+    if (window.at_peak && (launch.device() < 0 || launch.device() == place)) {
+      ++window.kernels[key];
+    }
+  }
+  for (uint64_t pointer : launch.pointer_args()) {
+    const LiveAllocation* live = replay.FindContaining(pointer);
+    if (live == nullptr) continue;
+    auto it = uses_.find(live->seq);
+    if (it == uses_.end()) continue;
+    if (it->second.last_use_launch == launch_index_) continue;  // two pointers into one
+    ++it->second.launches;
+    it->second.last_use_launch = launch_index_;
+  }
+}
+
+void KernelAnalysis::Classify(const LiveAllocation& live, const Use& use) {
+  const std::pair<int32_t, uint64_t> key{live.place, live.stack_id};
+  if (use.launches == 0) {
+    UnusedSite& site = never_used_[key];
+    site.place = live.place;
+    site.stack_id = live.stack_id;
+    site.tally.Add(live.size);
+    return;
+  }
+  const uint64_t lifetime = launch_index_ - use.first_launch;
+  const uint64_t idle = launch_index_ - use.last_use_launch;
+  if (idle >= kIdleLaunches && static_cast<double>(idle) >= kIdleShare * lifetime) {
+    UnusedSite& site = idle_[key];
+    site.place = live.place;
+    site.stack_id = live.stack_id;
+    site.tally.Add(live.size);
+    site.idle_launches += idle;
+  }
+}
+
+void KernelAnalysis::AllocationEnded(const LiveAllocation& live) {
+  auto it = uses_.find(live.seq);
+  if (it == uses_.end()) return;
+  Classify(live, it->second);
+  uses_.erase(it);
+}
+
+void KernelAnalysis::Finished(const Replay& replay) {
+  KernelReport& report = report_;
+  report.launches = launch_index_;
+  report.graph_launches = graph_launches_;
+  report.unscanned_launches = unscanned_launches_;
+  if (launch_index_ > 0) {
+    replay.ForEachLive([&](const LiveAllocation& live) {
+      auto it = uses_.find(live.seq);
+      if (it != uses_.end()) Classify(live, it->second);
+    });
+    report.never_used = Largest(never_used_);
+    report.idle = Largest(idle_);
+  }
+  for (auto& [key, kernel] : kernels_) {
+    KernelStats stats;
+    stats.name = kernel.name;
+    stats.launches = kernel.launches;
+    for (const auto& [stack, count] : kernel.stacks) stats.stacks.push_back({stack, count});
+    std::sort(stats.stacks.begin(), stats.stacks.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    report.kernels.push_back(std::move(stats));
+  }
+  std::sort(report.kernels.begin(), report.kernels.end(),
+            [](const KernelStats& a, const KernelStats& b) {
+              return a.launches != b.launches ? a.launches > b.launches : a.name < b.name;
+            });
+  for (const auto& [place, window] : peaks_) {
+    if (window.kernels.empty()) continue;
+    auto& list = report.at_peak[place];
+    for (const auto& [key, count] : window.kernels) list.push_back({kernels_[key].name, count});
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+  }
+}
+
+std::string KernelsText(const KernelReport& report, const TraceFile& trace, size_t top,
+                        const std::function<std::vector<std::string>(uint64_t)>& frames_of) {
+  auto shown = [top](size_t n) { return top == 0 ? n : std::min(top, n); };
+  std::string out = absl::StrCat("kernels: ", report.launches, " launches of ",
+                                 report.kernels.size(), " kernels");
+  if (report.graph_launches > 0)
+    absl::StrAppend(&out, " (", report.graph_launches, " graph launches)");
+  absl::StrAppend(&out, "\n");
+  if (report.launches == 0) {
+    absl::StrAppend(&out,
+                    "  no launch events: recorded with GPUMEM_LAUNCHES=0, or by a gpumem without "
+                    "launch recording\n");
+    return out;
+  }
+  for (size_t i = 0; i < shown(report.kernels.size()); ++i) {
+    const KernelStats& kernel = report.kernels[i];
+    absl::StrAppend(&out, absl::StrFormat("  %8d  %s\n", kernel.launches, kernel.name));
+    for (size_t s = 0; s < std::min<size_t>(3, kernel.stacks.size()); ++s) {
+      const auto& [stack, count] = kernel.stacks[s];
+      const std::vector<std::string> frames = frames_of(stack);
+      absl::StrAppend(&out, absl::StrFormat("            %d from %s\n", count,
+                                            frames.empty() ? "(no stack)" : frames.front()));
+      for (size_t f = 1; f < std::min<size_t>(frames.size(), 6); ++f) {
+        absl::StrAppend(&out, "              <- ", frames[f], "\n");
+      }
+    }
+  }
+  for (const auto& [place, list] : report.at_peak) {
+    std::vector<std::string> items;
+    for (size_t i = 0; i < shown(list.size()); ++i) {
+      items.push_back(absl::StrCat(list[i].first, " x", list[i].second));
+    }
+    absl::StrAppend(&out, "kernels while ", PlaceName(place, trace),
+                    " stood at its peak: ", absl::StrJoin(items, ", "), "\n");
+  }
+  auto sites = [&](const char* title, const std::vector<UnusedSite>& list, bool idle) {
+    Tally total;
+    for (const UnusedSite& site : list) total.Add(site.tally);
+    absl::StrAppend(&out, title, ": ", FormatBytes(total.bytes), " in ", total.count,
+                    " allocation(s)\n");
+    for (size_t i = 0; i < shown(list.size()); ++i) {
+      const UnusedSite& site = list[i];
+      absl::StrAppend(&out, "  ", FormatBytes(site.tally.bytes), " in ", site.tally.count, " on ",
+                      PlaceName(site.place, trace));
+      if (idle) {
+        absl::StrAppend(&out, ", idle for ", site.idle_launches / site.tally.count,
+                        " launches each on average");
+      }
+      absl::StrAppend(&out, "\n");
+      for (const std::string& frame : frames_of(site.stack_id)) {
+        absl::StrAppend(&out, "      ", frame, "\n");
+      }
+    }
+  };
+  sites("never received by any kernel", report.never_used, false);
+  if (report.unscanned_launches > 0) {
+    absl::StrAppend(&out, "  (", report.unscanned_launches,
+                    " launches could not be looked into — graph launches, or kernels whose "
+                    "parameter layout the driver did not give — so some of these may be used)\n");
+  }
+  sites(absl::StrFormat("idle for at least %d launches after the last use", kIdleLaunches).c_str(),
+        report.idle, true);
+  return out;
+}
+
+std::string KernelsJson(const KernelReport& report, size_t top,
+                        const std::function<std::string(uint64_t)>& json_frames_of) {
+  auto shown = [top](size_t n) { return top == 0 ? n : std::min(top, n); };
+  std::vector<std::string> kernels;
+  for (size_t i = 0; i < shown(report.kernels.size()); ++i) {
+    const KernelStats& kernel = report.kernels[i];
+    std::vector<std::string> stacks;
+    for (size_t s = 0; s < std::min<size_t>(3, kernel.stacks.size()); ++s) {
+      stacks.push_back(absl::StrCat("{\"launches\":", kernel.stacks[s].second,
+                                    ",\"frames\":", json_frames_of(kernel.stacks[s].first), "}"));
+    }
+    kernels.push_back(absl::StrCat("{\"name\":", JsonString(kernel.name),
+                                   ",\"launches\":", kernel.launches, ",\"call_sites\":[",
+                                   absl::StrJoin(stacks, ","), "]}"));
+  }
+  std::vector<std::string> at_peak;
+  for (const auto& [place, list] : report.at_peak) {
+    std::vector<std::string> items;
+    for (const auto& [name, count] : list) {
+      items.push_back(absl::StrCat("{\"name\":", JsonString(name), ",\"launches\":", count, "}"));
+    }
+    at_peak.push_back(
+        absl::StrCat("{\"place\":", place, ",\"kernels\":[", absl::StrJoin(items, ","), "]}"));
+  }
+  auto sites = [&](const std::vector<UnusedSite>& list) {
+    std::vector<std::string> items;
+    for (size_t i = 0; i < shown(list.size()); ++i) {
+      const UnusedSite& site = list[i];
+      items.push_back(absl::StrCat("{\"place\":", site.place, ",\"bytes\":", site.tally.bytes,
+                                   ",\"count\":", site.tally.count,
+                                   ",\"idle_launches\":", site.idle_launches,
+                                   ",\"frames\":", json_frames_of(site.stack_id), "}"));
+    }
+    return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+  };
+  return absl::StrCat(
+      "{\"launches\":", report.launches, ",\"graph_launches\":", report.graph_launches,
+      ",\"unscanned_launches\":", report.unscanned_launches, ",\"kernels\":[",
+      absl::StrJoin(kernels, ","), "],\"at_peak\":[", absl::StrJoin(at_peak, ","),
+      "],\"never_used\":", sites(report.never_used), ",\"idle\":", sites(report.idle), "}");
+}
+
+}  // namespace gpumem::report

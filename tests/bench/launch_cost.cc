@@ -1,0 +1,87 @@
+// The program the launch-cost benchmark times: kernel launches of an empty kernel (driver API,
+// PTX), made from 30 frames deep as a framework's launches are, each call timed on its own.
+// Prints the median nanoseconds per cuLaunchKernel; run_launch_cost.sh compares runs with and
+// without gpumem. The stream is synchronized every 256 launches so that a full launch queue never
+// makes the driver wait for the GPU inside the timed call.
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+constexpr char kNoop[] = R"ptx(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry noop(
+    .param .u64 noop_data,
+    .param .u32 noop_n
+)
+{
+    ret;
+}
+)ptx";
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+CUfunction g_kernel = nullptr;
+CUstream g_stream = nullptr;
+CUdeviceptr g_data = 0;
+
+__attribute__((noinline)) int MeasureAtDepth(int depth, long launches) {
+  if (depth > 1) {
+    int result = MeasureAtDepth(depth - 1, launches);
+    asm volatile("" ::: "memory");  // keep the recursion a real call chain
+    return result;
+  }
+  std::vector<uint32_t> launch_ns(static_cast<size_t>(launches));
+  unsigned n = 1024;
+  void* args[] = {&g_data, &n};
+  for (long i = 0; i < launches; ++i) {
+    const uint64_t start = NowNs();
+    if (cuLaunchKernel(g_kernel, 1, 1, 1, 32, 1, 1, 0, g_stream, args, nullptr) != CUDA_SUCCESS) {
+      return 1;
+    }
+    launch_ns[static_cast<size_t>(i)] = static_cast<uint32_t>(NowNs() - start);
+    if (i % 256 == 255 && cuStreamSynchronize(g_stream) != CUDA_SUCCESS) return 1;
+  }
+  std::nth_element(launch_ns.begin(), launch_ns.begin() + launches / 2, launch_ns.end());
+  printf("launch_ns=%u\n", launch_ns[static_cast<size_t>(launches / 2)]);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long launches = argc > 1 ? atol(argv[1]) : 1000000;
+  if (launches < 1 || launches > 100000000) {
+    fprintf(stderr, "usage: launch_cost [LAUNCHES]  (1..100000000, default 1000000)\n");
+    return 2;
+  }
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+      cuCtxSetCurrent(context) != CUDA_SUCCESS ||
+      cuModuleLoadData(&module, kNoop) != CUDA_SUCCESS ||
+      cuModuleGetFunction(&g_kernel, module, "noop") != CUDA_SUCCESS ||
+      cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+      cuMemAlloc(&g_data, 4096) != CUDA_SUCCESS) {
+    fprintf(stderr, "launch_cost: CUDA set-up failed\n");
+    return 1;
+  }
+  const int result = MeasureAtDepth(30, launches);
+  if (result != 0) fprintf(stderr, "launch_cost: a launch failed\n");
+  cuMemFree(g_data);
+  return result;
+}
