@@ -1,7 +1,7 @@
 // `gpumem report`: when each device peaked and what it held then, and what was never freed, by
 // call site; on request the torch.cuda.memory_summary() table (report/summary_table.h), the
 // post-mortem of failed allocations (report/oom.h) and call sites that grow from iteration to
-// iteration (report/growth.h); readable text or one JSON object (schema: report/README.md). Each
+// iteration (report/growth.h); readable text or one JSON object (schema: report/report.schema.json). Each
 // trace is streamed once, the replay and every analysis asked for fed event by event in one pass
 // (growth without a marker takes a second), so memory is bounded by live sets, not by trace length.
 #include <algorithm>
@@ -65,7 +65,8 @@ Replays each trace's memory operations in order and reports, per device:
   (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth, --kernels: --peak
    and --leaks)
   --top N      call sites shown per device or failure (default 10; 0: all)
-  --json       one JSON object instead of text (schema: report/README.md in the sources)
+  --json       one JSON object instead of text (schema: report/report.schema.json in the
+               sources)
   -h, --help   print this text
 
 A TRACE may be a directory: every *.trace file directly inside it, each reported on its own.

@@ -19,11 +19,11 @@ GPU memory profiler for CUDA programs.
 Commands:
   record [-o PATH] [--] PROGRAM [ARGS...]   run PROGRAM and record its GPU memory operations
   dump [--symbolize] [--counts] TRACE...    print a trace packet by packet, or its counts
-  report [--peak] [--leaks] [--top N] [--json] TRACE...
-                                            peak memory and leaks by call site
+  report [--summary] [--peak] [--leaks] [--oom] [--growth] [--fragmentation] [--kernels]
+         [--top N] [--json] TRACE...        what held the memory: peak, leaks, OOM, growth, ...
   check [--max-peak SIZE] [--no-leaks] TRACE...
                                             memory budgets for CI (exit 1 when one is broken)
-  symbolize [-o OUT] TRACE                  record function/file/line in the trace, so it reads
+  symbolize [-o OUT] TRACE...               record function/file/line in the trace, so it reads
                                             the same where the binaries are absent
   help [COMMAND]                            print this text, or a command's
 

@@ -369,7 +369,8 @@ TEST(ReportCommandTest, HelpMentionsTheCommands) {
   EXPECT_EQ(Gpumem({"report", "--help"}).exit_code, 0);
   EXPECT_EQ(Gpumem({"check", "--help"}).exit_code, 0);
   const CommandResult help = Gpumem({"--help"});
-  EXPECT_NE(help.out.find("report [--peak]"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("report [--summary] [--peak]"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("[--kernels]"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("check [--max-peak SIZE]"), std::string::npos) << help.out;
 }
 
