@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,17 @@ FAKE_CUDA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesiz
 FAKE_CUDA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 FAKE_CUDA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
                                                        CUmemoryPool pool, CUstream hStream);
+FAKE_CUDA_EXPORT decltype(cuLaunchKernel) cuLaunchKernel_ptsz;
+FAKE_CUDA_EXPORT decltype(cuLaunchKernelEx) cuLaunchKernelEx_ptsz;
+FAKE_CUDA_EXPORT decltype(cuLaunchCooperativeKernel) cuLaunchCooperativeKernel_ptsz;
+FAKE_CUDA_EXPORT decltype(cuGraphLaunch) cuGraphLaunch_ptsz;
+// cuda.h maps cuGraphAddKernelNode to the CUDA 12 _v2 (CUDA_KERNEL_NODE_PARAMS_v2); the original
+// takes the _v1 struct, which is shorter.
+#undef cuGraphAddKernelNode
+FAKE_CUDA_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode* dependencies,
+                                               size_t numDependencies,
+                                               const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams);
 
 namespace {
 
@@ -74,6 +86,22 @@ struct Mapping {
   CUmemGenericAllocationHandle handle;
 };
 
+// Where the driver puts a kernel parameter in the launch's parameter buffer.
+struct KernelParam {
+  size_t offset;
+  size_t size;
+};
+struct Kernel {
+  std::string name;
+  std::vector<KernelParam> params;
+  CUmodule module;
+  int ptx_version;  // ".version 8.0" -> 80
+  int target;       // ".target sm_80" -> 80
+  size_t ParamBytes() const {
+    return params.empty() ? 0 : params.back().offset + params.back().size;
+  }
+};
+
 struct DriverState {
   std::mutex mutex;
   std::atomic<bool> initialized = false;
@@ -88,6 +116,11 @@ struct DriverState {
   std::map<CUmemGenericAllocationHandle, PhysicalMemory> physical;
   std::map<CUmemoryPool, int> created_pools;  // pool -> device
   std::set<CUstream> streams;
+  std::map<CUmodule, std::vector<CUfunction>> modules;  // module -> its kernels
+  std::map<CUfunction, Kernel> functions;
+  std::map<CUgraph, std::vector<CUgraphNode>> graphs;
+  std::map<CUgraphNode, CUfunction> graph_nodes;               // kernel nodes
+  std::map<CUgraphExec, std::vector<CUfunction>> graph_execs;  // their kernels, as instantiated
   uint64_t next_id = 1;
 
   template <typename Handle>
@@ -577,6 +610,619 @@ FAKE_CUDA_EXPORT CUresult cuStreamDestroy(CUstream hStream) {
 
 FAKE_CUDA_EXPORT CUresult cuStreamSynchronize(CUstream /*hStream*/) { return CUDA_SUCCESS; }
 
+// ---- Modules and kernels: PTX is parsed for its entry points, kernels never run ----
+
+namespace {
+
+// The PTX a module image holds: the text itself, or the first uncompressed PTX entry of a fatbin
+// container (what `fatbinary --compress=false --image3=kind=ptx,...` writes and nvcc embeds).
+constexpr uint32_t kFatbinMagic = 0xba55ed50;
+constexpr uint16_t kFatbinKindPtx = 1;
+struct FatbinHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t header_size;
+  uint64_t entries_size;
+};
+struct FatbinEntryHeader {
+  uint16_t kind;
+  uint16_t version;
+  uint32_t header_size;
+  uint64_t padded_payload_size;
+  uint32_t compressed_size;  // 0 when the payload is stored as is
+};
+
+CUresult PtxOfImage(const void* image, std::string_view* ptx) {
+  const auto* bytes = static_cast<const char*>(image);
+  // Byte by byte: PTX text may be shorter than the magic (which holds no NUL).
+  for (size_t i = 0; i < sizeof(kFatbinMagic); ++i) {
+    if (static_cast<uint8_t>(bytes[i]) != ((kFatbinMagic >> (8 * i)) & 0xff)) {
+      *ptx = bytes;  // PTX text, NUL-terminated
+      return CUDA_SUCCESS;
+    }
+  }
+  FatbinHeader header;
+  memcpy(&header, bytes, sizeof(header));
+  const char* entry = bytes + header.header_size;
+  const char* end = entry + header.entries_size;
+  while (entry + sizeof(FatbinEntryHeader) <= end) {
+    FatbinEntryHeader e;
+    memcpy(&e, entry, sizeof(e));
+    if (e.header_size < sizeof(e)) return CUDA_ERROR_INVALID_IMAGE;
+    const char* payload = entry + e.header_size;
+    if (e.kind == kFatbinKindPtx && e.compressed_size == 0) {
+      *ptx = std::string_view(payload, strnlen(payload, e.padded_payload_size));
+      return CUDA_SUCCESS;
+    }
+    entry = payload + e.padded_payload_size;
+  }
+  return CUDA_ERROR_NO_BINARY_FOR_GPU;  // only cubins, or compressed PTX
+}
+
+// Splits PTX into tokens: directives (".param"), identifiers, numbers ("8.0", "24"), and single
+// punctuation characters. Comments are dropped.
+std::vector<std::string_view> TokenizePtx(std::string_view text) {
+  auto is_word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '$';
+  };
+  std::vector<std::string_view> tokens;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      ++i;
+    } else if (text.substr(i, 2) == "//") {
+      i = text.find('\n', i);
+      if (i == std::string_view::npos) break;
+    } else if (text.substr(i, 2) == "/*") {
+      i = text.find("*/", i + 2);
+      if (i == std::string_view::npos) break;
+      i += 2;
+    } else if (c == '"') {  // strings (.pragma "nounroll";) hold no tokens of interest
+      size_t close = text.find('"', i + 1);
+      i = close == std::string_view::npos ? text.size() : close + 1;
+    } else if (c >= '0' && c <= '9') {
+      size_t start = i;
+      while (i < text.size() && (is_word(text[i]) || text[i] == '.')) ++i;
+      tokens.push_back(text.substr(start, i - start));
+    } else if (is_word(c) || c == '%' || c == '.') {
+      size_t start = i++;
+      while (i < text.size() && is_word(text[i])) ++i;
+      tokens.push_back(text.substr(start, i - start));
+    } else {
+      tokens.push_back(text.substr(i++, 1));
+    }
+  }
+  return tokens;
+}
+
+bool IsIdentifier(std::string_view token) {
+  const char c = token[0];
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || c == '%';
+}
+
+bool ParseNumber(std::string_view token, size_t* value) {
+  if (token.empty() || token[0] < '0' || token[0] > '9') return false;
+  std::string text(token);
+  char* end = nullptr;
+  *value = strtoull(text.c_str(), &end, 0);
+  return *end == '\0';
+}
+
+// Size in bytes of a PTX fundamental type, 0 if `token` is not one.
+size_t TypeSize(std::string_view token) {
+  static constexpr std::pair<std::string_view, size_t> kTypes[] = {
+      {".b8", 1},  {".u8", 1},    {".s8", 1},     {".b16", 2},   {".u16", 2},
+      {".s16", 2}, {".f16", 2},   {".bf16", 2},   {".b32", 4},   {".u32", 4},
+      {".s32", 4}, {".f32", 4},   {".b64", 8},    {".u64", 8},   {".s64", 8},
+      {".f64", 8}, {".f16x2", 4}, {".bf16x2", 4}, {".b128", 16},
+  };
+  for (const auto& [name, size] : kTypes) {
+    if (token == name) return size;
+  }
+  return 0;
+}
+
+struct ParsedKernel {
+  std::string name;
+  std::vector<KernelParam> params;
+};
+struct ParsedPtx {
+  int version = 0;
+  int target = 0;
+  std::vector<ParsedKernel> kernels;
+};
+
+// One ".param [.align N] .type [.ptr [.space] [.align M]] name[[count]]" of an entry's list,
+// starting at tokens[*i]; on success *i is past it. Each parameter is aligned to its own
+// alignment (.align N before the type, else the element size), as the driver lays them out.
+bool ParseParam(const std::vector<std::string_view>& tokens, size_t* i, size_t* cursor,
+                KernelParam* param) {
+  size_t at = *i;
+  if (at >= tokens.size() || tokens[at++] != ".param") return false;
+  size_t align = 0, element = 0, count = 1;
+  bool named = false;
+  while (at < tokens.size() && tokens[at] != "," && tokens[at] != ")") {
+    std::string_view t = tokens[at++];
+    if (t == ".align") {
+      size_t n = 0;
+      if (at >= tokens.size() || !ParseNumber(tokens[at++], &n) || n == 0 || (n & (n - 1)) != 0) {
+        return false;
+      }
+      if (element == 0) align = n;  // after the type it is .ptr's alignment of the pointee
+    } else if (size_t size = TypeSize(t); size != 0) {
+      if (element != 0) return false;
+      element = size;
+    } else if (t == ".ptr" || t == ".global" || t == ".const" || t == ".local" || t == ".shared") {
+      continue;
+    } else if (t == "[") {
+      if (!named || at + 1 >= tokens.size() || !ParseNumber(tokens[at], &count) || count == 0 ||
+          tokens[at + 1] != "]") {
+        return false;
+      }
+      at += 2;
+    } else if (!named && element != 0 && IsIdentifier(t)) {
+      named = true;
+    } else {
+      return false;
+    }
+  }
+  if (element == 0 || !named) return false;
+  if (align == 0) align = element;
+  param->offset = RoundUp(*cursor, align);
+  param->size = element * count;
+  *cursor = param->offset + param->size;
+  *i = at;
+  return true;
+}
+
+// Just enough of PTX to know its kernels: ".version", ".target", and every ".entry" with its
+// parameter list. Bodies are not looked at. As the driver answers: text that does not start with
+// ".version" is no PTX (CUDA_ERROR_INVALID_IMAGE); PTX without a ".target" or with a parameter it
+// cannot read fails to compile (CUDA_ERROR_INVALID_PTX); PTX without kernels is an empty module.
+CUresult ParsePtx(std::string_view text, ParsedPtx* ptx) {
+  std::vector<std::string_view> tokens = TokenizePtx(text);
+  if (tokens.empty() || tokens[0] != ".version") return CUDA_ERROR_INVALID_IMAGE;
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] == ".version" && i + 1 < tokens.size()) {
+      std::string version(tokens[i + 1]);  // "8.0"
+      unsigned major = 0, minor = 0;
+      if (sscanf(version.c_str(), "%u.%u", &major, &minor) == 2) ptx->version = major * 10 + minor;
+    } else if (tokens[i] == ".target" && i + 1 < tokens.size() &&
+               tokens[i + 1].starts_with("sm_")) {
+      ptx->target = atoi(std::string(tokens[i + 1].substr(3)).c_str());
+    } else if (tokens[i] == ".entry") {
+      if (i + 1 >= tokens.size()) return CUDA_ERROR_INVALID_PTX;
+      std::string_view name = tokens[++i];
+      if (!IsIdentifier(name) || !names.insert(name).second) {
+        return CUDA_ERROR_INVALID_PTX;
+      }
+      ParsedKernel kernel{std::string(name), {}};
+      if (i + 1 < tokens.size() && tokens[i + 1] == "(") {
+        i += 2;
+        size_t cursor = 0;
+        while (i < tokens.size() && tokens[i] != ")") {
+          KernelParam param;
+          if (!ParseParam(tokens, &i, &cursor, &param)) return CUDA_ERROR_INVALID_PTX;
+          kernel.params.push_back(param);
+          if (i < tokens.size() && tokens[i] == ",") ++i;
+        }
+        if (i >= tokens.size()) return CUDA_ERROR_INVALID_PTX;
+      }
+      ptx->kernels.push_back(std::move(kernel));
+    }
+  }
+  return ptx->version == 0 || ptx->target == 0 ? CUDA_ERROR_INVALID_PTX : CUDA_SUCCESS;
+}
+
+CUresult LoadModule(CUmodule* module, const void* image) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::string_view text;
+  if (CUresult r = PtxOfImage(image, &text); r != CUDA_SUCCESS) return r;
+  ParsedPtx ptx;
+  if (CUresult r = ParsePtx(text, &ptx); r != CUDA_SUCCESS) return r;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  int device;
+  if (CUresult r = CurrentDevice(s, &device); r != CUDA_SUCCESS) return r;
+  *module = s.NewHandle<CUmodule>();
+  std::vector<CUfunction>& functions = s.modules[*module];
+  for (ParsedKernel& k : ptx.kernels) {
+    CUfunction function = s.NewHandle<CUfunction>();
+    s.functions[function] = {std::move(k.name), std::move(k.params), *module, ptx.version,
+                             ptx.target};
+    functions.push_back(function);
+  }
+  return CUDA_SUCCESS;
+}
+
+// The kernel behind `function`; null if it is not a live handle. Needs the state's lock.
+const Kernel* FindKernel(DriverState& s, CUfunction function) {
+  auto it = s.functions.find(function);
+  return it == s.functions.end() ? nullptr : &it->second;
+}
+
+// The limits of a compute capability 8.0 device; a cooperative grid must fit on it at once.
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockDimZ = 64;
+constexpr unsigned kMaxGridDimX = 0x7fffffff;
+constexpr unsigned kMaxGridDimYZ = 65535;
+constexpr unsigned kMaxDynamicSharedBytes = 48 << 10;  // without cuFuncSetAttribute
+constexpr unsigned kMultiprocessors = 108;
+constexpr unsigned kMaxThreadsPerMultiprocessor = 2048;
+constexpr unsigned kMaxBlocksPerMultiprocessor = 32;
+
+struct LaunchShape {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_memory_bytes;
+};
+
+CUresult CheckShape(const LaunchShape& shape, bool cooperative) {
+  const auto& [grid, block, shared] = shape;
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || block[0] == 0 || block[1] == 0 ||
+      block[2] == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (grid[0] > kMaxGridDimX || grid[1] > kMaxGridDimYZ || grid[2] > kMaxGridDimYZ) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t threads = uint64_t{block[0]} * block[1] * block[2];
+  if (block[0] > kMaxThreadsPerBlock || block[1] > kMaxThreadsPerBlock ||
+      block[2] > kMaxBlockDimZ || threads > kMaxThreadsPerBlock) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (shared > kMaxDynamicSharedBytes) return CUDA_ERROR_INVALID_VALUE;
+  if (cooperative) {
+    const uint64_t per_multiprocessor =
+        std::min<uint64_t>(kMaxBlocksPerMultiprocessor, kMaxThreadsPerMultiprocessor / threads);
+    if (uint64_t{grid[0]} * grid[1] * grid[2] > per_multiprocessor * kMultiprocessors) {
+      return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// Reads the arguments as the driver does: one pointer per parameter in `kernel_params`, or one
+// packed buffer through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE,
+// CU_LAUNCH_PARAM_END). Either, not both; neither only for a kernel without parameters. Like the
+// real driver, a buffer larger than the parameters is CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES and a
+// shorter one is taken (the rest of the parameters is left as it is).
+CUresult ReadArguments(const Kernel& kernel, void** kernel_params, void** extra) {
+  if (kernel_params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const size_t bytes = kernel.ParamBytes();
+  std::vector<char> buffer(bytes);
+  if (kernel_params != nullptr) {
+    for (size_t i = 0; i < kernel.params.size(); ++i) {
+      if (kernel_params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      memcpy(buffer.data() + kernel.params[i].offset, kernel_params[i], kernel.params[i].size);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (extra == nullptr) return bytes == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  const void* arguments = nullptr;
+  const size_t* size = nullptr;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      arguments = extra[i + 1];
+    } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      size = static_cast<const size_t*>(extra[i + 1]);
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  const size_t given = size != nullptr ? *size : 0;
+  if (given > bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (arguments == nullptr || given == 0) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(buffer.data(), arguments, given);
+  return CUDA_SUCCESS;
+}
+
+bool IsStream(const DriverState& s, CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
+         s.streams.count(stream) == 1;
+}
+
+// Everything the real driver checks before it queues a launch; the kernel does not run.
+CUresult Launch(CUfunction function, const LaunchShape& shape, CUstream stream,
+                void** kernel_params, void** extra, bool cooperative) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  int device;
+  if (CUresult r = CurrentDevice(s, &device); r != CUDA_SUCCESS) return r;
+  const Kernel* kernel = FindKernel(s, function);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!IsStream(s, stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = CheckShape(shape, cooperative); r != CUDA_SUCCESS) return r;
+  return ReadArguments(*kernel, kernel_params, extra);
+}
+
+CUresult LaunchEx(const CUlaunchConfig* config, CUfunction function, void** kernel_params,
+                  void** extra) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+      cooperative = config->attrs[i].value.cooperative != 0;
+    }
+  }
+  LaunchShape shape{{config->gridDimX, config->gridDimY, config->gridDimZ},
+                    {config->blockDimX, config->blockDimY, config->blockDimZ},
+                    config->sharedMemBytes};
+  return Launch(function, shape, config->hStream, kernel_params, extra, cooperative);
+}
+
+}  // namespace
+
+FAKE_CUDA_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  return LoadModule(module, image);
+}
+
+// JIT options change nothing here.
+FAKE_CUDA_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image,
+                                             unsigned int numOptions, CUjit_option* options,
+                                             void** optionValues) {
+  if (numOptions > 0 && (options == nullptr || optionValues == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return LoadModule(module, image);
+}
+
+FAKE_CUDA_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  auto it = s.modules.find(hmod);
+  if (it == s.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  for (CUfunction function : it->second) s.functions.erase(function);
+  s.modules.erase(it);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  auto it = s.modules.find(hmod);
+  if (it == s.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+  for (CUfunction function : it->second) {
+    if (s.functions[function].name == name) {
+      *hfunc = function;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+FAKE_CUDA_EXPORT CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
+  if (name == nullptr || hfunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  const Kernel* kernel = FindKernel(s, hfunc);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = kernel->name.c_str();  // valid until the module is unloaded
+  return CUDA_SUCCESS;
+}
+
+// CUDA_ERROR_INVALID_VALUE for an index past the last parameter: how callers find the count.
+FAKE_CUDA_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex,
+                                             size_t* paramOffset, size_t* paramSize) {
+  if (paramOffset == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  const Kernel* kernel = FindKernel(s, func);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (paramIndex >= kernel->params.size()) return CUDA_ERROR_INVALID_VALUE;
+  *paramOffset = kernel->params[paramIndex].offset;
+  if (paramSize != nullptr) *paramSize = kernel->params[paramIndex].size;
+  return CUDA_SUCCESS;
+}
+
+// The attributes a launch configuration is computed from; the others are not faked.
+FAKE_CUDA_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
+                                             CUfunction hfunc) {
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  const Kernel* kernel = FindKernel(s, hfunc);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *pi = kMaxThreadsPerBlock;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+      *pi = 0;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *pi = 32;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+      *pi = kernel->ptx_version;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      *pi = kernel->target;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *pi = kMaxDynamicSharedBytes;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+FAKE_CUDA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                         unsigned int gridDimZ, unsigned int blockDimX,
+                                         unsigned int blockDimY, unsigned int blockDimZ,
+                                         unsigned int sharedMemBytes, CUstream hStream,
+                                         void** kernelParams, void** extra) {
+  LaunchShape shape{
+      {gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}, sharedMemBytes};
+  return Launch(f, shape, hStream, kernelParams, extra, /*cooperative=*/false);
+}
+
+FAKE_CUDA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                              unsigned int gridDimY, unsigned int gridDimZ,
+                                              unsigned int blockDimX, unsigned int blockDimY,
+                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                              CUstream hStream, void** kernelParams, void** extra) {
+  return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                        sharedMemBytes, hStream, kernelParams, extra);
+}
+
+FAKE_CUDA_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                           void** kernelParams, void** extra) {
+  return LaunchEx(config, f, kernelParams, extra);
+}
+
+FAKE_CUDA_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                                void** kernelParams, void** extra) {
+  return LaunchEx(config, f, kernelParams, extra);
+}
+
+// The grid must fit on the device at once (kMultiprocessors of them).
+FAKE_CUDA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                                    unsigned int gridDimY, unsigned int gridDimZ,
+                                                    unsigned int blockDimX, unsigned int blockDimY,
+                                                    unsigned int blockDimZ,
+                                                    unsigned int sharedMemBytes, CUstream hStream,
+                                                    void** kernelParams) {
+  LaunchShape shape{
+      {gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ}, sharedMemBytes};
+  return Launch(f, shape, hStream, kernelParams, nullptr, /*cooperative=*/true);
+}
+
+FAKE_CUDA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+    unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {
+  return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                   sharedMemBytes, hStream, kernelParams);
+}
+
+// ---- Graphs: kernel nodes only; a launch checks its executable graph and does nothing ----
+
+namespace {
+
+CUresult AddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                       size_t dependency_count, CUfunction function, const LaunchShape& shape,
+                       void** kernel_params, void** extra) {
+  if (node == nullptr || (dependency_count > 0 && dependencies == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  auto nodes = s.graphs.find(graph);
+  if (nodes == s.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < dependency_count; ++i) {
+    auto dependency = std::find(nodes->second.begin(), nodes->second.end(), dependencies[i]);
+    if (dependency == nodes->second.end()) return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The node takes a copy of the arguments, so they are checked now.
+  const Kernel* kernel = FindKernel(s, function);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = CheckShape(shape, /*cooperative=*/false); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ReadArguments(*kernel, kernel_params, extra); r != CUDA_SUCCESS) return r;
+  *node = s.NewHandle<CUgraphNode>();
+  nodes->second.push_back(*node);
+  s.graph_nodes[*node] = function;
+  return CUDA_SUCCESS;
+}
+
+CUresult LaunchGraph(CUgraphExec exec, CUstream stream) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (s.graph_execs.count(exec) == 0) return CUDA_ERROR_INVALID_VALUE;
+  return IsStream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+}  // namespace
+
+FAKE_CUDA_EXPORT CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
+  if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  *phGraph = s.NewHandle<CUgraph>();
+  s.graphs[*phGraph];
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode* dependencies,
+                                               size_t numDependencies,
+                                               const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams) {
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_KERNEL_NODE_PARAMS_v1& p = *nodeParams;
+  LaunchShape shape{{p.gridDimX, p.gridDimY, p.gridDimZ},
+                    {p.blockDimX, p.blockDimY, p.blockDimZ},
+                    p.sharedMemBytes};
+  return AddKernelNode(phGraphNode, hGraph, dependencies, numDependencies, p.func, shape,
+                       p.kernelParams, p.extra);
+}
+
+// CUDA 12 added a CUkernel alternative to `func` (not faked: the fake has no libraries).
+FAKE_CUDA_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                  const CUgraphNode* dependencies,
+                                                  size_t numDependencies,
+                                                  const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_KERNEL_NODE_PARAMS& p = *nodeParams;
+  LaunchShape shape{{p.gridDimX, p.gridDimY, p.gridDimZ},
+                    {p.blockDimX, p.blockDimY, p.blockDimZ},
+                    p.sharedMemBytes};
+  return AddKernelNode(phGraphNode, hGraph, dependencies, numDependencies, p.func, shape,
+                       p.kernelParams, p.extra);
+}
+
+// cuda.h maps cuGraphInstantiate to this (the CUDA 12 signature).
+FAKE_CUDA_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                      unsigned long long /*flags*/) {
+  if (phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  auto graph = s.graphs.find(hGraph);
+  if (graph == s.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUfunction> kernels;
+  for (CUgraphNode node : graph->second) kernels.push_back(s.graph_nodes[node]);
+  *phGraphExec = s.NewHandle<CUgraphExec>();
+  s.graph_execs[*phGraphExec] = std::move(kernels);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  return LaunchGraph(hGraphExec, hStream);
+}
+
+FAKE_CUDA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  return LaunchGraph(hGraphExec, hStream);
+}
+
+FAKE_CUDA_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  return s.graph_execs.erase(hGraphExec) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// Executable graphs instantiated from it stay valid.
+FAKE_CUDA_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  auto graph = s.graphs.find(hGraph);
+  if (graph == s.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  for (CUgraphNode node : graph->second) s.graph_nodes.erase(node);
+  s.graphs.erase(graph);
+  return CUDA_SUCCESS;
+}
+
 // ---- Errors ----
 
 namespace {
@@ -599,6 +1245,13 @@ constexpr ErrorText kErrors[] = {
     FAKE_CUDA_ERROR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     FAKE_CUDA_ERROR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
     FAKE_CUDA_ERROR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                    "no kernel image is available for execution on the device"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                    "too many blocks in cooperative launch"),
     FAKE_CUDA_ERROR(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
 #undef FAKE_CUDA_ERROR
@@ -631,29 +1284,27 @@ FAKE_CUDA_EXPORT CUresult cuGetErrorName(CUresult error, const char** pStr) {
 namespace {
 
 struct DriverSymbol {
-  const char* base_name;      // what cuGetProcAddress is asked for, e.g. "cuMemAlloc"
-  const char* exported_name;  // e.g. "cuMemAlloc_v2"
-  int since_version;          // first cudaVersion for which base_name resolves to this entry
+  const char* base_name;  // what cuGetProcAddress is asked for, e.g. "cuMemAlloc"
+  int since_version;      // first cudaVersion for which base_name resolves to this entry
   void* function;
   void* per_thread_function;  // the _ptsz variant, if any
+  int per_thread_since;       // first cudaVersion that gets it
 };
 
 // clang-format off
-#define FAKE_CUDA_STRINGIFY(x) #x
-#define FAKE_CUDA_EXPANDED_NAME(x) FAKE_CUDA_STRINGIFY(x)
 #define FAKE_CUDA_FUNCTION(pfn_type, fn) reinterpret_cast<void*>(static_cast<pfn_type>(&fn))
 // `fn` goes through cuda.h's macros (cuMemAlloc -> cuMemAlloc_v2); the static_cast to the PFN type
 // of cudaTypedefs.h checks the signature of every entry. OLDER_SYMBOL serves an older version
 // whose PFN type the public headers do not declare but whose signature is the same.
 #define SYMBOL(base, version, fn) \
-  {#base, FAKE_CUDA_EXPANDED_NAME(fn), version, \
-   FAKE_CUDA_FUNCTION(PFN_##base##_v##version, fn), nullptr}
+  {#base, version, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, fn), nullptr, 0}
 #define OLDER_SYMBOL(base, since, version, fn) \
-  {#base, FAKE_CUDA_EXPANDED_NAME(fn), since, \
-   FAKE_CUDA_FUNCTION(PFN_##base##_v##version, fn), nullptr}
-#define PTSZ_SYMBOL(base, version) \
-  {#base, #base, version, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, base), \
-   FAKE_CUDA_FUNCTION(PFN_##base##_v##version##_ptsz, base##_ptsz)}
+  {#base, since, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, fn), nullptr, 0}
+#define PTSZ_SYMBOL(base, version) PTSZ_SYMBOL_SINCE(base, version, version)
+// The _ptsz variant came later than the function (cuLaunchKernel: 4000, its _ptsz 7000).
+#define PTSZ_SYMBOL_SINCE(base, version, ptsz_version) \
+  {#base, version, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, base), \
+   FAKE_CUDA_FUNCTION(PFN_##base##_v##ptsz_version##_ptsz, base##_ptsz), ptsz_version}
 // clang-format on
 
 const DriverSymbol kSymbols[] = {
@@ -706,21 +1357,42 @@ const DriverSymbol kSymbols[] = {
     SYMBOL(cuStreamSynchronize, 2000, cuStreamSynchronize),
     SYMBOL(cuGetErrorString, 6000, cuGetErrorString),
     SYMBOL(cuGetErrorName, 6000, cuGetErrorName),
+    SYMBOL(cuModuleLoadData, 2000, cuModuleLoadData),
+    SYMBOL(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx),
+    SYMBOL(cuModuleUnload, 2000, cuModuleUnload),
+    SYMBOL(cuModuleGetFunction, 2000, cuModuleGetFunction),
+    SYMBOL(cuFuncGetName, 12030, cuFuncGetName),
+    SYMBOL(cuFuncGetParamInfo, 12040, cuFuncGetParamInfo),
+    SYMBOL(cuFuncGetAttribute, 2020, cuFuncGetAttribute),
+    PTSZ_SYMBOL_SINCE(cuLaunchKernel, 4000, 7000),
+    PTSZ_SYMBOL(cuLaunchKernelEx, 11060),
+    PTSZ_SYMBOL(cuLaunchCooperativeKernel, 9000),
+    SYMBOL(cuGraphCreate, 10000, cuGraphCreate),
+    SYMBOL(cuGraphAddKernelNode, 10000, cuGraphAddKernelNode),
+    SYMBOL(cuGraphAddKernelNode, 12000, cuGraphAddKernelNode_v2),
+    SYMBOL(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags),
+    PTSZ_SYMBOL(cuGraphLaunch, 10000),
+    SYMBOL(cuGraphExecDestroy, 10000, cuGraphExecDestroy),
+    SYMBOL(cuGraphDestroy, 10000, cuGraphDestroy),
 };
 #undef SYMBOL
 #undef OLDER_SYMBOL
 #undef PTSZ_SYMBOL
+#undef PTSZ_SYMBOL_SINCE
 
+// As the real driver answers (checked against 580.159, CUDA 13.0): by base name only, the newest
+// entry the caller's CUDA version knows. A miss is CUDA_SUCCESS with a null pointer, the reason in
+// *status; a version newer than the driver's is CUDA_ERROR_INVALID_VALUE.
 CUresult LookUpSymbol(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                       CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr || cuda_version > kDriverVersion) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CUdriverProcAddressQueryResult unused;
   if (status == nullptr) status = &unused;
-  *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   const std::string_view name = symbol;
-  // By base name: the newest entry the caller's CUDA version knows.
   const DriverSymbol* best = nullptr;
   bool name_known = false;
   for (const DriverSymbol& s : kSymbols) {
@@ -731,21 +1403,19 @@ CUresult LookUpSymbol(const char* symbol, void** pfn, int cuda_version, cuuint64
       best = &s;
     }
   }
-  if (best != nullptr) {
-    *pfn = per_thread && best->per_thread_function ? best->per_thread_function : best->function;
-  } else if (name_known) {
-    *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-    return CUDA_ERROR_NOT_FOUND;
-  } else {
-    // By exact exported name, e.g. "cuMemAlloc_v2" or "cuMemFreeAsync_ptsz".
-    for (const DriverSymbol& s : kSymbols) {
-      if (name == s.exported_name) *pfn = s.function;
-      if (s.per_thread_function && name.starts_with(s.exported_name) &&
-          name.substr(strlen(s.exported_name)) == "_ptsz") {
-        *pfn = s.per_thread_function;
-      }
+  if (best == nullptr) {
+    *status = name_known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+  }
+  if (per_thread && best->per_thread_function != nullptr) {
+    if (cuda_version < best->per_thread_since) {  // asked for a _ptsz older than it
+      *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+      return CUDA_SUCCESS;
     }
-    if (*pfn == nullptr) return CUDA_ERROR_NOT_FOUND;
+    *pfn = best->per_thread_function;
+  } else {
+    *pfn = best->function;  // also where no _ptsz exists, as documented
   }
   *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;

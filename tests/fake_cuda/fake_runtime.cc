@@ -7,9 +7,13 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <fatbinary_section.h>
 
+#include <climits>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #define FAKE_CUDART_EXPORT extern "C" __attribute__((visibility("default")))
@@ -26,6 +30,19 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
 FAKE_CUDART_EXPORT decltype(cudaMallocAsync) cudaMallocAsync_ptsz;
 FAKE_CUDART_EXPORT decltype(cudaFreeAsync) cudaFreeAsync_ptsz;
 FAKE_CUDART_EXPORT decltype(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
+FAKE_CUDART_EXPORT decltype(cudaLaunchKernel) cudaLaunchKernel_ptsz;
+FAKE_CUDART_EXPORT decltype(cudaLaunchKernelExC) cudaLaunchKernelExC_ptsz;
+FAKE_CUDART_EXPORT decltype(cudaLaunchCooperativeKernel) cudaLaunchCooperativeKernel_ptsz;
+
+// What nvcc-generated host code calls to register its kernels, with the signatures of
+// crt/host_runtime.h (an internal header that cannot be included here).
+FAKE_CUDART_EXPORT void** __cudaRegisterFatBinary(void* fatCubin);
+FAKE_CUDART_EXPORT void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
+FAKE_CUDART_EXPORT void __cudaUnregisterFatBinary(void** fatCubinHandle);
+FAKE_CUDART_EXPORT void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun,
+                                               char* deviceFun, const char* deviceName,
+                                               int thread_limit, uint3* tid, uint3* bid, dim3* bDim,
+                                               dim3* gDim, int* wSize);
 
 namespace {
 
@@ -60,6 +77,15 @@ struct DriverApi {
   PFN_cuStreamCreate_v2000 stream_create;
   PFN_cuStreamDestroy_v4000 stream_destroy;
   PFN_cuStreamSynchronize_v2000 stream_synchronize;
+  PFN_cuModuleLoadData_v2000 module_load_data;
+  PFN_cuModuleUnload_v2000 module_unload;
+  PFN_cuModuleGetFunction_v2000 module_get_function;
+  PFN_cuLaunchKernel_v4000 launch_kernel;
+  PFN_cuLaunchKernelEx_v11060 launch_kernel_ex;
+  PFN_cuLaunchCooperativeKernel_v9000 launch_cooperative_kernel;
+  PFN_cuLaunchKernel_v7000_ptsz launch_kernel_ptsz;
+  PFN_cuLaunchKernelEx_v11060_ptsz launch_kernel_ex_ptsz;
+  PFN_cuLaunchCooperativeKernel_v9000_ptsz launch_cooperative_kernel_ptsz;
 };
 
 struct Runtime {
@@ -87,6 +113,18 @@ cudaError_t ToRuntimeError(CUresult result) {
       return cudaErrorInvalidDevice;
     case CUDA_ERROR_INVALID_HANDLE:
       return cudaErrorInvalidResourceHandle;
+    case CUDA_ERROR_INVALID_IMAGE:
+      return cudaErrorInvalidKernelImage;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+      return cudaErrorNoKernelImageForDevice;
+    case CUDA_ERROR_INVALID_PTX:
+      return cudaErrorInvalidPtx;
+    case CUDA_ERROR_NOT_FOUND:
+      return cudaErrorSymbolNotFound;
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+      return cudaErrorCooperativeLaunchTooLarge;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+      return cudaErrorLaunchOutOfResources;
     default:
       return cudaErrorUnknown;
   }
@@ -115,6 +153,8 @@ bool FetchDriverApi(void* libcuda, DriverApi& cu) {
   constexpr cuuint64_t kPerThread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 #define FETCH(name, version, member, ...) \
   Fetch<PFN_##name##_v##version>(get, #name, version, &cu.member __VA_OPT__(, ) __VA_ARGS__)
+#define FETCH_PTSZ(name, version, member) \
+  Fetch<PFN_##name##_v##version##_ptsz>(get, #name, version, &cu.member, kPerThread)
   return FETCH(cuInit, 2000, init) && FETCH(cuDriverGetVersion, 2020, driver_get_version) &&
          FETCH(cuDeviceGetCount, 2000, device_get_count) &&
          FETCH(cuDevicePrimaryCtxRetain, 7000, primary_ctx_retain) &&
@@ -136,8 +176,18 @@ bool FetchDriverApi(void* libcuda, DriverApi& cu) {
          FETCH(cuDeviceGetDefaultMemPool, 11020, device_get_default_mem_pool) &&
          FETCH(cuStreamCreate, 2000, stream_create) &&
          FETCH(cuStreamDestroy, 4000, stream_destroy) &&
-         FETCH(cuStreamSynchronize, 2000, stream_synchronize);
+         FETCH(cuStreamSynchronize, 2000, stream_synchronize) &&
+         FETCH(cuModuleLoadData, 2000, module_load_data) &&
+         FETCH(cuModuleUnload, 2000, module_unload) &&
+         FETCH(cuModuleGetFunction, 2000, module_get_function) &&
+         FETCH(cuLaunchKernel, 4000, launch_kernel) &&
+         FETCH(cuLaunchKernelEx, 11060, launch_kernel_ex) &&
+         FETCH(cuLaunchCooperativeKernel, 9000, launch_cooperative_kernel) &&
+         FETCH_PTSZ(cuLaunchKernel, 7000, launch_kernel_ptsz) &&
+         FETCH_PTSZ(cuLaunchKernelEx, 11060, launch_kernel_ex_ptsz) &&
+         FETCH_PTSZ(cuLaunchCooperativeKernel, 9000, launch_cooperative_kernel_ptsz);
 #undef FETCH
+#undef FETCH_PTSZ
 }
 
 Runtime* LoadRuntime() {
@@ -433,6 +483,226 @@ cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long f
   return cudaGetDriverEntryPointByVersion(symbol, funcPtr, kRuntimeVersion, flags, driverStatus);
 }
 
+// ---- Kernels: registration as nvcc-generated code does it, launches through the driver ----
+
+namespace {
+
+// One registered "fat binary". The fake's convention (README.md): a __fatBinC_Wrapper_t whose
+// `data` is a fatbin container holding uncompressed PTX, or the PTX text itself; either is handed
+// to cuModuleLoadData as it is, at the first launch of one of its kernels (as CUDA's lazy
+// loading does), in the context current then.
+struct FatBinary {
+  void* handle;  // first: __cudaRegisterFatBinary returns its address, nvcc code stores it
+  const void* image;
+  CUmodule module = nullptr;
+};
+
+struct RegisteredKernel {
+  FatBinary* binary;
+  std::string device_name;
+  CUfunction function = nullptr;
+};
+
+// Not part of Runtime: registration runs in static constructors, before anything may call the
+// driver.
+struct KernelRegistry {
+  std::mutex mutex;
+  std::vector<FatBinary*> binaries;
+  std::map<const void*, RegisteredKernel> kernels;  // by host stub (`func` of cudaLaunchKernel)
+
+  bool Live(FatBinary* binary) const {
+    for (FatBinary* b : binaries) {
+      if (b == binary) return true;
+    }
+    return false;
+  }
+};
+
+KernelRegistry& Registry() {
+  static auto* registry = new KernelRegistry;  // leaked: atexit handlers unregister
+  return *registry;
+}
+
+FatBinary* BinaryOf(void** handle) { return reinterpret_cast<FatBinary*>(handle); }
+
+// The CUfunction of a registered host stub, loading its module on first use; `unknown` if `func`
+// is none. Needs the context current.
+cudaError_t ResolveKernel(const DriverApi& cu, const void* func, cudaError_t unknown,
+                          CUfunction* function) {
+  KernelRegistry& registry = Registry();
+  std::lock_guard lock(registry.mutex);
+  auto it = registry.kernels.find(func);
+  if (it == registry.kernels.end()) return unknown;
+  RegisteredKernel& kernel = it->second;
+  if (kernel.function == nullptr) {
+    FatBinary& binary = *kernel.binary;
+    if (binary.image == nullptr) return cudaErrorInvalidKernelImage;
+    if (binary.module == nullptr) {
+      if (CUresult r = cu.module_load_data(&binary.module, binary.image); r != CUDA_SUCCESS) {
+        binary.module = nullptr;
+        return ToRuntimeError(r);
+      }
+    }
+    CUresult r =
+        cu.module_get_function(&kernel.function, binary.module, kernel.device_name.c_str());
+    if (r != CUDA_SUCCESS) return ToRuntimeError(r);  // not in the module: cudaErrorSymbolNotFound
+  }
+  *function = kernel.function;
+  return cudaSuccess;
+}
+
+// Resolves `func` and runs `launch(driver, function)`, recording a failure as the last error. The
+// real runtime (13.0) leaves the launch configuration to the driver (a 2048-thread block is
+// cudaErrorInvalidValue, not cudaErrorInvalidConfiguration) and answers a host function it does
+// not know with cudaErrorInvalidResourceHandle, as it would a bad cudaKernel_t.
+template <typename Launch>
+cudaError_t LaunchRegistered(const void* func, cudaError_t unknown, Launch launch) {
+  Runtime& rt = TheRuntime();
+  if (rt.init_error != cudaSuccess) return Record(rt.init_error);
+  if (cudaError_t e = MakeContextCurrent(rt); e != cudaSuccess) return Record(e);
+  CUfunction function = nullptr;
+  if (cudaError_t e = ResolveKernel(rt.cu, func, unknown, &function); e != cudaSuccess) {
+    return Record(e);
+  }
+  return Record(ToRuntimeError(launch(rt.cu, function)));
+}
+
+template <typename Launch>
+cudaError_t LaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+                         size_t shared_memory_bytes, cudaStream_t stream, Launch launch) {
+  if (shared_memory_bytes > UINT_MAX) return Record(cudaErrorInvalidValue);
+  return LaunchRegistered(
+      func, cudaErrorInvalidResourceHandle, [&](const DriverApi& cu, CUfunction function) {
+        return launch(cu, function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                      static_cast<unsigned>(shared_memory_bytes), stream, args);
+      });
+}
+
+// cudaLaunchConfig_t becomes the driver's CUlaunchConfig; the attribute structs share a layout.
+static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute));
+
+template <typename Pfn>
+cudaError_t LaunchKernelEx(const cudaLaunchConfig_t* config, const void* func, void** args,
+                           Pfn DriverApi::*launch) {
+  // (The real runtime crashes on a null config.)
+  if (config == nullptr || config->dynamicSmemBytes > UINT_MAX) {
+    return Record(cudaErrorInvalidValue);
+  }
+  CUlaunchConfig driver_config{};
+  driver_config.gridDimX = config->gridDim.x;
+  driver_config.gridDimY = config->gridDim.y;
+  driver_config.gridDimZ = config->gridDim.z;
+  driver_config.blockDimX = config->blockDim.x;
+  driver_config.blockDimY = config->blockDim.y;
+  driver_config.blockDimZ = config->blockDim.z;
+  driver_config.sharedMemBytes = static_cast<unsigned>(config->dynamicSmemBytes);
+  driver_config.hStream = config->stream;
+  driver_config.attrs = reinterpret_cast<CUlaunchAttribute*>(config->attrs);
+  driver_config.numAttrs = config->numAttrs;
+  return LaunchRegistered(func, cudaErrorInvalidResourceHandle,
+                          [&](const DriverApi& cu, CUfunction function) {
+                            return (cu.*launch)(&driver_config, function, args, nullptr);
+                          });
+}
+
+}  // namespace
+
+FAKE_CUDART_EXPORT void** __cudaRegisterFatBinary(void* fatCubin) {
+  const auto* wrapper = static_cast<const __fatBinC_Wrapper_t*>(fatCubin);
+  auto* binary = new FatBinary{nullptr, nullptr};
+  if (wrapper != nullptr && wrapper->magic == FATBINC_MAGIC &&
+      wrapper->version == FATBINC_VERSION) {
+    binary->image = wrapper->data;  // else its kernels fail with cudaErrorInvalidKernelImage
+  }
+  KernelRegistry& registry = Registry();
+  std::lock_guard lock(registry.mutex);
+  registry.binaries.push_back(binary);
+  return &binary->handle;
+}
+
+FAKE_CUDART_EXPORT void __cudaRegisterFatBinaryEnd(void** /*fatCubinHandle*/) {}
+
+FAKE_CUDART_EXPORT void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun,
+                                               char* deviceFun, const char* deviceName,
+                                               int /*thread_limit*/, uint3* /*tid*/, uint3* /*bid*/,
+                                               dim3* /*bDim*/, dim3* /*gDim*/, int* /*wSize*/) {
+  const char* name = deviceName != nullptr ? deviceName : deviceFun;
+  KernelRegistry& registry = Registry();
+  std::lock_guard lock(registry.mutex);
+  FatBinary* binary = BinaryOf(fatCubinHandle);
+  if (hostFun == nullptr || name == nullptr || !registry.Live(binary)) return;
+  registry.kernels[hostFun] = {binary, name};
+}
+
+// Runs from the atexit handler nvcc code registers: forgets the kernels, unloads the module.
+FAKE_CUDART_EXPORT void __cudaUnregisterFatBinary(void** fatCubinHandle) {
+  FatBinary* binary = BinaryOf(fatCubinHandle);
+  CUmodule module = nullptr;
+  {
+    KernelRegistry& registry = Registry();
+    std::lock_guard lock(registry.mutex);
+    if (!registry.Live(binary)) return;
+    std::erase(registry.binaries, binary);
+    std::erase_if(registry.kernels, [&](const auto& k) { return k.second.binary == binary; });
+    module = binary->module;
+    delete binary;
+  }
+  if (module != nullptr) TheRuntime().cu.module_unload(module);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr,
+                                                   const void* symbolPtr) {
+  if (functionPtr == nullptr) return Record(cudaErrorInvalidValue);
+  return LaunchRegistered(symbolPtr, cudaErrorInvalidDeviceFunction,
+                          [&](const DriverApi&, CUfunction function) {
+                            *functionPtr = function;
+                            return CUDA_SUCCESS;
+                          });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim,
+                                                void** args, size_t sharedMem,
+                                                cudaStream_t stream) {
+  return LaunchKernel(
+      func, gridDim, blockDim, args, sharedMem, stream,
+      [](const DriverApi& cu, auto... a) { return cu.launch_kernel(a..., nullptr); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
+                                                     void** args, size_t sharedMem,
+                                                     cudaStream_t stream) {
+  return LaunchKernel(
+      func, gridDim, blockDim, args, sharedMem, stream,
+      [](const DriverApi& cu, auto... a) { return cu.launch_kernel_ptsz(a..., nullptr); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim,
+                                                           dim3 blockDim, void** args,
+                                                           size_t sharedMem, cudaStream_t stream) {
+  return LaunchKernel(
+      func, gridDim, blockDim, args, sharedMem, stream,
+      [](const DriverApi& cu, auto... a) { return cu.launch_cooperative_kernel(a...); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim,
+                                                                dim3 blockDim, void** args,
+                                                                size_t sharedMem,
+                                                                cudaStream_t stream) {
+  return LaunchKernel(
+      func, gridDim, blockDim, args, sharedMem, stream,
+      [](const DriverApi& cu, auto... a) { return cu.launch_cooperative_kernel_ptsz(a...); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
+                                                   const void* func, void** args) {
+  return LaunchKernelEx(config, func, args, &DriverApi::launch_kernel_ex);
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                        const void* func, void** args) {
+  return LaunchKernelEx(config, func, args, &DriverApi::launch_kernel_ex_ptsz);
+}
+
 // ---- Errors ----
 
 FAKE_CUDART_EXPORT cudaError_t cudaGetLastError() {
@@ -462,6 +732,14 @@ constexpr ErrorText kErrors[] = {
     FAKE_CUDART_ERROR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
     FAKE_CUDART_ERROR(cudaErrorInvalidDevice, "invalid device ordinal"),
     FAKE_CUDART_ERROR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
+    FAKE_CUDART_ERROR(cudaErrorLaunchOutOfResources, "too many resources requested for launch"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidDeviceFunction, "invalid device function"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),
+    FAKE_CUDART_ERROR(cudaErrorNoKernelImageForDevice,
+                      "no kernel image is available for execution on the device"),
+    FAKE_CUDART_ERROR(cudaErrorInvalidPtx, "a PTX JIT compilation failed"),
+    FAKE_CUDART_ERROR(cudaErrorSymbolNotFound, "named symbol not found"),
+    FAKE_CUDART_ERROR(cudaErrorCooperativeLaunchTooLarge, "too many blocks in cooperative launch"),
     FAKE_CUDART_ERROR(cudaErrorUnknown, "unknown error"),
 };
 #undef FAKE_CUDART_ERROR
