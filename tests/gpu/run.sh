@@ -76,6 +76,9 @@ record() {
   # Cost per kernel launch on the real driver (1M launches of an empty kernel per run).
   GPUMEM_BENCH_CUDA_LIBS=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}')") \
     tests/bench/run_launch_cost.sh "$build" 3 1000000 >>"$out/bench.txt" 2>&1
+  # Analyzer throughput on this machine's CPU (one core; 50M events).
+  LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    tests/bench/run_analyzer_throughput.sh "$build" 50000000 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.
   tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Assembles what the GPU machine needs from a build here into .device-carry/build (ignored by git;
+# the device tool carries it with `carry: [".device-carry"]`): the samples, libgpumem.so with the
+# libunwind.so.8 it loads, the benchmarks, and the shared libraries the analyzer benchmark links
+# (protobuf, Abseil: the GPU machine has neither).
+# Usage: tests/gpu/carry.sh [BUILD_DIR]   then, on the GPU machine:
+#   BUILD_DIR=.device-carry/build tests/gpu/run.sh record OUT
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+carry=.device-carry/build
+rm -rf "$carry"
+mkdir -p "$carry/bin" "$carry/lib/deps" "$carry/tests/bench"
+for expected in samples/*/expected.txt; do
+  name=$(basename "$(dirname "$expected")")
+  cp "$build/bin/$name" "$carry/bin/"
+done
+cp "$build/lib/libgpumem.so" "$build/lib/libunwind.so.8" "$carry/lib/"
+cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
+  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" "$carry/tests/bench/"
+ldd "$build/tests/bench/analyzer_throughput" | awk '/libprotobuf|libabsl|libz\.so/ {print $3}' |
+  xargs -r cp -L -t "$carry/lib/deps/"
+strip --strip-debug "$carry/tests/bench/analyzer_throughput" "$carry/lib/deps/"* 2>/dev/null || true
+du -sh "$carry"
