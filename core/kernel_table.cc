@@ -11,6 +11,7 @@ namespace gpumem {
 namespace {
 
 constexpr int kCudaErrorInvalidValue = 1;
+constexpr int kCudaErrorInvalidHandle = 400;
 
 size_t SlotOf(uintptr_t function, size_t slots) {
   uint64_t hash = function * 0x9e3779b97f4a7c15ull;
@@ -18,13 +19,14 @@ size_t SlotOf(uintptr_t function, size_t slots) {
 }
 
 // Asks the driver where the parameters lie; keeps those a pointer could be in (>= 8 bytes).
-void DescribeParams(void* function, const KernelQueries& queries, KernelInfo* info) {
-  if (queries.func_get_param_info == nullptr) return;
+// `get_param_info` answers for this kind of handle (CUfunction or CUkernel).
+void DescribeParams(void* function, KernelQueries::GetParamInfo get_param_info, KernelInfo* info) {
+  if (get_param_info == nullptr) return;
   constexpr size_t kMaxParams = 1024;  // 32 KiB of parameters, one byte each at most
   for (size_t index = 0; index < kMaxParams; ++index) {
     size_t offset = 0;
     size_t size = 0;
-    const int result = queries.func_get_param_info(function, index, &offset, &size);
+    const int result = get_param_info(function, index, &offset, &size);
     if (result != 0) {
       // CUDA_ERROR_INVALID_VALUE: no parameter at `index`, the list is complete. Anything else
       // (not supported, no context): the layout stays unknown.
@@ -75,12 +77,22 @@ const KernelInfo* KernelTable::Lookup(void* function, const char* name_hint,
   if (id > kMaxEntries) return nullptr;
 
   KernelInfo info;
+  // A CUfunction, or a CUkernel (what libcudart 13 launches): the cuFunc* queries tell which.
   const char* name = nullptr;
-  if (queries.func_get_name == nullptr || queries.func_get_name(&name, function) != 0) {
-    name = nullptr;
+  int named = queries.func_get_name != nullptr ? queries.func_get_name(&name, function) : -1;
+  bool is_kernel_handle = false;
+  if (named == kCudaErrorInvalidHandle && queries.kernel_get_name != nullptr) {
+    named = queries.kernel_get_name(&name, function);
+    is_kernel_handle = named == 0;
   }
-  if (name == nullptr) name = name_hint != nullptr ? name_hint : "";
-  DescribeParams(function, queries, &info);
+  if (named != 0 || name == nullptr) name = name_hint != nullptr ? name_hint : "";
+  KernelQueries::GetParamInfo get_param_info =
+      is_kernel_handle ? queries.kernel_get_param_info : queries.func_get_param_info;
+  DescribeParams(function, get_param_info, &info);
+  if (!info.params_known && !is_kernel_handle && queries.kernel_get_param_info != nullptr) {
+    info = KernelInfo{};  // the name came from the hint; the handle may still be a CUkernel
+    DescribeParams(function, queries.kernel_get_param_info, &info);
+  }
 
   uint8_t buffer[4096 + 32];
   wire::Writer writer(buffer, sizeof(buffer));

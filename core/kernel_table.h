@@ -16,11 +16,17 @@
 
 namespace gpumem {
 
-// The driver calls that describe a kernel, with CUresult as int and CUfunction as void*. Either
-// may be null (an older driver): the name is then unknown, or the parameters are not scanned.
+// The driver calls that describe a kernel, with CUresult as int and CUfunction / CUkernel as
+// void*. Any may be null (an older driver): the name is then unknown, or the parameters are not
+// scanned. libcudart 13 launches CUkernel handles (cuLibrary*), on which the cuFunc* queries
+// answer CUDA_ERROR_INVALID_HANDLE: the cuKernel* ones are asked then.
 struct KernelQueries {
-  int (*func_get_name)(const char** name, void* function) = nullptr;
-  int (*func_get_param_info)(void* function, size_t index, size_t* offset, size_t* size) = nullptr;
+  using GetName = int (*)(const char** name, void* function);
+  using GetParamInfo = int (*)(void* function, size_t index, size_t* offset, size_t* size);
+  GetName func_get_name = nullptr;
+  GetParamInfo func_get_param_info = nullptr;
+  GetName kernel_get_name = nullptr;
+  GetParamInfo kernel_get_param_info = nullptr;
 };
 
 // A parameter at least one pointer wide: its index, offset in the parameter buffer and size.

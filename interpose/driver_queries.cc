@@ -30,14 +30,17 @@ enum QueryId {
   kDeviceTotalMem,
   kFuncGetName,
   kFuncGetParamInfo,
+  kKernelGetName,
+  kKernelGetParamInfo,
   kCount
 };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}, {0}},      {"cuMemGetInfo_v2", {nullptr}, {0}},
-    {"cuDeviceGet", {nullptr}, {0}},         {"cuDeviceGetName", {nullptr}, {0}},
-    {"cuDeviceTotalMem_v2", {nullptr}, {0}}, {"cuFuncGetName", {nullptr}, {0}},
-    {"cuFuncGetParamInfo", {nullptr}, {0}},
+    {"cuCtxGetDevice", {nullptr}, {0}},       {"cuMemGetInfo_v2", {nullptr}, {0}},
+    {"cuDeviceGet", {nullptr}, {0}},          {"cuDeviceGetName", {nullptr}, {0}},
+    {"cuDeviceTotalMem_v2", {nullptr}, {0}},  {"cuFuncGetName", {nullptr}, {0}},
+    {"cuFuncGetParamInfo", {nullptr}, {0}},   {"cuKernelGetName", {nullptr}, {0}},
+    {"cuKernelGetParamInfo", {nullptr}, {0}},
 };
 
 template <typename Fn>
@@ -103,6 +106,10 @@ void PrepareKernelQueries() {
       Get<decltype(&cuFuncGetName)>(kFuncGetName));
   queries.func_get_param_info = reinterpret_cast<decltype(queries.func_get_param_info)>(
       Get<decltype(&cuFuncGetParamInfo)>(kFuncGetParamInfo));
+  queries.kernel_get_name = reinterpret_cast<decltype(queries.kernel_get_name)>(
+      Get<decltype(&cuKernelGetName)>(kKernelGetName));
+  queries.kernel_get_param_info = reinterpret_cast<decltype(queries.kernel_get_param_info)>(
+      Get<decltype(&cuKernelGetParamInfo)>(kKernelGetParamInfo));
   // Until libcuda can be found (it may not be loaded yet), ask again at the next launch.
   if (queries.func_get_name == nullptr && queries.func_get_param_info == nullptr) return;
   recorder::SetKernelQueries(queries);
