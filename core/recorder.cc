@@ -369,6 +369,8 @@ void Init(const LoaderFunctions& loader) {
 
 bool Enabled() { return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled; }
 
+const RecorderOptions& Options() { return g.options; }
+
 uint64_t NextSeq() { return g.next_seq.fetch_add(1, std::memory_order_relaxed); }
 
 bool FreeStacks() { return g.options.free_stacks; }

@@ -52,6 +52,8 @@ struct LaunchRecord {
   bool from_cupti = false;
 };
 
+struct RecorderOptions;  // core/options.h
+
 // What the recorder needs from the interposer: the real loader functions (ours are hooked).
 struct LoaderFunctions {
   void* (*dlopen)(const char*, int);
@@ -64,6 +66,8 @@ namespace recorder {
 // library's constructor and again lazily by the first hook if that runs earlier.
 void Init(const LoaderFunctions& loader);
 bool Enabled();
+// The options read by Init() (defaults before it). cupti/ takes its settings from here.
+const RecorderOptions& Options();
 
 uint64_t NextSeq();
 // Interned id of the current native stack, starting at the caller of the hooked API (the frame

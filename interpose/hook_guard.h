@@ -8,6 +8,7 @@
 
 #include "core/recorder.h"
 #include "core/thread_flags.h"
+#include "cupti/subscriber.h"
 
 namespace gpumem {
 
@@ -18,6 +19,7 @@ class HookScope {
   HookScope() : outermost_(t_hook_depth++ == 0) {
     if (outermost_) EnsureRecorderInitialized();
     recording_ = outermost_ && recorder::Enabled();
+    if (recording_) cupti::StartOnce();  // the first CUDA call starts the CUPTI subscriber
   }
   ~HookScope() { --t_hook_depth; }
   HookScope(const HookScope&) = delete;

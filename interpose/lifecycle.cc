@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "core/recorder.h"
+#include "cupti/subscriber.h"
 #include "interpose/hook_guard.h"
 #include "interpose/loader.h"
 
@@ -36,6 +37,7 @@ __attribute__((constructor)) static void GpumemStart() { gpumem::EnsureRecorderI
 // libcudart's own teardown frees are usually recorded before the footer. Later ones still are.
 __attribute__((destructor)) static void GpumemStop() {
   ++gpumem::t_hook_depth;
+  gpumem::cupti::Stop();  // CUPTI's last activity records before the footer
   gpumem::recorder::Finish();
   --gpumem::t_hook_depth;
 }

@@ -1,0 +1,121 @@
+#include "cupti/driver.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+
+namespace gpumem::cupti::driver {
+namespace {
+
+std::atomic<void* (*)(const char*, int)> g_dlopen{nullptr};
+std::atomic<void* (*)(void*, const char*)> g_dlsym{nullptr};
+
+struct Query {
+  const char* symbol;
+  std::atomic<void*> function;
+  std::atomic<int> failed_lookups;
+};
+
+// A lookup costs a dlopen; where libcuda cannot be found by that name, stop asking.
+constexpr int kMaxFailedLookups = 8;
+
+enum QueryId {
+  kCtxGetDevice,
+  kCtxGetDeviceV2,  // CUDA 13: takes the context, so no dependence on the current one
+  kMemGetInfo,
+  kDeviceGet,
+  kDeviceGetName,
+  kDeviceTotalMem,
+  kFuncGetName,
+  kFuncGetParamInfo,
+  kCount
+};
+
+Query g_queries[kCount] = {
+    {"cuCtxGetDevice", {nullptr}, {0}},  {"cuCtxGetDevice_v2", {nullptr}, {0}},
+    {"cuMemGetInfo_v2", {nullptr}, {0}}, {"cuDeviceGet", {nullptr}, {0}},
+    {"cuDeviceGetName", {nullptr}, {0}}, {"cuDeviceTotalMem_v2", {nullptr}, {0}},
+    {"cuFuncGetName", {nullptr}, {0}},   {"cuFuncGetParamInfo", {nullptr}, {0}},
+};
+
+template <typename Fn>
+Fn Get(QueryId id) {
+  Query& query = g_queries[id];
+  void* function = query.function.load(std::memory_order_acquire);
+  if (function != nullptr) return reinterpret_cast<Fn>(function);
+  auto real_dlopen = g_dlopen.load(std::memory_order_acquire);
+  auto real_dlsym = g_dlsym.load(std::memory_order_acquire);
+  if (real_dlopen == nullptr || real_dlsym == nullptr ||
+      query.failed_lookups.load(std::memory_order_relaxed) >= kMaxFailedLookups) {
+    return nullptr;
+  }
+  if (void* library = real_dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+    function = real_dlsym(library, query.symbol);
+    dlclose(library);
+  }
+  if (function != nullptr) {
+    query.function.store(function, std::memory_order_release);
+  } else {
+    query.failed_lookups.fetch_add(1, std::memory_order_relaxed);
+  }
+  return reinterpret_cast<Fn>(function);
+}
+
+}  // namespace
+
+void SetLoader(const LoaderFunctions& loader) {
+  g_dlsym.store(loader.dlsym, std::memory_order_release);
+  g_dlopen.store(loader.dlopen, std::memory_order_release);
+}
+
+int ContextDevice(CUcontext context) {
+  CUdevice device = -1;
+  if (context != nullptr) {
+    auto get_device_v2 = Get<decltype(&cuCtxGetDevice_v2)>(kCtxGetDeviceV2);
+    if (get_device_v2 != nullptr && get_device_v2(&device, context) == CUDA_SUCCESS) return device;
+  }
+  auto get_device = Get<decltype(&cuCtxGetDevice)>(kCtxGetDevice);
+  if (get_device == nullptr || get_device(&device) != CUDA_SUCCESS) return -1;
+  return device;  // a CUdevice is the device ordinal
+}
+
+bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+  auto mem_get_info = Get<decltype(&cuMemGetInfo_v2)>(kMemGetInfo);
+  size_t free_now = 0;
+  size_t total = 0;
+  if (mem_get_info == nullptr || mem_get_info(&free_now, &total) != CUDA_SUCCESS) return false;
+  *free_bytes = free_now;
+  *total_bytes = total;
+  return true;
+}
+
+void AnnounceDevice(int ordinal) {
+  if (recorder::DeviceKnown(ordinal)) return;
+  auto device_get = Get<decltype(&cuDeviceGet)>(kDeviceGet);
+  auto get_name = Get<decltype(&cuDeviceGetName)>(kDeviceGetName);
+  auto total_mem = Get<decltype(&cuDeviceTotalMem_v2)>(kDeviceTotalMem);
+  CUdevice device = 0;
+  char name[256] = "";
+  size_t total = 0;
+  if (device_get != nullptr && device_get(&device, ordinal) == CUDA_SUCCESS) {
+    if (get_name != nullptr) get_name(name, sizeof(name), device);
+    if (total_mem != nullptr) total_mem(&total, device);
+  }
+  recorder::RecordDevice(ordinal, name, total);
+}
+
+void PrepareKernelQueries() {
+  static std::atomic<bool> prepared{false};
+  if (prepared.load(std::memory_order_relaxed)) return;
+  KernelQueries queries;
+  // Same ABI as core/kernel_table.h declares (CUresult is an int-sized enum, CUfunction a pointer).
+  queries.func_get_name = reinterpret_cast<decltype(queries.func_get_name)>(
+      Get<decltype(&cuFuncGetName)>(kFuncGetName));
+  queries.func_get_param_info = reinterpret_cast<decltype(queries.func_get_param_info)>(
+      Get<decltype(&cuFuncGetParamInfo)>(kFuncGetParamInfo));
+  if (queries.func_get_name == nullptr && queries.func_get_param_info == nullptr) return;
+  recorder::SetKernelQueries(queries);  // the first caller's (interposition's or ours) is kept
+  prepared.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace gpumem::cupti::driver

@@ -1,0 +1,275 @@
+#include "cupti/subscriber.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/spin_lock.h"
+#include "core/thread_flags.h"
+#include "cupti/activity.h"
+#include "cupti/callback_translation.h"
+#include "cupti/callbacks.h"
+#include "cupti/driver.h"
+#include "cupti/fixed_text.h"
+#include "cupti/library_search.h"
+
+namespace gpumem::cupti {
+namespace {
+
+using proto::CuptiState;
+
+// The CUPTI functions used, resolved with dlsym from the libcupti loaded.
+struct CuptiFunctions {
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiSubscribe_v2) subscribe_v2 = nullptr;  // CUDA 12.6+: names the holder on failure
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
+  decltype(&cuptiGetResultString) result_string = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityEnable) activity_enable = nullptr;
+  decltype(&cuptiActivityDisable) activity_disable = nullptr;
+  decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+};
+
+CuptiFunctions g_cupti;
+// The subscription and the activity kinds gpumem holds; changed under g_subscription_lock (Start
+// and YieldSubscription may run on different threads).
+std::atomic_flag g_subscription_lock = ATOMIC_FLAG_INIT;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+bool g_pool_records = false;
+bool g_kernel_records = false;
+std::atomic<bool> g_activity_registered{false};
+std::atomic<bool> g_stopped{false};
+pid_t g_started_pid = 0;
+
+// Large (40 KiB): kept out of the stack of whichever thread starts the subscriber.
+LoadedCudaLibraries g_loaded;
+CandidatePaths g_candidates;
+
+template <typename Fn>
+void Resolve(const LoaderFunctions& loader, void* handle, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(loader.dlsym(handle, name));
+}
+
+void ResolveAll(const LoaderFunctions& loader, void* handle, CuptiFunctions* f) {
+  Resolve(loader, handle, "cuptiSubscribe", &f->subscribe);
+  Resolve(loader, handle, "cuptiSubscribe_v2", &f->subscribe_v2);
+  Resolve(loader, handle, "cuptiUnsubscribe", &f->unsubscribe);
+  Resolve(loader, handle, "cuptiEnableCallback", &f->enable_callback);
+  Resolve(loader, handle, "cuptiGetResultString", &f->result_string);
+  Resolve(loader, handle, "cuptiActivityRegisterCallbacks", &f->register_callbacks);
+  Resolve(loader, handle, "cuptiActivityEnable", &f->activity_enable);
+  Resolve(loader, handle, "cuptiActivityDisable", &f->activity_disable);
+  Resolve(loader, handle, "cuptiActivityGetNextRecord", &f->get_next_record);
+  Resolve(loader, handle, "cuptiActivityFlushAll", &f->flush_all);
+}
+
+void AppendResult(FixedText& text, const CuptiFunctions& f, CUptiResult result) {
+  const char* name = nullptr;
+  if (f.result_string != nullptr && f.result_string(result, &name) == CUPTI_SUCCESS &&
+      name != nullptr) {
+    text.Append(name);
+  } else {
+    text.Append("CUptiResult ").Append(static_cast<uint64_t>(result));
+  }
+}
+
+CuptiState Report(CuptiState state, const char* detail, bool kernel_timing) {
+  CurrentSinks().status(state, detail, kernel_timing);
+  return state;
+}
+
+void StopAtExit() { Stop(); }
+
+}  // namespace
+
+CuptiState Start(const StartConfig& config) {
+  char detail[1024];
+  FixedText text(detail, sizeof(detail));
+  if (!config.cupti) {
+    return Report(CuptiState::kDisabled,
+                  "GPUMEM_CUPTI=0: no CUPTI subscriber; memory and launches are recorded by "
+                  "interposition alone",
+                  false);
+  }
+  if (config.loader.dlopen == nullptr || config.loader.dlsym == nullptr) {
+    return Report(CuptiState::kFailed, "the real dlopen/dlsym could not be found", false);
+  }
+
+  // 1. Load libcupti.
+  g_loaded.cupti[0] = g_loaded.runtime[0] = g_loaded.driver[0] = '\0';
+  FindLoadedCudaLibraries(&g_loaded);
+  g_candidates.Clear();
+  BuildCandidates(config.library_path, g_loaded, &g_candidates);
+  char searched[900];
+  size_t index = 0;
+  void* handle = OpenFirst(g_candidates, config.loader.dlopen, &index, searched, sizeof(searched));
+  if (handle == nullptr) {
+    if (config.library_path != nullptr && config.library_path[0] != '\0') {
+      text.Append("GPUMEM_CUPTI_LIB=").Append(config.library_path).Append(": ");
+    }
+    text.Append(searched);
+    return Report(CuptiState::kNotFound, detail, false);
+  }
+  const char* path = g_candidates[index];
+  CuptiFunctions f;
+  ResolveAll(config.loader, handle, &f);
+  if ((f.subscribe == nullptr && f.subscribe_v2 == nullptr) || f.enable_callback == nullptr) {
+    text.Append(path).Append(": not a usable libcupti (no cuptiSubscribe / cuptiEnableCallback)");
+    dlclose(handle);  // nothing of it ran
+    return Report(CuptiState::kFailed, detail, false);
+  }
+  driver::SetLoader(config.loader);
+
+  // 2. Subscribe. CUPTI allows one subscriber per process.
+  SpinGuard guard(g_subscription_lock);
+  CUpti_SubscriberHandle subscriber = nullptr;
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
+  CUptiResult result;
+  if (f.subscribe_v2 != nullptr) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "gpumem";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
+    result = f.subscribe_v2(&subscriber, &OnCallback, nullptr, &params);
+  } else {
+    result = f.subscribe(&subscriber, &OnCallback, nullptr);
+  }
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    holder[sizeof(holder) - 1] = '\0';
+    text.Append("another CUPTI client holds the only subscription (");
+    if (holder[0] != '\0') text.Append(holder).Append("; ");
+    text.Append(
+        "e.g. torch.profiler/Kineto, Nsight, a debugger): no GPU kernel times, no memory-pool "
+        "records, no CUPTI kernel names or correlation ids, no catch-all for driver calls gpumem "
+        "does not wrap; memory and launches are still recorded by interposition. Loaded ");
+    text.Append(path);
+    return Report(CuptiState::kOtherSubscriber, detail, false);
+  }
+  if (result != CUPTI_SUCCESS || subscriber == nullptr) {
+    text.Append(path).Append(": cuptiSubscribe failed: ");
+    AppendResult(text, f, result);
+    return Report(CuptiState::kFailed, detail, false);
+  }
+
+  // 3. The driver callbacks: launches and every memory API gpumem records.
+  size_t enabled = 0;
+  for (CUpti_CallbackId cbid : kDriverCallbacks) {
+    if (f.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS) {
+      ++enabled;
+    }
+  }
+  if (enabled == 0) {
+    if (f.unsubscribe != nullptr) f.unsubscribe(subscriber);  // leave the slot to other tools
+    text.Append(path).Append(": cuptiEnableCallback failed for every driver callback");
+    return Report(CuptiState::kFailed, detail, false);
+  }
+  g_cupti = f;
+  g_subscriber = subscriber;
+  g_started_pid = getpid();
+
+  // 4. Activity records: memory pools always, kernel execution times when asked for.
+  text.Append(path);
+  if (enabled < kDriverCallbackCount) {
+    text.Append("; ")
+        .Append(static_cast<uint64_t>(kDriverCallbackCount - enabled))
+        .Append(" of ")
+        .Append(static_cast<uint64_t>(kDriverCallbackCount))
+        .Append(" driver callbacks could not be enabled");
+  }
+  bool kernel_timing = false;
+  if (f.register_callbacks == nullptr || f.activity_enable == nullptr ||
+      f.get_next_record == nullptr || f.flush_all == nullptr) {
+    text.Append("; no activity API: no memory-pool records");
+    if (config.kernel_times) text.Append(", no kernel times");
+    return Report(CuptiState::kActive, detail, false);
+  }
+  SetGetNextRecord(f.get_next_record);
+  result = f.register_callbacks(&BufferRequested, &BufferCompleted);
+  if (result != CUPTI_SUCCESS) {
+    text.Append("; cuptiActivityRegisterCallbacks failed (");
+    AppendResult(text, f, result);
+    text.Append("): no memory-pool records");
+    if (config.kernel_times) text.Append(", no kernel times");
+    return Report(CuptiState::kActive, detail, false);
+  }
+  g_activity_registered.store(true, std::memory_order_release);
+  // Flush before libcupti's own destructors can run: atexit handlers run before any library's.
+  static bool at_exit_registered = false;
+  if (!at_exit_registered) at_exit_registered = atexit(&StopAtExit) == 0;
+  result = f.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+  g_pool_records = result == CUPTI_SUCCESS;
+  if (result != CUPTI_SUCCESS) {
+    text.Append("; no memory-pool records (");
+    AppendResult(text, f, result);
+    text.Append(")");
+  }
+  if (config.kernel_times) {
+    result = f.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    kernel_timing = result == CUPTI_SUCCESS;
+    g_kernel_records = kernel_timing;
+    if (!kernel_timing) {
+      text.Append("; no kernel times (");
+      AppendResult(text, f, result);
+      text.Append(")");
+    }
+  }
+  return Report(CuptiState::kActive, detail, kernel_timing);
+}
+
+void YieldSubscription(const void* callback, const char* name) {
+  if (callback == reinterpret_cast<const void*>(&OnCallback)) return;
+  SpinGuard guard(g_subscription_lock);
+  if (g_subscriber == nullptr) return;
+  const int saved_errno = errno;
+  ++t_hook_depth;
+  // The activity API is process-wide: the newcomer will register its own buffer callbacks, so
+  // every buffer CUPTI holds of ours comes back now (and is never handed to the newcomer's).
+  if (g_activity_registered.exchange(false)) {
+    if (g_cupti.activity_disable != nullptr) {
+      if (g_pool_records) g_cupti.activity_disable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+      if (g_kernel_records) g_cupti.activity_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
+    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+  if (g_cupti.unsubscribe != nullptr) g_cupti.unsubscribe(g_subscriber);
+  g_subscriber = nullptr;
+  char detail[1024];
+  FixedText text(detail, sizeof(detail));
+  text.Append("gave the CUPTI subscription up to a tool that asked for it later");
+  Dl_info info{};
+  if (name != nullptr && name[0] != '\0') {
+    text.Append(" (").Append(name).Append(")");
+  } else if (callback != nullptr && dladdr(callback, &info) != 0 && info.dli_fname != nullptr) {
+    text.Append(" (").Append(info.dli_fname).Append(")");
+  }
+  text.Append(
+      ", e.g. torch.profiler/Kineto or Nsight: from then on no GPU kernel times, no memory-pool "
+      "records, no CUPTI kernel names or correlation ids, no catch-all for driver calls gpumem "
+      "does not wrap; memory and launches are still recorded by interposition");
+  Report(CuptiState::kOtherSubscriber, detail, false);
+  --t_hook_depth;
+  errno = saved_errno;
+}
+
+void Stop() {
+  if (!g_activity_registered.load(std::memory_order_acquire)) return;
+  if (g_stopped.exchange(true)) return;
+  // A child after fork has a copy of CUPTI's state but not its threads: flushing could wait on
+  // a lock a parent thread held at fork time.
+  if (getpid() != g_started_pid || g_cupti.flush_all == nullptr) return;
+  const int saved_errno = errno;
+  ++t_hook_depth;
+  g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  --t_hook_depth;
+  errno = saved_errno;
+}
+
+}  // namespace gpumem::cupti

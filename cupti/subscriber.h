@@ -1,0 +1,41 @@
+// The CUPTI subscriber: loads libcupti (dlopen, never linked), subscribes to the driver callbacks
+// of launches and memory calls, enables the activity records gpumem uses, and says in the trace
+// what became of it (CuptiStatus). Starting never fails the host: every error is recorded as a
+// status and the program carries on, recorded by interposition alone.
+#pragma once
+
+#include "core/recorder.h"
+
+namespace gpumem::cupti {
+
+// The first call starts the subscriber; later calls return at once (one atomic load). Called by
+// the preload library at each recorded call (so a process that never calls CUDA never loads
+// libcupti) and by InitializeInjection (CUDA_INJECTION64_PATH). Never waits: a call made while
+// another thread is starting returns without CUPTI.
+void StartOnce();
+
+// Delivers the activity records CUPTI still holds (forced flush), once, in the process that
+// started the subscriber. Called at exit before the footer (and earlier from an atexit handler,
+// while libcupti is certainly still loaded). Idempotent.
+void Stop();
+
+// Another CUPTI client (torch.profiler/Kineto, Nsight) asks to subscribe while gpumem holds the
+// only subscription: gpumem hands it over rather than make that tool fail. Its activity records
+// are flushed, its activity kinds disabled, it unsubscribes, and a CuptiStatus OTHER_SUBSCRIBER
+// saying so is recorded; interposition records on alone. `callback` and `name` (either may be
+// null) identify the newcomer in that status. Called by the exported cuptiSubscribe /
+// cuptiSubscribe_v2 (cupti/entry.cc) before they forward the call. No-op when gpumem holds nothing.
+void YieldSubscription(const void* callback, const char* name);
+
+struct StartConfig {
+  bool cupti = true;                   // GPUMEM_CUPTI
+  bool kernel_times = false;           // GPUMEM_KERNEL_TIMES
+  const char* library_path = nullptr;  // GPUMEM_CUPTI_LIB
+  LoaderFunctions loader{};            // the real dlopen / dlsym
+};
+
+// The work of StartOnce with its inputs spelled out (tests). Records the CuptiStatus through the
+// sinks (cupti/callbacks.h) and returns its state. Not thread-safe: StartOnce serializes it.
+proto::CuptiState Start(const StartConfig& config);
+
+}  // namespace gpumem::cupti
