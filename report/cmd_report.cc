@@ -1,9 +1,10 @@
 // `gpumem report`: when each device peaked and what it held then, and what was never freed, by
 // call site; on request the torch.cuda.memory_summary() table (report/summary_table.h), the
 // post-mortem of failed allocations (report/oom.h) and call sites that grow from iteration to
-// iteration (report/growth.h); readable text or one JSON object (schema: report/report.schema.json). Each
-// trace is streamed once, the replay and every analysis asked for fed event by event in one pass
-// (growth without a marker takes a second), so memory is bounded by live sets, not by trace length.
+// iteration (report/growth.h); readable text or one JSON object (schema:
+// report/report.schema.json). Each trace is streamed once, the replay and every analysis asked for
+// fed event by event in one pass (growth without a marker takes a second), so memory is bounded by
+// live sets, not by trace length.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -281,6 +282,13 @@ class Analyses {
     if (timeline) timeline_.emplace();
   }
 
+  // Launches, in seq order with the memory events: growth may take its iterations from them.
+  void AddLaunch(const LaunchEvent& launch) {
+    if (growth_) growth_->AddLaunch(launch);
+    if (marker_counter_) marker_counter_->AddLaunch(launch);
+  }
+  bool wants_launches() const { return growth_.has_value() || marker_counter_.has_value(); }
+
   void Add(const MemoryEvent& event) {
     if (summary_) summary_->Add(event);
     if (oom_) oom_->Add(event);
@@ -297,10 +305,20 @@ class Analyses {
     if (oom_) findings->oom = oom_->Finish();
     if (fragmentation_) findings->fragmentation = fragmentation_->Finish();
     if (marker_counter_) {
-      growth_.emplace(GrowthOptionsFor(), marker_counter_->MostFrequent(CallSiteMapping()));
-      absl::StatusOr<StreamedTrace> again =
-          ForEachMemoryEventBySeq(path, [this](const MemoryEvent& event) { growth_->Add(event); });
+      // An allocation call site marks the iterations; failing that, a launch site does.
+      const std::optional<uint64_t> marker = marker_counter_->MostFrequent(CallSiteMapping());
+      const std::optional<LaunchSite> launch_marker =
+          marker ? std::nullopt : marker_counter_->LaunchMarker();
+      if (launch_marker) {
+        growth_.emplace(GrowthOptionsFor(), *launch_marker);
+      } else {
+        growth_.emplace(GrowthOptionsFor(), marker);
+      }
+      absl::StatusOr<std::unique_ptr<TraceFile>> again = TraceFile::Open(path);
       if (!again.ok()) return again.status();
+      StreamMemoryEventsBySeq(
+          **again, [this](const MemoryEvent& event) { growth_->Add(event); }, kReorderWindow,
+          nullptr, [this](const LaunchEvent& launch) { growth_->AddLaunch(launch); });
     }
     if (growth_) findings->growth = growth_->Finish();
     return absl::OkStatus();
@@ -461,10 +479,22 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
   }
 }
 
+// A kernel's demangled name, or "kernel <id>".
+std::string KernelLabel(const TraceFile& trace, uint64_t kernel_id) {
+  const std::string* name = trace.FindKernelName(kernel_id);
+  return name != nullptr && !name->empty() ? Demangle(name->c_str())
+                                           : absl::StrCat("kernel ", kernel_id);
+}
+
 std::string GrowthRuleText(const GrowthReport& report, const Options& options) {
   if (report.rule == GrowthReport::Rule::kMarker) {
     return absl::StrCat("--iteration-marker ", options.iteration_marker,
                         ": the first call site with a frame whose function contains it");
+  }
+  if (report.rule == GrowthReport::Rule::kLaunches) {
+    return absl::StrCat(
+        "a launch site launched once per iteration (no allocation call site repeats; the number "
+        "of launches most launch sites share is taken as the number of iterations)");
   }
   return absl::StrCat("the most frequent allocation call site (at least ", kMinMarkerOccurrences,
                       " allocations)");
@@ -481,7 +511,11 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
     return;
   }
   absl::StrAppend(out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
-                  ", each starting at an allocation of ", GrowthRuleText(report, options), ":\n");
+                  report.rule == GrowthReport::Rule::kLaunches
+                      ? absl::StrCat(", each starting at a launch of ",
+                                     KernelLabel(trace, report.marker_kernel_id), " from ")
+                      : std::string(", each starting at an allocation of "),
+                  GrowthRuleText(report, options), ":\n");
   AppendFramesText(sites.Frames(report.marker_stack_id), out);
   if (report.iterations() < 2) {
     absl::StrAppend(out, "growth: one iteration: nothing to compare\n");
@@ -598,6 +632,33 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
   return out;
 }
 
+// What follows the replay event by event: the kernel analysis (--peak, --kernels) and the launches
+// growth may take its iterations from. Either may be null.
+class ReportObserver final : public ReplayObserver {
+ public:
+  ReportObserver(KernelAnalysis* kernels, Analyses* analyses)
+      : kernels_(kernels), analyses_(analyses) {}
+  bool active() const { return kernels_ != nullptr || analyses_ != nullptr; }
+
+  void AfterMemory(const MemoryEvent& event, const Replay& replay) override {
+    if (kernels_ != nullptr) kernels_->AfterMemory(event, replay);
+  }
+  void AddLaunch(const LaunchEvent& launch, const Replay& replay) override {
+    if (kernels_ != nullptr) kernels_->AddLaunch(launch, replay);
+    if (analyses_ != nullptr) analyses_->AddLaunch(launch);
+  }
+  void AllocationEnded(const LiveAllocation& live) override {
+    if (kernels_ != nullptr) kernels_->AllocationEnded(live);
+  }
+  void Finished(const Replay& replay) override {
+    if (kernels_ != nullptr) kernels_->Finished(replay);
+  }
+
+ private:
+  KernelAnalysis* kernels_;
+  Analyses* analyses_;
+};
+
 // ---- JSON ----
 
 std::string JsonFrames(const std::vector<Frame>& frames) {
@@ -707,9 +768,14 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
 
 std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
                        const Options& options) {
-  std::string out = absl::StrCat("{\"rule\":", report.rule == GrowthReport::Rule::kMarker
-                                                   ? "\"iteration_marker\""
-                                                   : "\"most_frequent_call_site\"");
+  const char* rule = report.rule == GrowthReport::Rule::kMarker     ? "\"iteration_marker\""
+                     : report.rule == GrowthReport::Rule::kLaunches ? "\"launch_site\""
+                                                                    : "\"most_frequent_call_site\"";
+  std::string out = absl::StrCat("{\"rule\":", rule);
+  if (report.rule == GrowthReport::Rule::kLaunches) {
+    absl::StrAppend(&out,
+                    ",\"marker_kernel\":", JsonString(KernelLabel(trace, report.marker_kernel_id)));
+  }
   if (report.rule == GrowthReport::Rule::kMarker) {
     absl::StrAppend(&out, ",\"marker\":", JsonString(options.iteration_marker));
   }
@@ -883,9 +949,11 @@ int RunReport(const std::vector<std::string>& args) {
     CallSites sites(&symbolizer);
     Analyses analyses(**file, options, sites, paths->size() > 1);
     KernelAnalysis kernels(file->get());
+    ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,
+                            analyses.wants_launches() ? &analyses : nullptr);
     const TraceReplay replay = ReplayTrace(
         *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
-        options.peak || options.kernels ? &kernels : nullptr);
+        observer.active() ? &observer : nullptr);
     Findings findings;
     if (options.peak || options.kernels) findings.kernels = &kernels.report();
     if (absl::Status status = analyses.Finish(path, &findings); !status.ok()) {

@@ -1,6 +1,7 @@
 #include "report/growth.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace gpumem::report {
@@ -43,6 +44,51 @@ std::optional<uint64_t> MarkerCounter::MostFrequent(const CallSiteOf& call_site_
   return marker;
 }
 
+void MarkerCounter::AddLaunch(const LaunchEvent& launch) {
+  const LaunchSite site{launch.kernel_id(), launch.stack_id()};
+  ++by_launch_site_.try_emplace(site, Seen{0, launches_}).first->second.count;
+  ++launches_;
+}
+
+std::optional<LaunchSite> MarkerCounter::LaunchMarker() const {
+  // count -> (sites with that count, the earliest first launch among them, that site)
+  struct Group {
+    uint64_t sites = 0;
+    uint64_t first = 0;
+    LaunchSite site;
+  };
+  std::map<uint64_t, Group> by_count;
+  for (const auto& [site, seen] : by_launch_site_) {
+    if (seen.count < kMinMarkerOccurrences) continue;
+    auto [it, inserted] = by_count.try_emplace(seen.count, Group{0, seen.first, site});
+    ++it->second.sites;
+    if (seen.first < it->second.first) {
+      it->second.first = seen.first;
+      it->second.site = site;
+    }
+  }
+  const Group* best = nullptr;
+  for (const auto& [count, group] : by_count) {  // ascending: ties go to the larger count
+    if (group.sites >= 2 && (best == nullptr || group.sites >= best->sites)) best = &group;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->site;
+}
+
+GrowthAnalysis::GrowthAnalysis(GrowthOptions options, LaunchSite marker)
+    : options_(std::move(options)), launch_marker_(marker) {
+  report_.rule = GrowthReport::Rule::kLaunches;
+  report_.found = true;
+  report_.marker_stack_id = marker.stack_id;
+  report_.marker_kernel_id = marker.kernel_id;
+}
+
+void GrowthAnalysis::AddLaunch(const LaunchEvent& launch) {
+  if (launch_marker_ && LaunchSite{launch.kernel_id(), launch.stack_id()} == *launch_marker_) {
+    StartIteration(launch.seq());
+  }
+}
+
 GrowthAnalysis::GrowthAnalysis(GrowthOptions options, std::optional<uint64_t> marker)
     : options_(std::move(options)) {
   report_.rule =
@@ -63,21 +109,24 @@ void GrowthAnalysis::Add(const MemoryEvent& event) {
       report_.found = true;
       report_.marker_stack_id = SiteOf(event.stack_id());
     }
-    if (report_.found && SiteOf(event.stack_id()) == report_.marker_stack_id) {
-      if (report_.iteration_count > 0) EndIteration();  // the previous one ends here
-      // This iteration is sampled when on the stride; past kMaxGrowthSamples the stride doubles.
-      const size_t index = report_.iteration_count++;
-      if (index % report_.sample_stride == 0 &&
-          index / report_.sample_stride == kMaxGrowthSamples) {
-        report_.sample_stride *= 2;
-        KeepEveryOther(report_.iteration_seqs);
-        for (auto& [key, site] : sites_) KeepEveryOther(site.samples);
-      }
-      if (index % report_.sample_stride == 0) report_.iteration_seqs.push_back(event.seq());
-      last_iteration_seq_ = event.seq();
+    if (report_.found && !launch_marker_ && SiteOf(event.stack_id()) == report_.marker_stack_id) {
+      StartIteration(event.seq());
     }
   }
   replay_.Add(event);
+}
+
+void GrowthAnalysis::StartIteration(uint64_t seq) {
+  if (report_.iteration_count > 0) EndIteration();  // the previous one ends here
+  // This iteration is sampled when on the stride; past kMaxGrowthSamples the stride doubles.
+  const size_t index = report_.iteration_count++;
+  if (index % report_.sample_stride == 0 && index / report_.sample_stride == kMaxGrowthSamples) {
+    report_.sample_stride *= 2;
+    KeepEveryOther(report_.iteration_seqs);
+    for (auto& [key, site] : sites_) KeepEveryOther(site.samples);
+  }
+  if (index % report_.sample_stride == 0) report_.iteration_seqs.push_back(seq);
+  last_iteration_seq_ = seq;
 }
 
 void GrowthAnalysis::EndIteration() {

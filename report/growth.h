@@ -7,7 +7,12 @@
 //   FUNCTION), the first call site whose stack matches; when several match (the function allocates
 //   more than once per iteration), the first to allocate marks the iterations;
 // - otherwise the call site that allocates most often, at least kMinMarkerOccurrences times (ties:
-//   the one that allocated first).
+//   the one that allocated first);
+// - and when no allocation call site repeats that often (PyTorch's caching allocator allocates a
+//   few segments and then nothing), from the launches: in a loop each step launches the same
+//   kernels, most of them once per step, so the number of launches shared by the most launch
+//   sites (kernel and stack) is the number of iterations; the first of those sites to launch is
+//   the marker, and each of its launches starts an iteration.
 // Each occurrence starts an iteration, which ends where the next starts; the last ends with the
 // trace. What comes before the first is no iteration. For every (place, call site), the live bytes
 // at the end of each iteration are recorded; a site is growing when they rose at no fewer than
@@ -59,11 +64,14 @@ struct GrowthReport {
   enum class Rule {
     kMarker,        // is_marker given
     kMostFrequent,  // detected: the most frequent allocation call site
+    kLaunches,      // detected: a launch site launched once per iteration (no allocation repeats)
   };
   Rule rule = Rule::kMostFrequent;
-  // The call site whose allocations start iterations (0 with found false).
+  // The call site whose allocations start iterations (0 with found false); with kLaunches, the
+  // stack of the launches that do, and their kernel.
   bool found = false;
   uint64_t marker_stack_id = 0;
+  uint64_t marker_kernel_id = 0;
   size_t iteration_count = 0;
   // The values kept are those of iterations 1, 1 + stride, 1 + 2 stride, ... and the last.
   size_t sample_stride = 1;
@@ -77,12 +85,28 @@ struct GrowthReport {
 // Without a marker predicate the marker is the call site that allocates most often, which is
 // known only at the end: this counts allocations per stack over one pass (memory bounded by the
 // stacks of the trace) and names the marker afterwards, for a GrowthAnalysis in a second pass.
+// A launch site: the kernel and the stack it was launched from.
+struct LaunchSite {
+  uint64_t kernel_id = 0;
+  uint64_t stack_id = 0;
+  bool operator==(const LaunchSite&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H hash, const LaunchSite& site) {
+    return H::combine(std::move(hash), site.kernel_id, site.stack_id);
+  }
+};
+
 class MarkerCounter {
  public:
   void Add(const MemoryEvent& event);
+  void AddLaunch(const LaunchEvent& launch);
   // The most frequent allocation call site with at least kMinMarkerOccurrences allocations (ties:
   // the one that allocated first), stacks merged by `call_site_of` now; nullopt: none.
   std::optional<uint64_t> MostFrequent(const CallSiteOf& call_site_of) const;
+  // The launch site that marks iterations when no allocation call site does (the rule above);
+  // nullopt: no launch count is shared by two sites or more, or it is below
+  // kMinMarkerOccurrences.
+  std::optional<LaunchSite> LaunchMarker() const;
 
  private:
   struct Seen {
@@ -91,6 +115,8 @@ class MarkerCounter {
   };
   absl::flat_hash_map<uint64_t, Seen> by_stack_;
   uint64_t allocations_ = 0;
+  absl::flat_hash_map<LaunchSite, Seen> by_launch_site_;
+  uint64_t launches_ = 0;
 };
 
 // Growth over one process's memory events, fed one at a time in seq order. At each iteration's
@@ -103,7 +129,10 @@ class GrowthAnalysis {
   // the events come. Without, `marker` is MarkerCounter::MostFrequent() of a pass over the same
   // events before this one (nullopt: none, so no iterations).
   explicit GrowthAnalysis(GrowthOptions options, std::optional<uint64_t> marker = std::nullopt);
+  // Iterations start at the launches of `marker` (MarkerCounter::LaunchMarker()) instead.
+  GrowthAnalysis(GrowthOptions options, LaunchSite marker);
   void Add(const MemoryEvent& event);
+  void AddLaunch(const LaunchEvent& launch);
   // The report, once every event was added (once).
   GrowthReport Finish();
 
@@ -119,8 +148,11 @@ class GrowthAnalysis {
   uint64_t SiteOf(uint64_t stack_id) const;
   // The latest iteration (report_.iteration_count - 1) ends: takes its live set.
   void EndIteration();
+  // An occurrence of the marker at `seq`: the previous iteration ends, one starts.
+  void StartIteration(uint64_t seq);
 
   GrowthOptions options_;
+  std::optional<LaunchSite> launch_marker_;
   GrowthReport report_;
   uint64_t last_iteration_seq_ = 0;
   Replay replay_;

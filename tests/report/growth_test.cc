@@ -419,3 +419,91 @@ TEST(GrowthCommandTest, PlainReportHasNoGrowth) {
 
 }  // namespace
 }  // namespace gpumem::report
+
+namespace gpumem::report {
+namespace {
+
+LaunchEvent LaunchAt(uint64_t seq, uint64_t kernel_id, uint64_t stack_id) {
+  LaunchEvent launch;
+  launch.set_seq(seq);
+  launch.set_api(CU_LAUNCH_KERNEL);
+  launch.set_kernel_id(kernel_id);
+  launch.set_stack_id(stack_id);
+  return launch;
+}
+
+// PyTorch's caching allocator: a few segments, never an allocation that repeats, so iterations
+// come from the launches. Each of 6 steps launches kernel 1 once, kernel 2 three times and kernel
+// 3 once (from stack 30), and the cache grows by one 2 MiB segment (stack 7) in every step: the
+// launch count most launch sites share is 6, kernel 1 launches first, and each of its launches
+// starts an iteration.
+TEST(GrowthLaunchesTest, IterationsFromLaunchesWhenNoAllocationRepeats) {
+  MarkerCounter counter;
+  std::vector<std::pair<bool, size_t>> order;  // (is launch, index)
+  std::vector<MemoryEvent> events;
+  std::vector<LaunchEvent> launches;
+  uint64_t seq = 0;
+  auto malloc_at = [&](uint64_t size, uint64_t address, uint64_t stack) {
+    MemoryEvent& event = events.emplace_back();
+    event.set_seq(++seq);
+    event.set_action(ALLOC);
+    event.set_api(CUDA_MALLOC);
+    event.set_kind(DEVICE);
+    event.set_size(size);
+    event.set_address(address);
+    event.set_stack_id(stack);  // each segment from another stack: no allocation site repeats
+    order.push_back({false, events.size() - 1});
+  };
+  auto launch_at = [&](uint64_t kernel, uint64_t stack) {
+    launches.push_back(LaunchAt(++seq, kernel, stack));
+    order.push_back({true, launches.size() - 1});
+  };
+  malloc_at(20 * kMiB, 0x1000000000, 100);  // the first large segment
+  for (uint64_t step = 0; step < 6; ++step) {
+    launch_at(1, 10);
+    for (int i = 0; i < 3; ++i) launch_at(2, 20);
+    malloc_at(2 * kMiB, 0x2000000000 + step * 0x1000000, 200 + step);
+    launch_at(3, 30);
+  }
+  for (const auto& [is_launch, index] : order) {
+    if (is_launch) {
+      counter.AddLaunch(launches[index]);
+    } else {
+      counter.Add(events[index]);
+    }
+  }
+  EXPECT_FALSE(counter.MostFrequent(nullptr).has_value());
+  const std::optional<LaunchSite> marker = counter.LaunchMarker();
+  ASSERT_TRUE(marker.has_value());
+  EXPECT_EQ(*marker, (LaunchSite{1, 10}));
+
+  // One call site for every segment: their live bytes grow by 2 MiB an iteration.
+  GrowthOptions options;
+  options.call_site_of = [](uint64_t stack_id) { return stack_id >= 200 ? 200 : stack_id; };
+  GrowthAnalysis analysis(options, *marker);
+  for (const auto& [is_launch, index] : order) {
+    if (is_launch) {
+      analysis.AddLaunch(launches[index]);
+    } else {
+      analysis.Add(events[index]);
+    }
+  }
+  const GrowthReport report = analysis.Finish();
+  EXPECT_EQ(report.rule, GrowthReport::Rule::kLaunches);
+  EXPECT_EQ(report.iterations(), 6u);
+  EXPECT_EQ(report.marker_kernel_id, 1u);
+  ASSERT_EQ(report.sites.size(), 1u);
+  EXPECT_EQ(report.sites[0].stack_id, 200u);
+  EXPECT_DOUBLE_EQ(report.sites[0].bytes_per_iteration, 2.0 * kMiB);
+}
+
+TEST(GrowthLaunchesTest, NoMarkerWhenEveryLaunchSiteHasItsOwnCount) {
+  MarkerCounter counter;
+  uint64_t seq = 0;
+  for (int i = 0; i < 5; ++i) counter.AddLaunch(LaunchAt(++seq, 1, 1));
+  for (int i = 0; i < 7; ++i) counter.AddLaunch(LaunchAt(++seq, 2, 2));
+  EXPECT_FALSE(counter.LaunchMarker().has_value());
+}
+
+}  // namespace
+}  // namespace gpumem::report
