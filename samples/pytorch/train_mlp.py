@@ -1,6 +1,9 @@
 """train_mlp: a small deterministic PyTorch training run that reports torch's own memory numbers.
 
-Usage: python3 train_mlp.py [STEPS]   (default 20; needs a CUDA device)
+Usage: python3 train_mlp.py [STEPS] [--summary FILE]   (default 20; needs a CUDA device)
+
+--summary FILE writes torch.cuda.memory_summary() at the end to FILE, for comparing with
+`gpumem report --summary` of the same run.
 
 Fixed seed, fixed shapes, no cuDNN autotuning: two runs allocate the same sequence of tensors, so
 what gpumem records can be compared with what PyTorch counts itself. The last line of output is
@@ -76,7 +79,8 @@ def make_training(device):
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else 20
+    summary_file = sys.argv[sys.argv.index("--summary") + 1] if "--summary" in sys.argv else None
     device = torch.device("cuda")
     train_step = make_training(device)
     started = None
@@ -87,6 +91,9 @@ def main():
         train_step(step)
     torch.cuda.synchronize()
     step_ms = (time.perf_counter() - started) * 1000 / (steps - 1) if started else 0.0
+    if summary_file:
+        with open(summary_file, "w") as out:
+            out.write(torch.cuda.memory_summary())
     print(memory_report(steps=steps, step_ms=round(step_ms, 4)))
 
 

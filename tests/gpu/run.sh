@@ -45,7 +45,8 @@ record() {
   # PyTorch in its three allocator modes; the default mode also without gpumem for reference.
   local script=samples/pytorch/train_mlp.py
   PYTHONUNBUFFERED=1 $python "$script" >"$out/torch_reference.json" 2>"$out/torch_reference.err"
-  record_one torch_default "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$script"
+  record_one torch_default "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$script" 20 \
+    --summary "$out/torch_default/torch_memory_summary.txt"
   record_one torch_expandable "$out" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- \
     $python "$script"
   record_one torch_async "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
@@ -116,6 +117,11 @@ check() {
   local async_allocs=$(count_of "$c_async" alloc cudaMallocAsync)
   echo "-- cudaMallocAsync mode: $async_allocs allocation events; PyTorch's default-allocator count (allocation.all.allocated): $torch_allocs"
   [[ -n $torch_allocs && $async_allocs == "$torch_allocs" ]] || fail "allocation events ($async_allocs) != PyTorch's count ($torch_allocs)"
+
+  echo "== gpumem report --summary against PyTorch's own torch.cuda.memory_summary() (default mode)"
+  "$build/bin/gpumem" report --summary "$out"/torch_default/*.trace >"$out/gpumem_summary.txt"
+  $python tests/gpu/compare_summary.py "$out/torch_default/torch_memory_summary.txt" \
+    "$out/gpumem_summary.txt" || fail "summary table differs from torch.cuda.memory_summary()"
 
   echo "== PyTorch: launch events per step against torch.profiler's kernel count"
   launches() { counts "$1" | awk '/^launch / {for (i = 1; i <= NF; ++i) if ($i ~ /^count=/) {split($i, c, "="); n += c[2]}} END {print n + 0}'; }
