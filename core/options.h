@@ -16,6 +16,7 @@ struct RecorderOptions {
   bool launch_stacks = true;       // GPUMEM_LAUNCH_STACKS=0: launches are recorded without stacks
   bool cupti = true;               // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
   bool kernel_times = false;       // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
+  bool cupti_launches = false;     // GPUMEM_CUPTI_LAUNCHES=1: CUPTI callbacks on launches too
   char cupti_path[4096] = {};      // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
 };
 

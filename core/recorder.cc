@@ -192,6 +192,7 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_LAUNCH_STACKS", g.options.launch_stacks ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
+  WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   writer.EndNested(header);

@@ -57,6 +57,22 @@ inline constexpr CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
 };
+// The launch APIs among them: enabled only with StartConfig::launches.
+inline constexpr bool IsLaunchCallback(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
 inline constexpr size_t kDriverCallbackCount =
     sizeof(kDriverCallbacks) / sizeof(kDriverCallbacks[0]);
 

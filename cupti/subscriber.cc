@@ -161,7 +161,10 @@ CuptiState Start(const StartConfig& config) {
 
   // 3. The driver callbacks: launches and every memory API gpumem records.
   size_t enabled = 0;
+  size_t wanted = 0;
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
+    if (IsLaunchCallback(cbid) && !config.launches) continue;
+    ++wanted;
     if (f.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS) {
       ++enabled;
     }
@@ -177,7 +180,7 @@ CuptiState Start(const StartConfig& config) {
 
   // 4. Activity records: memory pools always, kernel execution times when asked for.
   text.Append(path);
-  if (enabled < kDriverCallbackCount) {
+  if (enabled < wanted) {
     text.Append("; ")
         .Append(static_cast<uint64_t>(kDriverCallbackCount - enabled))
         .Append(" of ")

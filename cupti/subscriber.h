@@ -28,8 +28,12 @@ void Stop();
 void YieldSubscription(const void* callback, const char* name);
 
 struct StartConfig {
-  bool cupti = true;                   // GPUMEM_CUPTI
-  bool kernel_times = false;           // GPUMEM_KERNEL_TIMES
+  bool cupti = true;          // GPUMEM_CUPTI
+  bool kernel_times = false;  // GPUMEM_KERNEL_TIMES
+  // GPUMEM_CUPTI_LAUNCHES (implied by kernel_times, whose records join launches by correlation
+  // id): callbacks on the launch APIs too. Off by default: interposition sees every launch, and a
+  // CUPTI callback on each adds its cost to the program's hottest driver call.
+  bool launches = false;
   const char* library_path = nullptr;  // GPUMEM_CUPTI_LIB
   LoaderFunctions loader{};            // the real dlopen / dlsym
 };

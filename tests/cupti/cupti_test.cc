@@ -734,3 +734,19 @@ TEST(CuptiInProcess, RealLibcuptiWithoutAGpuLeavesTheProgramUnharmed) {
 
 }  // namespace
 }  // namespace gpumem::cupti
+
+namespace gpumem::cupti {
+namespace {
+
+// Launch callbacks are enabled only on request (GPUMEM_CUPTI_LAUNCHES, GPUMEM_KERNEL_TIMES):
+// exactly the eight launch APIs are told apart from the memory APIs.
+TEST(CuptiCallbackSetTest, LaunchCallbacksAreTheEightLaunchApis) {
+  size_t launches = 0;
+  for (CUpti_CallbackId cbid : kDriverCallbacks) launches += IsLaunchCallback(cbid);
+  EXPECT_EQ(launches, 8u);
+  EXPECT_TRUE(IsLaunchCallback(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz));
+  EXPECT_FALSE(IsLaunchCallback(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+}
+
+}  // namespace
+}  // namespace gpumem::cupti

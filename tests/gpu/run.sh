@@ -63,11 +63,15 @@ record() {
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
   # Step time of the PyTorch script in the tensor-level mode, with and without gpumem, A/B
   # interleaved (200 steps, ~47 allocations and frees per step).
+  # A stack on every allocation and every launch (the default); and the same without CUPTI.
   for run in 1 2 3 4 5; do
     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $python "$script" 200 | tail -1 >>"$out/step_plain.jsonl"
     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_LIBRARY_PATH="$cuda_libs" \
       LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/step.trace" \
       $python "$script" 200 | tail -1 >>"$out/step_gpumem.jsonl"
+    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_LIBRARY_PATH="$cuda_libs" GPUMEM_CUPTI=0 \
+      LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/step.trace" \
+      $python "$script" 200 | tail -1 >>"$out/step_gpumem_nocupti.jsonl"
   done
   rm -f "$out/step.trace"
   # Cost per allocation and per free on the real driver.
@@ -142,12 +146,20 @@ check() {
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
   if [[ -s $out/step_plain.jsonl ]]; then
-    $python - "$out/step_plain.jsonl" "$out/step_gpumem.jsonl" <<'PY'
-import json, statistics, sys
-plain, traced = ([json.loads(line)["step_ms"] for line in open(path)] for path in sys.argv[1:3])
-p, t = statistics.median(plain), statistics.median(traced)
-print(f"train_mlp.py, backend:cudaMallocAsync, 200 steps, {len(plain)} A/B runs: step "
-      f"{p:.3f} ms -> {t:.3f} ms with gpumem, ratio {t / p:.3f} (medians; runs {plain} vs {traced})")
+    $python - "$out/step_plain.jsonl" "$out/step_gpumem.jsonl" "$out/step_gpumem_nocupti.jsonl" <<'PY'
+import json, os, statistics, sys
+def steps(path):
+    return [json.loads(line)["step_ms"] for line in open(path)] if os.path.exists(path) else []
+plain = steps(sys.argv[1])
+p = statistics.median(plain)
+for label, path in (("gpumem (stacks on allocations and launches)", sys.argv[2]),
+                    ("gpumem, GPUMEM_CUPTI=0", sys.argv[3])):
+    traced = steps(path)
+    if not traced:
+        continue
+    t = statistics.median(traced)
+    print(f"train_mlp.py, backend:cudaMallocAsync, 200 steps, {len(plain)} interleaved runs: step "
+          f"{p:.3f} ms -> {t:.3f} ms with {label}, ratio {t / p:.3f} (medians; {plain} vs {traced})")
 PY
   fi
   if ((failures)); then echo "GPU check: $failures failure(s)"; return 1; fi
