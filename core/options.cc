@@ -65,6 +65,10 @@ void LoadRecorderOptions(RecorderOptions* options) {
   if (const char* v = getenv("GPUMEM_LIBUNWIND"); v != nullptr) {
     CopyString(v, options->libunwind_path, sizeof(options->libunwind_path));
   }
+  if (const char* v = getenv("GPUMEM_LAUNCH_STACK_DEPTH");
+      v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->launch_stack_depth)) {
+    Warn("GPUMEM_LAUNCH_STACK_DEPTH must be 0..256, got '", v, "'; using 24");
+  }
   struct Switch {
     const char* name;
     bool* value;

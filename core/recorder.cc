@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/clock.h"
@@ -190,6 +191,8 @@ void WriteHeader() {
   WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
   WriteOption(writer, "GPUMEM_LAUNCHES", g.options.launches ? "1" : "0");
   WriteOption(writer, "GPUMEM_LAUNCH_STACKS", g.options.launch_stacks ? "1" : "0");
+  snprintf(number, sizeof(number), "%d", g.options.launch_stack_depth);
+  WriteOption(writer, "GPUMEM_LAUNCH_STACK_DEPTH", number);
   WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
@@ -376,12 +379,13 @@ uint64_t NextSeq() { return g.next_seq.fetch_add(1, std::memory_order_relaxed); 
 
 bool FreeStacks() { return g.options.free_stacks; }
 
-uint64_t CaptureStack(uintptr_t caller_pc) {
+namespace {
+
+uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
   if (!g.stacks_available || !EnsureOpen()) return 0;
   ThreadState* thread = CurrentThread();
   if (thread == nullptr) return 0;
   uint64_t frames[kMaxStackDepth + 1];
-  size_t depth = static_cast<size_t>(g.options.stack_depth);
   size_t count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
   bool truncated = count > depth;
   if (truncated) count = depth;
@@ -400,6 +404,18 @@ uint64_t CaptureStack(uintptr_t caller_pc) {
   }
   cached = {hash, id};
   return id;
+}
+
+}  // namespace
+
+uint64_t CaptureStack(uintptr_t caller_pc) {
+  return CaptureStackOfDepth(caller_pc, static_cast<size_t>(g.options.stack_depth));
+}
+
+uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
+  if (!g.options.launch_stacks) return 0;
+  const int depth = std::min(g.options.stack_depth, g.options.launch_stack_depth);
+  return depth > 0 ? CaptureStackOfDepth(caller_pc, static_cast<size_t>(depth)) : 0;
 }
 
 void RecordMemory(const MemoryRecord& record) {
@@ -457,8 +473,6 @@ void SetKernelQueries(const KernelQueries& queries) {
 }
 
 bool LaunchesEnabled() { return Enabled() && g.options.launches; }
-
-bool LaunchStacks() { return g.options.launch_stacks; }
 
 void RecordLaunch(const LaunchRecord& record) {
   if (!EnsureOpen()) return;

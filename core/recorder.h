@@ -73,6 +73,8 @@ uint64_t NextSeq();
 // Interned id of the current native stack, starting at the caller of the hooked API (the frame
 // that returns to `caller_pc`). 0 when stacks are off or unavailable.
 uint64_t CaptureStack(uintptr_t caller_pc);
+// The same, launch stacks: at most GPUMEM_LAUNCH_STACK_DEPTH frames; 0 when launch stacks are off.
+uint64_t CaptureLaunchStack(uintptr_t caller_pc);
 // Whether frees capture stacks too (GPUMEM_FREE_STACKS).
 bool FreeStacks();
 // Appends one memory event (fills in thread and time). Opens the trace at the first event.
@@ -84,8 +86,7 @@ void SetKernelQueries(const KernelQueries& queries);
 void RecordLaunch(const LaunchRecord& record);
 // Whether launch events are recorded at all (GPUMEM_LAUNCHES, default on).
 bool LaunchesEnabled();
-// Whether launches capture a stack (GPUMEM_LAUNCH_STACKS, default on).
-bool LaunchStacks();
+
 // What became of the CUPTI subscriber (cupti/), and what it delivers.
 void RecordCuptiStatus(proto::CuptiState state, const char* detail, bool kernel_timing);
 void RecordKernelTiming(uint64_t correlation_id, uint64_t start_ns, uint64_t end_ns,

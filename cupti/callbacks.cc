@@ -43,7 +43,7 @@ void RecordLaunchAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& data, u
   record.seq = PendingSeq(data);
   record.device = driver::ContextDevice(data.context);
   if (record.device >= 0) driver::AnnounceDevice(record.device);
-  if (recorder::LaunchStacks()) record.stack_id = recorder::CaptureStack(caller);
+  record.stack_id = recorder::CaptureLaunchStack(caller);
   driver::PrepareKernelQueries();
   g_sinks.launch(record);
 }

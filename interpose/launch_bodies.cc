@@ -24,7 +24,7 @@ CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
   record.correlation_id = t_launch_correlation_id;
   record.device = CurrentDevice();
   if (record.device >= 0) AnnounceDevice(record.device);
-  if (recorder::LaunchStacks()) record.stack_id = recorder::CaptureStack(caller);
+  record.stack_id = recorder::CaptureLaunchStack(caller);
   PrepareKernelQueries();
   recorder::RecordLaunch(record);
   return result;
