@@ -586,6 +586,11 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
     absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
+  // What CUPTI's absence means for this trace (another tool held it, or it was not found).
+  if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
+    absl::StrAppend(&out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
+                    trace.cupti()->detail(), "\n");
+  }
   if (findings.summary) absl::StrAppend(&out, "\n", SummaryText(*findings.summary));
   if (options.peak) {
     if (replay.places.empty()) absl::StrAppend(&out, "\npeak: no memory allocated\n");
@@ -824,6 +829,11 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
       ",\"double_frees\":", replay.anomalies.double_frees,
       ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
       ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+  if (trace.cupti()) {
+    absl::StrAppend(&out,
+                    ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
+                    ",\"detail\":", JsonString(trace.cupti()->detail()), "}");
+  }
   if (findings.summary) absl::StrAppend(&out, ",\"summary\":", SummaryJson(*findings.summary));
   if (options.kernels) {
     absl::StrAppend(&out, ",\"kernels\":",

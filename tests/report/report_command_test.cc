@@ -15,6 +15,7 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/sizes.h"
+#include "tests/support/test_support.h"
 
 extern char** environ;
 
@@ -459,6 +460,36 @@ TEST(SizesTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(1024), "1.00 KiB");
   EXPECT_EQ(FormatBytes(58720256), "56.00 MiB");
   EXPECT_EQ(FormatBytes(uint64_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace gpumem::report
+
+namespace gpumem::report {
+namespace {
+
+// A trace whose CUPTI subscriber gave way to another tool says so at the top of the report and
+// in its JSON; one whose CUPTI was active says nothing in the text.
+TEST(ReportCommandTest, SaysWhatCuptiMissed) {
+  for (const CuptiState state : {CUPTI_OTHER_SUBSCRIBER, CUPTI_ACTIVE}) {
+    TracePacket cupti;
+    cupti.mutable_cupti()->set_state(state);
+    cupti.mutable_cupti()->set_detail("no GPU kernel times");
+    const std::string path = testing::UniqueTempPath(".trace");
+    std::ofstream(path, std::ios::binary)
+        << testing::FramedAll({testing::HeaderPacket(), cupti, testing::FooterPacket(0)});
+    const CommandResult text = Gpumem({"report", path});
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_EQ(text.out.find("CUPTI: other_subscriber: no GPU kernel times\n") != std::string::npos,
+              state == CUPTI_OTHER_SUBSCRIBER)
+        << text.out;
+    const CommandResult json = Gpumem({"report", "--json", path});
+    EXPECT_NE(json.out.find(state == CUPTI_ACTIVE ? "\"cupti\":{\"state\":\"active\""
+                                                  : "\"cupti\":{\"state\":\"other_subscriber\""),
+              std::string::npos)
+        << json.out;
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace
