@@ -25,6 +25,8 @@ inline constexpr uint32_t kLaunch = 11;
 inline constexpr uint32_t kCupti = 12;
 inline constexpr uint32_t kKernelTiming = 13;
 inline constexpr uint32_t kPoolUsage = 14;
+inline constexpr uint32_t kPythonCode = 16;
+inline constexpr uint32_t kPythonStatus = 17;
 }  // namespace packet_field
 
 namespace header_field {
@@ -90,7 +92,24 @@ namespace stack_field {
 inline constexpr uint32_t kId = 1;
 inline constexpr uint32_t kFrame = 2;
 inline constexpr uint32_t kTruncated = 3;
+inline constexpr uint32_t kPythonCode = 4;
+inline constexpr uint32_t kPythonLine = 5;
+inline constexpr uint32_t kPythonGroup = 6;
+inline constexpr uint32_t kPythonTruncated = 7;
 }  // namespace stack_field
+
+namespace python_code_field {
+inline constexpr uint32_t kId = 1;
+inline constexpr uint32_t kFilename = 2;
+inline constexpr uint32_t kFunction = 3;
+inline constexpr uint32_t kFirstLine = 4;
+}  // namespace python_code_field
+
+namespace python_status_field {
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kSupported = 2;
+inline constexpr uint32_t kDetail = 3;
+}  // namespace python_status_field
 
 namespace memory_field {
 inline constexpr uint32_t kSeq = 1;

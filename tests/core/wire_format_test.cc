@@ -238,3 +238,84 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
 
 }  // namespace
 }  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+// Every field number core/trace_ids.h mirrors for the launch and Python packets (added after the
+// memory ones) names the same field in the schema.
+TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
+  struct Mirror {
+    const google::protobuf::Descriptor* message;
+    const char* field;
+    uint32_t number;
+  };
+  namespace l = proto::launch_field;
+  const Mirror mirrors[] = {
+      {TracePacket::descriptor(), "kernel_name", proto::packet_field::kKernelName},
+      {TracePacket::descriptor(), "launch", proto::packet_field::kLaunch},
+      {TracePacket::descriptor(), "cupti", proto::packet_field::kCupti},
+      {TracePacket::descriptor(), "kernel_timing", proto::packet_field::kKernelTiming},
+      {TracePacket::descriptor(), "pool_usage", proto::packet_field::kPoolUsage},
+      {TracePacket::descriptor(), "python_code", proto::packet_field::kPythonCode},
+      {TracePacket::descriptor(), "python_status", proto::packet_field::kPythonStatus},
+      {KernelName::descriptor(), "id", proto::kernel_name_field::kId},
+      {KernelName::descriptor(), "name", proto::kernel_name_field::kName},
+      {LaunchEvent::descriptor(), "seq", l::kSeq},
+      {LaunchEvent::descriptor(), "timestamp_ns", l::kTimestampNs},
+      {LaunchEvent::descriptor(), "tid", l::kTid},
+      {LaunchEvent::descriptor(), "device", l::kDevice},
+      {LaunchEvent::descriptor(), "api", l::kApi},
+      {LaunchEvent::descriptor(), "kernel_id", l::kKernelId},
+      {LaunchEvent::descriptor(), "grid_x", l::kGridX},
+      {LaunchEvent::descriptor(), "grid_y", l::kGridY},
+      {LaunchEvent::descriptor(), "grid_z", l::kGridZ},
+      {LaunchEvent::descriptor(), "block_x", l::kBlockX},
+      {LaunchEvent::descriptor(), "block_y", l::kBlockY},
+      {LaunchEvent::descriptor(), "block_z", l::kBlockZ},
+      {LaunchEvent::descriptor(), "shared_memory_bytes", l::kSharedMemoryBytes},
+      {LaunchEvent::descriptor(), "stream", l::kStream},
+      {LaunchEvent::descriptor(), "correlation_id", l::kCorrelationId},
+      {LaunchEvent::descriptor(), "stack_id", l::kStackId},
+      {LaunchEvent::descriptor(), "result", l::kResult},
+      {LaunchEvent::descriptor(), "graph", l::kGraph},
+      {LaunchEvent::descriptor(), "pointer_args", l::kPointerArgs},
+      {LaunchEvent::descriptor(), "from_cupti", l::kFromCupti},
+      {LaunchEvent::descriptor(), "params_unknown", l::kParamsUnknown},
+      {CuptiStatus::descriptor(), "state", proto::cupti_field::kState},
+      {CuptiStatus::descriptor(), "detail", proto::cupti_field::kDetail},
+      {CuptiStatus::descriptor(), "kernel_timing", proto::cupti_field::kKernelTiming},
+      {KernelTiming::descriptor(), "correlation_id", proto::kernel_timing_field::kCorrelationId},
+      {KernelTiming::descriptor(), "start_ns", proto::kernel_timing_field::kStartNs},
+      {KernelTiming::descriptor(), "end_ns", proto::kernel_timing_field::kEndNs},
+      {KernelTiming::descriptor(), "device", proto::kernel_timing_field::kDevice},
+      {PoolUsage::descriptor(), "pool", proto::pool_usage_field::kPool},
+      {PoolUsage::descriptor(), "device", proto::pool_usage_field::kDevice},
+      {PoolUsage::descriptor(), "reserved_bytes", proto::pool_usage_field::kReservedBytes},
+      {PoolUsage::descriptor(), "used_bytes", proto::pool_usage_field::kUsedBytes},
+      {PoolUsage::descriptor(), "timestamp_ns", proto::pool_usage_field::kTimestampNs},
+      {PoolUsage::descriptor(), "correlation_id", proto::pool_usage_field::kCorrelationId},
+      {Stack::descriptor(), "python_code", proto::stack_field::kPythonCode},
+      {Stack::descriptor(), "python_line", proto::stack_field::kPythonLine},
+      {Stack::descriptor(), "python_group", proto::stack_field::kPythonGroup},
+      {Stack::descriptor(), "python_truncated", proto::stack_field::kPythonTruncated},
+      {PythonCode::descriptor(), "id", proto::python_code_field::kId},
+      {PythonCode::descriptor(), "filename", proto::python_code_field::kFilename},
+      {PythonCode::descriptor(), "function", proto::python_code_field::kFunction},
+      {PythonCode::descriptor(), "first_line", proto::python_code_field::kFirstLine},
+      {PythonStatus::descriptor(), "version", proto::python_status_field::kVersion},
+      {PythonStatus::descriptor(), "supported", proto::python_status_field::kSupported},
+      {PythonStatus::descriptor(), "detail", proto::python_status_field::kDetail},
+  };
+  for (const Mirror& mirror : mirrors) {
+    const auto* field = mirror.message->FindFieldByName(mirror.field);
+    ASSERT_NE(field, nullptr) << mirror.message->name() << "." << mirror.field;
+    EXPECT_EQ(field->number(), static_cast<int>(mirror.number))
+        << mirror.message->name() << "." << mirror.field;
+  }
+  EXPECT_EQ(static_cast<int>(proto::LaunchApi::kCuGraphLaunch), CU_GRAPH_LAUNCH);
+  EXPECT_EQ(static_cast<int>(proto::CuptiState::kFailed), CUPTI_FAILED);
+}
+
+}  // namespace
+}  // namespace gpumem
