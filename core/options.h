@@ -19,6 +19,7 @@ struct RecorderOptions {
   bool kernel_times = false;       // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
   bool cupti_launches = false;     // GPUMEM_CUPTI_LAUNCHES=1: CUPTI callbacks on launches too
   char cupti_path[4096] = {};      // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
+  bool python_frames = true;       // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
 };
 
 inline constexpr int kMaxStackDepth = 256;

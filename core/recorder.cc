@@ -21,6 +21,7 @@
 #include "core/module_map.h"
 #include "core/options.h"
 #include "core/packet_sink.h"
+#include "core/python_frames.h"
 #include "core/spin_lock.h"
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
@@ -48,6 +49,7 @@ struct ThreadState {
 __thread ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = nullptr;
 
 enum OpenState : int { kNotOpen = 0, kOpening = 1, kOpen = 2, kOpenFailed = 3 };
+enum PythonState : int { kPythonNotFound = 0, kPythonFound = 1 };
 
 struct State {
   std::atomic<int> init_state{0};
@@ -59,6 +61,14 @@ struct State {
   StackTable stacks;
   ModuleMap modules;
   KernelTable kernels;
+  PythonCodeTable python_codes;
+  // Python: looked for at the first stack (and again now and then until found), its status
+  // written once per trace file.
+  std::atomic<int> python_state{0};  // PythonState
+  std::atomic<uint32_t> python_retry{0};
+  std::atomic_flag python_lock = ATOMIC_FLAG_INIT;
+  PythonStatusInfo python_info;
+  std::atomic<bool> python_status_written{false};
   KernelQueries kernel_queries;
   std::atomic<bool> kernel_queries_set{false};
   // The span of device addresses allocated so far: a kernel parameter value outside it is not a
@@ -196,6 +206,7 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
+  WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   writer.EndNested(header);
@@ -359,6 +370,7 @@ void Init(const LoaderFunctions& loader) {
     pthread_key_create(&g.thread_key, &ThreadExited);
     g.stacks.Init();
     g.kernels.Init();
+    if (g.options.python_frames) g.python_codes.Init();
     if (g.options.stack_depth > 0) {
       g.stacks_available = InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
       if (!g.stacks_available) {
@@ -381,23 +393,78 @@ bool FreeStacks() { return g.options.free_stacks; }
 
 namespace {
 
+void WritePythonStatus() {
+  if (g.python_status_written.exchange(true)) return;
+  uint8_t buffer[512];
+  wire::Writer writer(buffer, sizeof(buffer));
+  const size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  const size_t status = writer.BeginNested(proto::packet_field::kPythonStatus);
+  writer.String(proto::python_status_field::kVersion, g.python_info.version);
+  writer.Bool(proto::python_status_field::kSupported, g.python_info.supported);
+  writer.String(proto::python_status_field::kDetail, g.python_info.detail);
+  writer.EndNested(status);
+  writer.EndNested(packet);
+  if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+// Whether this thread's Python frames are to be read (the trace is open). Finds the interpreter
+// at the first call; in a process without one, looks again every 4096th call (libpython may be
+// dlopen'd later), which costs a few dlsym misses.
+bool PythonWanted() {
+  if (!g.options.python_frames) return false;
+  if (g.python_state.load(std::memory_order_acquire) == kPythonNotFound) {
+    if ((g.python_retry.fetch_add(1, std::memory_order_relaxed) & 4095) != 0) return false;
+    if (g.python_lock.test_and_set(std::memory_order_acquire)) return false;  // another looks
+    if (g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
+        FindPython(g.loader.dlsym, &g.python_info)) {
+      if (g.python_info.supported) g.python_codes.UseFoundPython();
+      g.python_state.store(kPythonFound, std::memory_order_release);
+    }
+    g.python_lock.clear(std::memory_order_release);
+    if (g.python_state.load(std::memory_order_acquire) == kPythonNotFound) return false;
+  }
+  if (!g.python_status_written.load(std::memory_order_relaxed)) WritePythonStatus();
+  return g.python_info.supported;
+}
+
 uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
-  if (!g.stacks_available || !EnsureOpen()) return 0;
+  if (g.options.stack_depth == 0 || !EnsureOpen()) return 0;
+  const bool python = PythonWanted();
+  if (!g.stacks_available && !python) return 0;
   ThreadState* thread = CurrentThread();
   if (thread == nullptr) return 0;
   uint64_t frames[kMaxStackDepth + 1];
-  size_t count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+  size_t count = g.stacks_available ? gpumem::CaptureStack(caller_pc, frames, depth + 1) : 0;
   bool truncated = count > depth;
   if (truncated) count = depth;
-  if (count == 0) {
+  PythonFrame python_frames[kMaxPythonFrames];
+  bool python_truncated = false;
+  const size_t python_count =
+      python ? ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated) : 0;
+  if (count == 0 && python_count == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
   uint64_t hash = StackTable::Hash(frames, count);
+  if (python_count > 0) {
+    hash = HashPythonFrames(hash, python_frames, python_count, python_truncated);
+  }
   ThreadState::CachedStack& cached = thread->stack_cache[hash & (kThreadCacheSlots - 1)];
   if (cached.hash == hash) return cached.id;
   uint64_t id = g.stacks.Find(hash);
-  if (id == 0) id = g.stacks.Intern(hash, frames, count, truncated, g_file_sink, g.modules);
+  if (id == 0) {
+    // A new stack: its code objects are interned (PythonCode packets first), lines looked up.
+    uint64_t codes[kMaxPythonFrames];
+    uint64_t lines[kMaxPythonFrames];
+    uint64_t groups[kMaxPythonFrames];
+    for (size_t i = 0; i < python_count; ++i) {
+      codes[i] = g.python_codes.Intern(python_frames[i], g_file_sink);
+      lines[i] = g.python_codes.Line(codes[i], python_frames[i]);
+      groups[i] = python_frames[i].group;
+    }
+    const PythonStackFrames python_stack{codes, lines, groups, python_count, python_truncated};
+    id = g.stacks.Intern(hash, frames, count, truncated, python_stack, g_file_sink, g.modules);
+  }
   if (id == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -629,6 +696,9 @@ void AfterForkInChild() {
   g.stacks.Reset();
   g.modules.Reset();
   g.kernels.Reset();
+  g.python_codes.Reset();
+  g.python_status_written.store(false);
+  g.python_lock.clear();
   g.span_low.store(~uint64_t{0});
   g.span_high.store(0);
   g.next_seq.store(1);

@@ -47,7 +47,7 @@ uint64_t StackTable::Find(uint64_t hash) const {
 }
 
 uint64_t StackTable::Intern(uint64_t hash, const uint64_t* frames, size_t count, bool truncated,
-                            PacketSink& sink, ModuleMap& modules) {
+                            const PythonStackFrames& python, PacketSink& sink, ModuleMap& modules) {
   if (slots_ == nullptr) return 0;
   SpinGuard guard(insert_lock_);
   if (uint64_t id = Find(hash); id != 0) return id;  // another thread won the race
@@ -57,13 +57,21 @@ uint64_t StackTable::Intern(uint64_t hash, const uint64_t* frames, size_t count,
   // Modules first: the reader must know every object a frame can point into.
   modules.RefreshIfChanged(sink);
 
-  uint8_t buffer[32 + 11 * 256];
+  // Native frames (at most 256, 10 bytes each), then the Python lists (128 entries of at most
+  // 10 + 5 + 5 bytes), with their tags and lengths.
+  uint8_t buffer[64 + 11 * 257 + 21 * 129 + 64];
   wire::Writer writer(buffer, sizeof(buffer));
   size_t packet = writer.BeginNested(proto::trace_field::kPacket);
   size_t stack = writer.BeginNested(proto::packet_field::kStack);
   writer.Varint(proto::stack_field::kId, id);
   writer.PackedVarints(proto::stack_field::kFrame, frames, count);
   writer.Bool(proto::stack_field::kTruncated, truncated);
+  if (python.count > 0) {
+    writer.PackedVarints(proto::stack_field::kPythonCode, python.codes, python.count);
+    writer.PackedVarints(proto::stack_field::kPythonLine, python.lines, python.count);
+    writer.PackedVarints(proto::stack_field::kPythonGroup, python.groups, python.count);
+    writer.Bool(proto::stack_field::kPythonTruncated, python.truncated);
+  }
   writer.EndNested(stack);
   writer.EndNested(packet);
   if (writer.overflowed() || !sink.AppendPacket(writer.data(), writer.size())) return 0;
