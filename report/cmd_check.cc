@@ -1,6 +1,7 @@
 // `gpumem check`: memory budgets for CI. Exit 0 when every budget holds, 1 when one is broken
 // (one line each, saying by how much), 2 on bad input.
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/python_stacks.h"
 #include "report/replay.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
@@ -17,13 +19,18 @@
 namespace gpumem::report {
 
 const char kCheckUsage[] =
-    R"usage(usage: gpumem check [--max-peak SIZE] [--no-leaks] [--markdown FILE] TRACE...
+    R"usage(usage: gpumem check [--max-peak SIZE] [--no-leaks] [--markdown FILE]
+                    [--group-by user|python|stack] TRACE...
 
 Checks memory budgets on each trace (a TRACE may be a directory of *.trace files):
   --max-peak SIZE  no device's peak may exceed SIZE: bytes, or a number with KiB, MiB, GiB, TiB
                    (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 6GiB, 1.5GB
   --no-leaks       nothing (device or pinned host memory) may still be allocated at the end
   --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post
+  --group-by user|python|stack
+                   what the summary's "largest call site" at a broken peak is, for stacks with
+                   Python frames (as in gpumem report): user (default) the innermost Python frame
+                   of the program's own code, python the whole Python stack, stack the stack
   -h, --help       print this text
 
 Prints one line per broken budget, or one line saying all hold.
@@ -36,16 +43,36 @@ namespace {
 // The --markdown summary: one table row per budget checked, biggest call site at a broken peak.
 class MarkdownSummary {
  public:
+  explicit MarkdownSummary(GroupBy group_by) : group_by_(group_by) {}
+
   void AddPeak(const std::string& path, const TraceReplay& replay, const PlaceUsage& place,
                uint64_t budget) {
     const bool over = place.peak_bytes > budget;
     std::string detail;
     if (over && !place.peak_sites.empty()) {
+      // Stacks with Python frames grouped by --group-by (as `gpumem report` does), named by the
+      // frame that names their call site; any other stack is its own call site.
       Symbolizer symbolizer(replay.file.get());
-      const SiteTally& largest = place.peak_sites.front();
-      std::vector<Frame> frames = symbolizer.Symbolize(largest.stack_id);
-      detail = absl::StrCat("largest call site ", FormatBytes(largest.tally.bytes), ": `",
-                            frames.empty() ? "no stack" : frames.front().ToString(), "`");
+      std::map<std::string, std::pair<Tally, std::string>> by_site;
+      std::string largest_key;
+      uint64_t largest_bytes = 0;
+      for (const SiteTally& entry : place.peak_sites) {
+        std::vector<Frame> frames = symbolizer.Symbolize(entry.stack_id);
+        const std::string key = HasPythonFrames(frames) ? CallSiteKey(frames, group_by_)
+                                                        : absl::StrCat("#", entry.stack_id);
+        auto& [tally, label] = by_site[key];
+        if (tally.count == 0) {
+          const Frame* frame = CallSiteFrame(frames, group_by_);
+          label = frame == nullptr ? "no stack" : frame->ToString();
+        }
+        tally.Add(entry.tally);
+        if (tally.bytes > largest_bytes || largest_key.empty()) {
+          largest_bytes = tally.bytes;
+          largest_key = key;
+        }
+      }
+      detail = absl::StrCat("largest call site ", FormatBytes(largest_bytes), ": `",
+                            by_site[largest_key].second, "`");
     }
     rows_.push_back(absl::StrCat(
         "| `", path, "` | peak, ", PlaceName(place.place, *replay.file), " | ",
@@ -71,6 +98,7 @@ class MarkdownSummary {
   }
 
  private:
+  GroupBy group_by_;
   std::vector<std::string> rows_;
 };
 
@@ -80,6 +108,7 @@ int RunCheck(const std::vector<std::string>& args) {
   std::optional<uint64_t> max_peak;
   bool no_leaks = false;
   std::string markdown_path;
+  GroupBy group_by = GroupBy::kUser;
   ArgumentWalker walker(args);
   std::string value;
   bool missing = false;
@@ -94,6 +123,12 @@ int RunCheck(const std::vector<std::string>& args) {
     } else if (walker.TakesValue("--markdown", &value, &missing)) {
       if (missing) return UsageError("check: --markdown needs a file name", "check");
       markdown_path = value;
+    } else if (walker.TakesValue("--group-by", &value, &missing)) {
+      if (missing) return UsageError("check: --group-by needs user, python or stack", "check");
+      if (!ParseGroupBy(value, &group_by)) {
+        return UsageError(
+            absl::StrCat("check: --group-by: not user, python or stack: '", value, "'"), "check");
+      }
     } else if (walker.Is("--no-leaks")) {
       no_leaks = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
@@ -116,7 +151,7 @@ int RunCheck(const std::vector<std::string>& args) {
 
   bool bad_input = false;
   uint64_t broken = 0;
-  MarkdownSummary markdown;
+  MarkdownSummary markdown(group_by);
   for (const std::string& path : *paths) {
     absl::StatusOr<TraceReplay> replay = ReplayTrace(path);
     if (!replay.ok()) {

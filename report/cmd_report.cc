@@ -31,6 +31,7 @@
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
+#include "report/python_stacks.h"
 #include "report/replay.h"
 #include "report/sizes.h"
 #include "report/summary_table.h"
@@ -42,7 +43,8 @@ namespace gpumem::report {
 
 const char kReportUsage[] =
     R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom] [--fragmentation] [--kernels]
-                     [--growth [--iteration-marker FUNCTION]] [--top N] [--json] TRACE...
+                     [--growth [--iteration-marker FUNCTION]] [--top N]
+                     [--group-by user|python|stack] [--python-only] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
   --summary    a table in the layout of PyTorch's torch.cuda.memory_summary(), with notes on
@@ -66,6 +68,14 @@ Replays each trace's memory operations in order and reports, per device:
   (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth, --kernels: --peak
    and --leaks)
   --top N      call sites shown per device or failure (default 10; 0: all)
+  --group-by user|python|stack
+               what one call site is, for stacks with Python frames: user (default) the
+               innermost Python frame of the program's own code (not the standard library or an
+               installed package; else the innermost Python frame); python the whole Python
+               stack; stack the whole stack, native and Python frames. Stacks without Python
+               frames are always grouped by their whole stack
+  --python-only
+               print only the Python frames of a stack that has them (native frames dropped)
   --json       one JSON object instead of text (schema: report/report.schema.json in the
                sources)
   -h, --help   print this text
@@ -95,6 +105,8 @@ struct Options {
   bool json = false;
   size_t top = kDefaultTop;
   std::string iteration_marker;  // empty: detect iterations
+  GroupBy group_by = GroupBy::kUser;
+  bool python_only = false;
 };
 
 // One call site: the symbolized stack and what it held.
@@ -103,30 +115,6 @@ struct Site {
   Tally tally;
   const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
 };
-
-// Per-stack tallies grouped by call site (for now the whole symbolized stack, so stack ids whose
-// frames read the same merge), largest first.
-std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, Symbolizer& symbolizer,
-                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks) {
-  std::vector<Site> sites;
-  absl::flat_hash_map<std::string, size_t> by_key;
-  for (const SiteTally& entry : tallies) {
-    std::vector<Frame> frames = symbolizer.Symbolize(entry.stack_id);
-    std::vector<std::string> texts;
-    for (const Frame& frame : frames) texts.push_back(frame.ToString());
-    const std::string key = absl::StrJoin(texts, "\n");
-    auto [it, inserted] = by_key.try_emplace(key, sites.size());
-    if (inserted) {
-      const MemoryHolder* holder =
-          FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
-      sites.push_back({std::move(frames), {}, holder});
-    }
-    sites[it->second].tally.Add(entry.tally);
-  }
-  std::stable_sort(sites.begin(), sites.end(),
-                   [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
-  return sites;
-}
 
 double MillisecondsSinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
   const uint64_t start = trace.header().start_time_mono_ns();
@@ -211,25 +199,38 @@ void AppendHeldText(const std::vector<Site>& sites, std::string* out) {
 
 // ---- call sites, OOM and growth ----
 
-// Call sites for the analyses: stacks whose symbolized frames read the same are one call site,
-// named by the first such stack id seen.
+// Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site
+// (without Python frames: stacks whose symbolized frames read the same), named by the first such
+// stack id seen.
 class CallSites {
  public:
-  explicit CallSites(Symbolizer* symbolizer) : symbolizer_(symbolizer) {}
+  CallSites(Symbolizer* symbolizer, const Options& options)
+      : symbolizer_(symbolizer), group_by_(options.group_by), python_only_(options.python_only) {}
 
+  // The whole stack, Python frames spliced in.
   const std::vector<Frame>& Frames(uint64_t stack_id) {
     auto it = frames_.find(stack_id);
     if (it == frames_.end()) it = frames_.emplace(stack_id, symbolizer_->Symbolize(stack_id)).first;
     return it->second;
   }
+  // The frames to print: only the Python ones with --python-only.
+  std::vector<Frame> Shown(uint64_t stack_id) { return ShownOf(Frames(stack_id)); }
+  std::vector<Frame> ShownOf(const std::vector<Frame>& frames) const {
+    return python_only_ ? PythonOnly(frames) : frames;
+  }
+  std::string Key(uint64_t stack_id) { return CallSiteKey(Frames(stack_id), group_by_); }
   uint64_t Of(uint64_t stack_id) {
     auto it = site_of_.find(stack_id);
     if (it != site_of_.end()) return it->second;
-    std::vector<std::string> texts;
-    for (const Frame& frame : Frames(stack_id)) texts.push_back(frame.ToString());
-    const uint64_t site = by_key_.try_emplace(absl::StrJoin(texts, "\n"), stack_id).first->second;
+    const uint64_t site = by_key_.try_emplace(Key(stack_id), stack_id).first->second;
     site_of_.emplace(stack_id, site);
     return site;
+  }
+  // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
+  // python; every other stack its own, as the kernel analysis counts them.
+  uint64_t KernelSiteOf(uint64_t stack_id) {
+    if (group_by_ == GroupBy::kStack || !HasPythonFrames(Frames(stack_id))) return stack_id;
+    return Of(stack_id);
   }
   bool AnyFunctionContains(uint64_t stack_id, absl::string_view text) {
     for (const Frame& frame : Frames(stack_id)) {
@@ -237,18 +238,85 @@ class CallSites {
     }
     return false;
   }
-  // The innermost frame, as printed; "(no stack recorded)" without one.
+  // The frame that names the call site (the innermost, or the user's Python frame: CallSiteFrame),
+  // as printed; "(no stack recorded)" without one.
   std::string Label(uint64_t stack_id) {
-    const std::vector<Frame>& frames = Frames(stack_id);
-    return frames.empty() ? "(no stack recorded)" : frames.front().ToString();
+    const Frame* frame = CallSiteFrame(Frames(stack_id), group_by_);
+    return frame == nullptr ? "(no stack recorded)" : frame->ToString();
   }
 
  private:
   Symbolizer* symbolizer_;
+  GroupBy group_by_;
+  bool python_only_;
   absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
   absl::flat_hash_map<uint64_t, uint64_t> site_of_;
   absl::flat_hash_map<std::string, uint64_t> by_key_;
 };
+
+// Per-stack tallies grouped by call site (CallSites: the whole symbolized stack, or the Python
+// part of it under --group-by), largest first. Stacks an allocator or library holds stay apart
+// from the program's own at the same call site. A site shows the stack of its largest member.
+std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks) {
+  std::vector<Site> sites;
+  std::vector<uint64_t> largest;  // per site: the bytes of the member whose frames it shows
+  absl::flat_hash_map<std::string, size_t> by_key;
+  for (const SiteTally& entry : tallies) {
+    const std::vector<Frame>& frames = call_sites.Frames(entry.stack_id);
+    const MemoryHolder* holder =
+        FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
+    std::string key = call_sites.Key(entry.stack_id);
+    // Grouped by Python frames, what a holder keeps stays apart from the program's own memory.
+    if (holder != nullptr && HasPythonFrames(frames)) key = absl::StrCat(holder->id, "\n", key);
+    auto [it, inserted] = by_key.try_emplace(std::move(key), sites.size());
+    if (inserted) {
+      sites.push_back({call_sites.ShownOf(frames), {}, holder});
+      largest.push_back(entry.tally.bytes);
+    } else if (entry.tally.bytes > largest[it->second]) {
+      sites[it->second].frames = call_sites.ShownOf(frames);
+      largest[it->second] = entry.tally.bytes;
+    }
+    sites[it->second].tally.Add(entry.tally);
+  }
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
+  return sites;
+}
+
+// The kernel report with its call sites merged as CallSites::KernelSiteOf says (unchanged without
+// Python frames or under --group-by stack).
+KernelReport RegroupKernels(const KernelReport& report, CallSites& sites) {
+  KernelReport out = report;
+  for (KernelStats& kernel : out.kernels) {
+    absl::flat_hash_map<uint64_t, uint64_t> merged;
+    for (const auto& [stack, count] : kernel.stacks) merged[sites.KernelSiteOf(stack)] += count;
+    kernel.stacks.assign(merged.begin(), merged.end());
+    std::sort(kernel.stacks.begin(), kernel.stacks.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+  }
+  for (std::vector<UnusedSite>* list : {&out.never_used, &out.idle}) {
+    std::vector<UnusedSite> merged;
+    absl::flat_hash_map<std::pair<int32_t, uint64_t>, size_t> index;
+    for (const UnusedSite& site : *list) {
+      const std::pair<int32_t, uint64_t> key{site.place, sites.KernelSiteOf(site.stack_id)};
+      auto [it, inserted] = index.try_emplace(key, merged.size());
+      if (inserted) {
+        merged.push_back(site);
+        merged.back().stack_id = key.second;
+        continue;
+      }
+      merged[it->second].tally.Add(site.tally);
+      merged[it->second].idle_launches += site.idle_launches;
+    }
+    std::stable_sort(merged.begin(), merged.end(), [](const UnusedSite& a, const UnusedSite& b) {
+      return a.tally.bytes > b.tally.bytes;
+    });
+    *list = std::move(merged);
+  }
+  return out;
+}
 
 // The --summary, --oom, --growth and --fragmentation analyses of one trace, when asked for.
 struct Findings {
@@ -449,7 +517,7 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
                       "), no allocation on this place succeeded in between; as of the last\n");
     }
     absl::StrAppend(out, "  call site:\n");
-    AppendFramesText(sites.Frames(request.stack_id()), out);
+    AppendFramesText(sites.Shown(request.stack_id()), out);
     if (request.total_bytes() > 0) {
       absl::StrAppend(out, "  free then: ", SizeText(request.free_bytes()), " of ",
                       SizeText(request.total_bytes()), "\n");
@@ -465,7 +533,7 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
     absl::StrAppend(out, "\n");
     std::vector<Site> live;
     for (const OomSite& site : failure.sites)
-      live.push_back({sites.Frames(site.stack_id), site.live});
+      live.push_back({sites.Shown(site.stack_id), site.live});
     AppendSitesText(live, options.top, failure.live.bytes, out);
     for (const std::string& line : HelpedLines(failure, report, sites)) {
       absl::StrAppend(out, "  what would have helped: ", line, "\n");
@@ -516,7 +584,7 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
                                      KernelLabel(trace, report.marker_kernel_id), " from ")
                       : std::string(", each starting at an allocation of "),
                   GrowthRuleText(report, options), ":\n");
-  AppendFramesText(sites.Frames(report.marker_stack_id), out);
+  AppendFramesText(sites.Shown(report.marker_stack_id), out);
   if (report.iterations() < 2) {
     absl::StrAppend(out, "growth: one iteration: nothing to compare\n");
     return;
@@ -544,7 +612,7 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
                     " after iteration 1, ", FormatBytes(site.live_bytes.back()), " (",
                     Plural(site.live_count.back(), "allocation", "allocations"),
                     ") after iteration ", report.iterations(), "\n");
-    AppendFramesText(sites.Frames(site.stack_id), out);
+    AppendFramesText(sites.Shown(site.stack_id), out);
   }
   if (shown < report.sites.size()) {
     absl::StrAppend(out, "  ... ",
@@ -570,8 +638,8 @@ void AppendKernelsAtPeakText(const KernelReport* kernels, int32_t place, size_t 
   absl::StrAppend(out, "  kernels launched while at the peak: ", absl::StrJoin(items, ", "), "\n");
 }
 
-std::string TextReport(const TraceReplay& replay, const Findings& findings, Symbolizer& symbolizer,
-                       CallSites& sites, const Options& options) {
+std::string TextReport(const TraceReplay& replay, const Findings& findings, CallSites& sites,
+                       const Options& options) {
   const TraceFile& trace = *replay.file;
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
@@ -599,7 +667,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
                             PlaceName(place.place, trace), FormatBytes(place.peak_bytes),
                             place.peak_bytes, place.peak_seq,
                             MillisecondsSinceStart(place.peak_timestamp_ns, trace));
-      AppendSitesText(GroupSites(place.peak_sites, symbolizer, stream_ordered), options.top,
+      AppendSitesText(GroupSites(place.peak_sites, sites, stream_ordered), options.top,
                       place.peak_bytes, &out);
       AppendKernelsAtPeakText(findings.kernels, place.place, options.top, &out);
     }
@@ -615,7 +683,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
                       Plural(place.live.count, "allocation", "allocations"), ", ",
                       FormatBytes(place.live.bytes), " (", place.live.bytes, " bytes) ",
                       clean ? "never freed" : "live when it stopped", "\n");
-      std::vector<Site> live = GroupSites(place.live_sites, symbolizer, stream_ordered);
+      std::vector<Site> live = GroupSites(place.live_sites, sites, stream_ordered);
       AppendHeldText(live, &out);
       AppendSitesText(live, options.top, 0, &out);
     }
@@ -628,7 +696,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Symb
     absl::StrAppend(&out, "\n",
                     KernelsText(*findings.kernels, trace, options.top, [&sites](uint64_t stack_id) {
                       std::vector<std::string> texts;
-                      for (const Frame& frame : sites.Frames(stack_id)) {
+                      for (const Frame& frame : sites.Shown(stack_id)) {
                         texts.push_back(frame.ToString());
                       }
                       return texts;
@@ -673,7 +741,8 @@ std::string JsonFrames(const std::vector<Frame>& frames) {
         "{\"text\":", JsonString(frame.ToString()), ",\"function\":", JsonString(frame.function),
         ",\"file\":", JsonString(frame.file), ",\"line\":", frame.line,
         ",\"module\":", JsonString(frame.module), ",\"module_offset\":", frame.module_offset,
-        ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false", "}"));
+        ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false",
+        frame.python ? ",\"python\":true" : "", "}"));
   }
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
@@ -738,7 +807,7 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
           failure.live.bytes == 0
               ? 0.0
               : static_cast<double>(site.live.bytes) / static_cast<double>(failure.live.bytes),
-          site.early.bytes, site.early.count, JsonFrames(sites.Frames(site.stack_id))));
+          site.early.bytes, site.early.count, JsonFrames(sites.Shown(site.stack_id))));
     }
     bool enough = false;
     const size_t room = SitesThatWouldHaveMadeRoom(failure, &enough);
@@ -752,7 +821,7 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
         ",\"time_ns\":", SinceStart(request.timestamp_ns(), trace),
         ",\"free_bytes\":", request.free_bytes(), ",\"total_bytes\":", request.total_bytes(),
         ",\"attempts\":[", absl::StrJoin(attempts, ","), "]", ",\"frames\":",
-        JsonFrames(sites.Frames(request.stack_id())), ",\"live_bytes\":", failure.live.bytes,
+        JsonFrames(sites.Shown(request.stack_id())), ",\"live_bytes\":", failure.live.bytes,
         ",\"live_count\":", failure.live.count, ",\"early_bytes\":", failure.early.bytes,
         ",\"early_count\":", failure.early.count, ",\"untracked_bytes\":", UntrackedBytes(failure),
         ",\"call_sites\":", failure.sites.size(), ",\"sites\":[", absl::StrJoin(live, ","), "]",
@@ -788,7 +857,7 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
                   ",\"iterations\":", report.iterations(), ",\"iteration_seqs\":[",
                   absl::StrJoin(report.iteration_seqs, ","), "]");
   if (report.found) {
-    absl::StrAppend(&out, ",\"marker_frames\":", JsonFrames(sites.Frames(report.marker_stack_id)));
+    absl::StrAppend(&out, ",\"marker_frames\":", JsonFrames(sites.Shown(report.marker_stack_id)));
   }
   const size_t shown =
       options.top == 0 ? report.sites.size() : std::min(options.top, report.sites.size());
@@ -800,7 +869,7 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
         "\"live_count\":[%s],\"frames\":%s}",
         JsonPlace(site.place, trace), site.bytes_per_iteration, site.rises, report.iterations() - 1,
         absl::StrJoin(site.live_bytes, ","), absl::StrJoin(site.live_count, ","),
-        JsonFrames(sites.Frames(site.stack_id))));
+        JsonFrames(sites.Shown(site.stack_id))));
   }
   absl::StrAppend(&out, ",\"growing_sites\":", report.sites.size(), ",\"sites\":[",
                   absl::StrJoin(items, ","), "]");
@@ -811,7 +880,7 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
 }
 
 std::string JsonReport(const std::string& path, const TraceReplay& replay, const Findings& findings,
-                       Symbolizer& symbolizer, CallSites& sites, const Options& options) {
+                       CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   const Header& header = trace.header();
@@ -838,23 +907,23 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   if (options.kernels) {
     absl::StrAppend(&out, ",\"kernels\":",
                     KernelsJson(*findings.kernels, options.top, [&sites](uint64_t stack_id) {
-                      return JsonFrames(sites.Frames(stack_id));
+                      return JsonFrames(sites.Shown(stack_id));
                     }));
   }
   if (options.peak) {
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
-      items.push_back(absl::StrCat(
-          "{", JsonPlace(place.place, trace), ",\"peak_bytes\":", place.peak_bytes,
-          ",\"seq\":", place.peak_seq, ",\"time_ns\":",
-          place.peak_timestamp_ns >= header.start_time_mono_ns()
-              ? place.peak_timestamp_ns - header.start_time_mono_ns()
-              : 0,
-          ",\"allocations\":", place.allocated.count, ",\"allocated_bytes\":",
-          place.allocated.bytes, ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
-          JsonSites(GroupSites(place.peak_sites, symbolizer, stream_ordered), options.top,
-                    place.peak_bytes),
-          "}"));
+      items.push_back(absl::StrCat("{", JsonPlace(place.place, trace), ",\"peak_bytes\":",
+                                   place.peak_bytes, ",\"seq\":", place.peak_seq, ",\"time_ns\":",
+                                   place.peak_timestamp_ns >= header.start_time_mono_ns()
+                                       ? place.peak_timestamp_ns - header.start_time_mono_ns()
+                                       : 0,
+                                   ",\"allocations\":", place.allocated.count,
+                                   ",\"allocated_bytes\":", place.allocated.bytes,
+                                   ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
+                                   JsonSites(GroupSites(place.peak_sites, sites, stream_ordered),
+                                             options.top, place.peak_bytes),
+                                   "}"));
     }
     absl::StrAppend(&out, ",\"peak\":[", absl::StrJoin(items, ","), "]");
   }
@@ -862,7 +931,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
       if (place.live.count == 0) continue;
-      std::vector<Site> live = GroupSites(place.live_sites, symbolizer, stream_ordered);
+      std::vector<Site> live = GroupSites(place.live_sites, sites, stream_ordered);
       Tally held;
       for (const Site& site : live) {
         if (site.holder != nullptr) held.Add(site.tally);
@@ -919,6 +988,14 @@ int RunReport(const std::vector<std::string>& args) {
       options.growth = true;
     } else if (walker.Is("--json")) {
       options.json = true;
+    } else if (walker.TakesValue("--group-by", &value, &missing)) {
+      if (missing) return UsageError("report: --group-by needs user, python or stack", "report");
+      if (!ParseGroupBy(value, &options.group_by)) {
+        return UsageError(
+            absl::StrCat("report: --group-by: not user, python or stack: '", value, "'"), "report");
+      }
+    } else if (walker.Is("--python-only")) {
+      options.python_only = true;
     } else if (walker.TakesValue("--top", &value, &missing)) {
       if (missing) return UsageError("report: --top needs a number", "report");
       if (!absl::SimpleAtoi(value, &options.top)) {
@@ -956,7 +1033,7 @@ int RunReport(const std::vector<std::string>& args) {
     }
     // One pass over the file: the replay (peak, leaks) and every analysis asked for.
     Symbolizer symbolizer(file->get());
-    CallSites sites(&symbolizer);
+    CallSites sites(&symbolizer, options);
     Analyses analyses(**file, options, sites, paths->size() > 1);
     KernelAnalysis kernels(file->get());
     ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,
@@ -965,15 +1042,22 @@ int RunReport(const std::vector<std::string>& args) {
         *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
         observer.active() ? &observer : nullptr);
     Findings findings;
-    if (options.peak || options.kernels) findings.kernels = &kernels.report();
+    std::optional<KernelReport> regrouped;
+    if (options.peak || options.kernels) {
+      findings.kernels = &kernels.report();
+      if (options.group_by != GroupBy::kStack && kernels.report().launches > 0) {
+        regrouped = RegroupKernels(kernels.report(), sites);
+        findings.kernels = &*regrouped;
+      }
+    }
     if (absl::Status status = analyses.Finish(path, &findings); !status.ok()) {
       PrintError(status.message());
       ok = false;
     }
     if (options.json) {
-      json_traces.push_back(JsonReport(path, replay, findings, symbolizer, sites, options));
+      json_traces.push_back(JsonReport(path, replay, findings, sites, options));
     } else {
-      std::string text = TextReport(replay, findings, symbolizer, sites, options);
+      std::string text = TextReport(replay, findings, sites, options);
       if (paths->size() > 1) text = absl::StrCat("== ", path, "\n", text, "\n");
       std::fwrite(text.data(), 1, text.size(), stdout);
     }

@@ -107,6 +107,17 @@ void AppendStack(const Stack& stack, Symbolizer* symbolizer, std::string* line) 
   absl::StrAppend(line, "stack id=", stack.id(), " frames=[",
                   absl::StrJoin(frames, symbolizer != nullptr ? " <- " : " "), "]");
   if (stack.truncated()) absl::StrAppend(line, " truncated");
+  // Python frames: symbolized, they are spliced into `frames`; raw, as code:line:group each.
+  if (symbolizer == nullptr && stack.python_code_size() > 0) {
+    std::vector<std::string> python;
+    for (int i = 0; i < stack.python_code_size(); ++i) {
+      python.push_back(absl::StrCat(stack.python_code(i), ":",
+                                    i < stack.python_line_size() ? stack.python_line(i) : 0, ":",
+                                    i < stack.python_group_size() ? stack.python_group(i) : 0));
+    }
+    absl::StrAppend(line, " python=[", absl::StrJoin(python, " "), "]");
+  }
+  if (stack.python_truncated()) absl::StrAppend(line, " python_truncated");
 }
 
 void AppendModule(const Module& module, std::string* line) {
@@ -206,6 +217,19 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
       absl::StrAppend(&line, "kernel_timing correlation=", timing.correlation_id(),
                       " dev=", timing.device(), " start_ns=", timing.start_ns(),
                       " end_ns=", timing.end_ns());
+      break;
+    }
+    case TracePacket::kPythonCode: {
+      const PythonCode& code = packet.python_code();
+      absl::StrAppend(&line, "python_code id=", code.id(), " filename=", Quoted(code.filename()),
+                      " function=", Quoted(code.function()), " first_line=", code.first_line());
+      break;
+    }
+    case TracePacket::kPythonStatus: {
+      const PythonStatus& status = packet.python_status();
+      absl::StrAppend(&line, "python_status version=", Quoted(status.version()),
+                      " supported=", status.supported() ? "true" : "false",
+                      " detail=", Quoted(status.detail()));
       break;
     }
     case TracePacket::kPoolUsage: {

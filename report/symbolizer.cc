@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "core/trace_reader.h"
 #include "report/names.h"
+#include "report/python_stacks.h"
 
 namespace gpumem::report {
 namespace {
@@ -142,6 +143,11 @@ std::vector<SourceFrame> InlineChain(Dwfl_Module* module, Dwarf_Addr address, st
 }  // namespace
 
 std::string Frame::ToString() const {
+  if (python) {
+    const std::string where =
+        line > 0 ? absl::StrCat(ShortPythonPath(file), ":", line) : ShortPythonPath(file);
+    return absl::StrCat(where, " in ", function.empty() ? "?" : function);
+  }
   const std::string location =
       module.empty() ? absl::StrCat("0x", absl::Hex(pc))
                      : absl::StrCat(Basename(module), "+0x", absl::Hex(module_offset));
@@ -281,7 +287,7 @@ const std::vector<Frame>& Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64
   return cache_.emplace(key, SymbolizeFromBinaries(pc, record)).first->second;
 }
 
-std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
+std::vector<Frame> Symbolizer::SymbolizeNative(uint64_t stack_id) {
   std::vector<Frame> frames;
   const StackRecord* record = trace_->FindStack(stack_id);
   if (record == nullptr) return frames;
@@ -291,6 +297,34 @@ std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
     frames.insert(frames.end(), resolved.begin(), resolved.end());
   }
   return frames;
+}
+
+std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
+  const StackRecord* record = trace_->FindStack(stack_id);
+  if (record == nullptr) return {};
+  const Stack& stack = record->stack;
+  if (stack.python_code_size() == 0) return SymbolizeNative(stack_id);
+  std::vector<Frame> python;
+  std::vector<uint32_t> groups;
+  for (int i = 0; i < stack.python_code_size(); ++i) {
+    Frame frame;
+    frame.python = true;
+    if (const PythonCode* code = trace_->FindPythonCode(stack.python_code(i))) {
+      frame.file = code->filename();
+      frame.function = code->function();
+    } else {
+      frame.file = absl::StrCat("<python code ", stack.python_code(i), ">");
+    }
+    frame.line = i < stack.python_line_size() ? static_cast<int>(stack.python_line(i)) : 0;
+    python.push_back(std::move(frame));
+    groups.push_back(i < stack.python_group_size() ? stack.python_group(i) : 0);
+  }
+  std::vector<const std::vector<Frame>*> native;
+  native.reserve(stack.frame_size());
+  for (uint64_t pc : stack.frame()) {
+    native.push_back(&SymbolizeReturnAddress(pc, record->written_at));
+  }
+  return SpliceStack(native, python, groups);
 }
 
 }  // namespace gpumem::report

@@ -33,9 +33,15 @@ struct Frame {
   std::string module;          // path of the module as recorded; empty when no module covers pc
   uint64_t module_offset = 0;  // pc - load bias: the address in the module's own ELF terms
   bool inlined = false;        // inlined into the next frame, which has the same pc
+  // A Python frame (report/python_stacks.h): `file` is the code object's co_filename, `line` the
+  // line it was executing (0: not known), `function` its co_qualname (co_name before 3.11); pc,
+  // module and module_offset are 0 and empty.
+  bool python = false;
 
   // "function (file:line)", "function (libfoo.so+0x1a2b)" or "libfoo.so+0x1a2b"
-  // ("0x7f12345678" when no module covers the address).
+  // ("0x7f12345678" when no module covers the address). A Python frame: "file:line in function"
+  // with the file shortened by ShortPythonPath ("torch/nn/modules/linear.py:125 in
+  // Linear.forward"), "file in function" when the line is not known.
   std::string ToString() const;
 };
 
@@ -50,8 +56,12 @@ class Symbolizer {
 
   // Innermost frame first. A return address inside inlined code gives one frame per inlined
   // function, then the function they were inlined into (as `addr2line -i` does), so there may be
-  // more frames than the stack has addresses. An unknown stack id gives no frames.
+  // more frames than the stack has addresses. An unknown stack id gives no frames. A stack with
+  // Python frames has them spliced in (report/python_stacks.h): each native frame of the
+  // interpreter's eval loop is replaced by the Python frames it ran.
   std::vector<Frame> Symbolize(uint64_t stack_id);
+  // The native frames alone, as Symbolize() gives them for a stack without Python frames.
+  std::vector<Frame> SymbolizeNative(uint64_t stack_id);
 
   // The frames of one return address, as of the packet with index `packet_index` (which modules
   // were loaded then). Valid until the symbolizer is destroyed.

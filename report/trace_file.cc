@@ -100,8 +100,8 @@ void TraceFile::ReadPackets(const PacketVisitor& visit, MemoryEventSink& memory)
 }
 
 void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
-  if (read_) return;
-  read_ = true;
+  if (reading_ || read_) return;
+  reading_ = true;
   TracePacket packet;
   Packet framed = first_packet_;
   bool have_packet = true;  // Open() already framed the header
@@ -135,6 +135,9 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
   }
   end_.framing = reader_.end();
   end_.footer_present = footer_.has_value();
+  // Only now: while the visitor runs, the tables do not hold the packets still to come (the
+  // symbolizer then looks for SymbolizedFrame packets in a pass of its own).
+  read_ = true;
 }
 
 void TraceFile::Record(const PacketPosition& position, const TracePacket& packet) {
@@ -188,6 +191,12 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kCupti:
       cupti_ = packet.cupti();
       break;
+    case TracePacket::kPythonCode:
+      python_codes_[packet.python_code().id()] = packet.python_code();
+      break;
+    case TracePacket::kPythonStatus:
+      python_status_ = packet.python_status();
+      break;
     case TracePacket::kKernelTiming:
     case TracePacket::kPoolUsage:
       break;
@@ -208,6 +217,11 @@ const SymbolizedFrame* TraceFile::FindSymbolizedFrame(uint32_t module_id, uint64
 const std::string* TraceFile::FindKernelName(uint64_t id) const {
   auto it = kernel_names_.find(id);
   return it == kernel_names_.end() ? nullptr : &it->second;
+}
+
+const PythonCode* TraceFile::FindPythonCode(uint64_t id) const {
+  auto it = python_codes_.find(id);
+  return it == python_codes_.end() ? nullptr : &it->second;
 }
 
 const Thread* TraceFile::FindThread(uint32_t tid) const {

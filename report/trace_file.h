@@ -1,6 +1,6 @@
 // One decoded trace file: frames it with core/trace_reader.h, parses each packet with libprotobuf,
 // streams the packets to a visitor in file order, and keeps the interned tables (header, devices,
-// modules, threads, stacks) and how the file ended.
+// modules, threads, stacks, Python code objects) and how the file ended.
 //
 // Events in a file are nearly, not exactly, in `seq` order (threads race for file space). Reports
 // that replay memory want them by seq: report/event_stream.h streams them so, in bounded memory,
@@ -108,6 +108,13 @@ class TraceFile {
   const StackRecord* FindStack(uint64_t id) const;
   // The kernel name of a LaunchEvent's kernel_id, or nullptr (0, or not yet read).
   const std::string* FindKernelName(uint64_t id) const;
+  // The Python code object `id` (PythonCode packet: file, function, first line), or nullptr (not
+  // in the trace, or not yet read: it is written before the first Stack that refers to it).
+  const PythonCode* FindPythonCode(uint64_t id) const;
+  size_t python_code_count() const { return python_codes_.size(); }
+  // What the recorder found of the Python interpreter (the last PythonStatus packet): none in a
+  // process without Python.
+  const std::optional<PythonStatus>& python_status() const { return python_status_; }
   // What the trace says about the CUPTI subscriber (the last CuptiStatus packet), if anything.
   const std::optional<CuptiStatus>& cupti() const { return cupti_; }
   uint64_t launch_event_count() const { return launch_event_count_; }
@@ -115,7 +122,8 @@ class TraceFile {
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
   uint64_t memory_event_count() const { return memory_event_count_; }
-  // Whether ReadPackets() ran: the tables then hold the whole file.
+  // Whether ReadPackets() ran to the end: the tables then hold the whole file (not yet while its
+  // visitor runs).
   bool packets_read() const { return read_; }
 
   // The frames `gpumem symbolize` recorded for return address `pc` in module `module_id`, or
@@ -132,8 +140,9 @@ class TraceFile {
 
   std::string path_;
   TraceReader reader_;
-  Packet first_packet_;  // the header, already framed by Open()
-  bool read_ = false;
+  Packet first_packet_;   // the header, already framed by Open()
+  bool reading_ = false;  // ReadPackets() started
+  bool read_ = false;     // ReadPackets() finished
   Header header_;
   std::vector<Device> devices_;
   std::vector<ModuleRecord> modules_;
@@ -142,6 +151,8 @@ class TraceFile {
   absl::flat_hash_map<uint64_t, StackRecord> stacks_;
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
   std::optional<CuptiStatus> cupti_;
+  absl::flat_hash_map<uint64_t, PythonCode> python_codes_;
+  std::optional<PythonStatus> python_status_;
   uint64_t launch_event_count_ = 0;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   std::optional<Footer> footer_;
