@@ -364,6 +364,24 @@ TEST(PythonFramesTest, ReportGroupsByTheUsersLine) {
   EXPECT_NE(bad.err.find("--group-by"), std::string::npos) << bad.err;
 }
 
+TEST(PythonFramesTest, CheckNamesTheLargestUserCallSite) {
+  TempDir dir;
+  const std::string trace = GroupingTrace(dir);
+  const ProgramRun user =
+      Gpumem({"check", "--max-peak", "1MiB", "--markdown", dir.File("user.md"), trace});
+  EXPECT_EQ(user.exit_code, 1) << user.err;
+  const std::string markdown = ::gpumem::testing::ReadFile(dir.File("user.md"));
+  EXPECT_NE(markdown.find("largest call site 6.00 MiB: `/home/u/model.py:30 in Net.forward`"),
+            std::string::npos)
+      << markdown;
+  const ProgramRun stack = Gpumem({"check", "--max-peak", "1MiB", "--markdown",
+                                   dir.File("stack.md"), "--group-by", "stack", trace});
+  EXPECT_EQ(stack.exit_code, 1) << stack.err;
+  const std::string by_stack = ::gpumem::testing::ReadFile(dir.File("stack.md"));
+  EXPECT_NE(by_stack.find("largest call site 4.00 MiB: `alloc_a (alloc.cc:10)`"), std::string::npos)
+      << by_stack;
+}
+
 TEST(PythonFramesTest, GrowthAndOomUseTheSameGrouping) {
   TempDir dir;
   PythonTrace trace;
