@@ -52,6 +52,9 @@ record() {
   record_one torch_async "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
     $python "$script"
   record_one torch_oom "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python samples/pytorch/oom.py
+  # The planted leak, at tensor level: growth must name the script's line (Python frames).
+  record_one torch_leak "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
+    $python samples/pytorch/leak_train.py 20
   # Launches per step against torch.profiler's kernel count: gpumem's launches of 15 steps minus
   # those of 5 steps, against the profiler's kernels in steps 5..14 (without gpumem, and with it:
   # the profiler must see the same under gpumem, and gpumem must keep recording).
@@ -81,6 +84,8 @@ record() {
   # Cost per kernel launch on the real driver (1M launches of an empty kernel per run).
   GPUMEM_BENCH_CUDA_LIBS=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}')") \
     tests/bench/run_launch_cost.sh "$build" 3 1000000 >>"$out/bench.txt" 2>&1
+  # Python frame capture per event, on this machine's Python (fake CUDA: no driver time in it).
+  PYTHON=$python tests/bench/run_python_frames_cost.sh "$build" 5 100000 20 >>"$out/bench.txt" 2>&1
   # Analyzer throughput on this machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     tests/bench/run_analyzer_throughput.sh "$build" 50000000 >>"$out/bench.txt" 2>&1
@@ -137,6 +142,17 @@ check() {
   [[ $profiled == "$reference" ]] || fail "torch.profiler saw $profiled kernels under gpumem, $reference without"
   echo "-- the profiled run under gpumem: $("$build/bin/gpumem" dump "$out/torch_profiled"/*.trace | grep -m1 ' cupti ' | cut -d' ' -f2-)"
   echo "   $(launches "$out/torch_profiled") launch events recorded"
+
+  echo "== Python frames: the planted leak's line, and the script lines at the peak"
+  local leak_line=$(grep -n "hidden = body(x)" samples/pytorch/leak_train.py | cut -d: -f1)
+  "$build/bin/gpumem" report --growth "$out"/torch_leak/*.trace >"$out/torch_leak_growth.txt"
+  "$build/bin/gpumem" dump "$out"/torch_leak/*.trace | grep -m1 ' python_status ' | sed 's/^/   /'
+  grep -A4 "call site grows\|call sites grow" "$out/torch_leak_growth.txt" | head -8 | sed 's/^/   /'
+  grep -q "leak_train.py:$leak_line" "$out/torch_leak_growth.txt" ||
+    fail "growth does not name leak_train.py:$leak_line (hidden = body(x), the tensor kept each step)"
+  "$build/bin/gpumem" report --peak --top 3 "$out"/torch_async/*.trace >"$out/torch_async_peak.txt"
+  grep -m3 "train_mlp.py:" "$out/torch_async_peak.txt" | sed 's/^/   /'
+  grep -q "train_mlp.py:" "$out/torch_async_peak.txt" || fail "the peak report names no line of train_mlp.py"
 
   echo "== PyTorch's out-of-memory exception reaches the script under gpumem"
   grep -q "caught torch.OutOfMemoryError" "$out/torch_oom/stdout" && [[ $(cat "$out/torch_oom/exit_code") == 0 ]] ||
