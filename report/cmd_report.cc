@@ -564,8 +564,10 @@ std::string GrowthRuleText(const GrowthReport& report, const Options& options) {
         "a launch site launched once per iteration (no allocation call site repeats; the number "
         "of launches most launch sites share is taken as the number of iterations)");
   }
-  return absl::StrCat("the most frequent allocation call site (at least ", kMinMarkerOccurrences,
-                      " allocations)");
+  return absl::StrCat(
+      "the allocation call site seen once per iteration (the number of allocations most call "
+      "sites share; else the most frequent, at least ",
+      kMinMarkerOccurrences, ")");
 }
 
 void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
@@ -606,12 +608,25 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
       absl::StrAppend(out, "\ngrowth, ", PlaceName(place, trace), ": ",
                       Plural(here, "call site grows", "call sites grow"), "\n");
     }
-    absl::StrAppend(out, "  +", FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
-                    "/iteration  rose at ", site.rises, " of ", boundaries,
-                    " iteration boundaries; live ", FormatBytes(site.live_bytes.front()),
-                    " after iteration 1, ", FormatBytes(site.live_bytes.back()), " (",
-                    Plural(site.live_count.back(), "allocation", "allocations"),
-                    ") after iteration ", report.iterations(), "\n");
+    if (site.judged_iterations < report.iterations()) {
+      // Judged on the complete iterations: the last one freed it (the program's teardown).
+      const size_t judged_sample = (site.judged_iterations - 1) / report.sample_stride;
+      absl::StrAppend(
+          out, "  +", FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
+          "/iteration  rose at ", site.rises, " of ", site.judged_iterations - 1,
+          " boundaries of the complete iterations; live ", FormatBytes(site.live_bytes.front()),
+          " after iteration 1, ",
+          FormatBytes(site.live_bytes[std::min(judged_sample, site.live_bytes.size() - 1)]),
+          " after iteration ", site.judged_iterations, ", freed in the last one (teardown)\n");
+    } else {
+      absl::StrAppend(out, "  +",
+                      FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
+                      "/iteration  rose at ", site.rises, " of ", boundaries,
+                      " iteration boundaries; live ", FormatBytes(site.live_bytes.front()),
+                      " after iteration 1, ", FormatBytes(site.live_bytes.back()), " (",
+                      Plural(site.live_count.back(), "allocation", "allocations"),
+                      ") after iteration ", report.iterations(), "\n");
+    }
     AppendFramesText(sites.Shown(site.stack_id), out);
   }
   if (shown < report.sites.size()) {
@@ -865,11 +880,11 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
   for (size_t i = 0; i < shown; ++i) {
     const GrowingSite& site = report.sites[i];
     items.push_back(absl::StrFormat(
-        "{%s,\"bytes_per_iteration\":%.1f,\"rises\":%d,\"boundaries\":%d,\"live_bytes\":[%s],"
-        "\"live_count\":[%s],\"frames\":%s}",
-        JsonPlace(site.place, trace), site.bytes_per_iteration, site.rises, report.iterations() - 1,
-        absl::StrJoin(site.live_bytes, ","), absl::StrJoin(site.live_count, ","),
-        JsonFrames(sites.Shown(site.stack_id))));
+        "{%s,\"bytes_per_iteration\":%.1f,\"rises\":%d,\"boundaries\":%d,"
+        "\"judged_iterations\":%d,\"live_bytes\":[%s],\"live_count\":[%s],\"frames\":%s}",
+        JsonPlace(site.place, trace), site.bytes_per_iteration, site.rises,
+        site.judged_iterations - 1, site.judged_iterations, absl::StrJoin(site.live_bytes, ","),
+        absl::StrJoin(site.live_count, ","), JsonFrames(sites.Shown(site.stack_id))));
   }
   absl::StrAppend(&out, ",\"growing_sites\":", report.sites.size(), ",\"sites\":[",
                   absl::StrJoin(items, ","), "]");

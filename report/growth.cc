@@ -14,11 +14,55 @@ void KeepEveryOther(std::vector<T>& values) {
   values.resize((values.size() + 1) / 2);
 }
 
+// The site that occurs once per iteration, by the rule in growth.h, among `sites` whose
+// occurrences are numbered 0..total-1.
+template <typename Site, typename Seen>
+std::optional<Site> OncePerIteration(const absl::flat_hash_map<Site, Seen>& sites, uint64_t total) {
+  // Sites that recur through the run: set-up is bunched at the start.
+  auto recurring = [total](const Seen& seen) {
+    return seen.count >= kMinMarkerOccurrences && 2 * (seen.last - seen.first) >= total;
+  };
+  struct Count {
+    uint64_t sites = 0;  // sites that occur exactly this often
+    uint64_t first = 0;  // the earliest first occurrence among them
+    Site site{};
+  };
+  std::map<uint64_t, Count> by_count;
+  for (const auto& [site, seen] : sites) {
+    if (!recurring(seen)) continue;
+    auto [it, inserted] = by_count.try_emplace(seen.count, Count{0, seen.first, site});
+    ++it->second.sites;
+    if (seen.first < it->second.first) {
+      it->second.first = seen.first;
+      it->second.site = site;
+    }
+  }
+  // A count at least two sites have exactly is a candidate; the one whose multiples the most
+  // recurring sites have wins (ties: the larger count).
+  uint64_t best_count = 0;
+  uint64_t best_multiples = 0;
+  for (const auto& [count, group] : by_count) {  // ascending: ties go to the larger count
+    if (group.sites < 2) continue;
+    uint64_t multiples = 0;
+    for (const auto& [other, other_group] : by_count) {
+      if (other % count == 0) multiples += other_group.sites;
+    }
+    if (multiples >= best_multiples) {
+      best_multiples = multiples;
+      best_count = count;
+    }
+  }
+  if (best_count == 0) return std::nullopt;
+  return by_count.at(best_count).site;
+}
+
 }  // namespace
 
 void MarkerCounter::Add(const MemoryEvent& event) {
   if (event.action() != ALLOC) return;
-  ++by_stack_.try_emplace(event.stack_id(), Seen{0, allocations_}).first->second.count;
+  Seen& seen = by_stack_.try_emplace(event.stack_id(), Seen{0, allocations_, 0}).first->second;
+  ++seen.count;
+  seen.last = allocations_;
   ++allocations_;
 }
 
@@ -30,7 +74,9 @@ std::optional<uint64_t> MarkerCounter::MostFrequent(const CallSiteOf& call_site_
     if (inserted) continue;
     it->second.count += seen.count;
     it->second.first = std::min(it->second.first, seen.first);
+    it->second.last = std::max(it->second.last, seen.last);
   }
+  if (std::optional<uint64_t> once = OncePerIteration(by_site, allocations_)) return once;
   std::optional<uint64_t> marker;
   const Seen* best = nullptr;
   for (const auto& [site, seen] : by_site) {
@@ -46,33 +92,14 @@ std::optional<uint64_t> MarkerCounter::MostFrequent(const CallSiteOf& call_site_
 
 void MarkerCounter::AddLaunch(const LaunchEvent& launch) {
   const LaunchSite site{launch.kernel_id(), launch.stack_id()};
-  ++by_launch_site_.try_emplace(site, Seen{0, launches_}).first->second.count;
+  Seen& seen = by_launch_site_.try_emplace(site, Seen{0, launches_, 0}).first->second;
+  ++seen.count;
+  seen.last = launches_;
   ++launches_;
 }
 
 std::optional<LaunchSite> MarkerCounter::LaunchMarker() const {
-  // count -> (sites with that count, the earliest first launch among them, that site)
-  struct Group {
-    uint64_t sites = 0;
-    uint64_t first = 0;
-    LaunchSite site;
-  };
-  std::map<uint64_t, Group> by_count;
-  for (const auto& [site, seen] : by_launch_site_) {
-    if (seen.count < kMinMarkerOccurrences) continue;
-    auto [it, inserted] = by_count.try_emplace(seen.count, Group{0, seen.first, site});
-    ++it->second.sites;
-    if (seen.first < it->second.first) {
-      it->second.first = seen.first;
-      it->second.site = site;
-    }
-  }
-  const Group* best = nullptr;
-  for (const auto& [count, group] : by_count) {  // ascending: ties go to the larger count
-    if (group.sites >= 2 && (best == nullptr || group.sites >= best->sites)) best = &group;
-  }
-  if (best == nullptr) return std::nullopt;
-  return best->site;
+  return OncePerIteration(by_launch_site_, launches_);
 }
 
 GrowthAnalysis::GrowthAnalysis(GrowthOptions options, LaunchSite marker)
@@ -137,6 +164,10 @@ void GrowthAnalysis::EndIteration() {
   replay_.ForEachLive([&](const LiveAllocation& live) {
     snapshot[{live.place, SiteOf(live.stack_id)}].Add(live.size);
   });
+  for (auto& [key, site] : sites_) {  // the iteration before this one, for Finish()
+    site.before_previous = site.previous;
+    site.rises_before_previous = site.rises;
+  }
   for (const auto& [key, tally] : snapshot) {
     Site& site = sites_[key];  // new: nothing was live there before
     if (index == 0) site.first = tally.bytes;
@@ -162,15 +193,20 @@ GrowthReport GrowthAnalysis::Finish() {
   if (!last_sampled) report_.iteration_seqs.push_back(last_iteration_seq_);
   if (iterations < 2) return report_;
 
-  const size_t boundaries = iterations - 1;
   for (auto& [key, site] : sites_) {
+    // Fell in the last iteration, which runs into teardown: judged on the complete ones.
+    const bool fell_at_end = iterations >= 3 && site.previous.bytes < site.before_previous.bytes;
+    const size_t judged = fell_at_end ? iterations - 1 : iterations;
+    const size_t boundaries = judged - 1;
     const uint64_t first = site.first;
-    const uint64_t last = site.previous.bytes;
-    if (last <= first || static_cast<double>(site.rises) < kGrowingShare * boundaries) continue;
+    const uint64_t last = fell_at_end ? site.before_previous.bytes : site.previous.bytes;
+    const size_t rises = fell_at_end ? site.rises_before_previous : site.rises;
+    if (last <= first || static_cast<double>(rises) < kGrowingShare * boundaries) continue;
     GrowingSite& growing = report_.sites.emplace_back();
     growing.place = key.first;
     growing.stack_id = key.second;
-    growing.rises = site.rises;
+    growing.rises = rises;
+    growing.judged_iterations = judged;
     growing.bytes_per_iteration =
         static_cast<double>(last - first) / static_cast<double>(boundaries);
     site.samples.resize(last_sampled ? samples : samples - 1);

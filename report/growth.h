@@ -6,18 +6,25 @@
 // - with a marker predicate (`--iteration-marker FUNCTION`: some frame's function contains
 //   FUNCTION), the first call site whose stack matches; when several match (the function allocates
 //   more than once per iteration), the first to allocate marks the iterations;
-// - otherwise the call site that allocates most often, at least kMinMarkerOccurrences times (ties:
-//   the one that allocated first);
+// - otherwise the allocation call site that allocates once per iteration. Only sites whose
+//   occurrences spread over at least half of the run count (set-up allocations are bunched at the
+//   start); in a loop each of them occurs a whole number of times per iteration, so of the
+//   occurrence counts that at least two sites have exactly (at least kMinMarkerOccurrences), the
+//   number of iterations is the one whose multiples the most sites have (ties: the larger), and
+//   the first site that occurs exactly that often marks them. Failing that, the call site that
+//   allocates most often (at least kMinMarkerOccurrences times; ties: the one that allocated
+//   first);
 // - and when no allocation call site repeats that often (PyTorch's caching allocator allocates a
 //   few segments and then nothing), from the launches: in a loop each step launches the same
 //   kernels, most of them once per step, so the number of launches shared by the most launch
 //   sites (kernel and stack) is the number of iterations; the first of those sites to launch is
 //   the marker, and each of its launches starts an iteration.
 // Each occurrence starts an iteration, which ends where the next starts; the last ends with the
-// trace. What comes before the first is no iteration. For every (place, call site), the live bytes
-// at the end of each iteration are recorded; a site is growing when they rose at no fewer than
-// kGrowingShare of the boundaries between iterations and were higher at the end of the last
-// iteration than at the end of the first. Its rate is (last - first) / (iterations - 1).
+// trace. What comes before the first is no iteration. For
+// every (place, call site), the live bytes at the end of each iteration are recorded; a site is
+// growing when they rose at no fewer than kGrowingShare of the boundaries between iterations and
+// were higher at the end of the last iteration than at the end of the first. Its rate is (last -
+// first) / (iterations - 1).
 #ifndef GPUMEM_REPORT_GROWTH_H_
 #define GPUMEM_REPORT_GROWTH_H_
 
@@ -56,14 +63,18 @@ struct GrowingSite {
   // At the end of the sampled iterations (GrowthReport::sample_stride), the last one included.
   std::vector<uint64_t> live_bytes;
   std::vector<uint64_t> live_count;
-  size_t rises = 0;                // boundaries at which live bytes rose (over every iteration)
-  double bytes_per_iteration = 0;  // (last - first) / (iterations - 1)
+  size_t rises = 0;                // boundaries at which live bytes rose (over judged iterations)
+  double bytes_per_iteration = 0;  // (last - first) / (judged iterations - 1)
+  // Iterations the rule judged: all of them, or all but the last when the site's live bytes fell
+  // in the last one — it runs into the program's teardown (a list of tensors kept by every
+  // iteration and freed at exit still grew through every complete iteration).
+  size_t judged_iterations = 0;
 };
 
 struct GrowthReport {
   enum class Rule {
     kMarker,        // is_marker given
-    kMostFrequent,  // detected: the most frequent allocation call site
+    kMostFrequent,  // detected: an allocation call site (once per iteration, or most frequent)
     kLaunches,      // detected: a launch site launched once per iteration (no allocation repeats)
   };
   Rule rule = Rule::kMostFrequent;
@@ -111,7 +122,8 @@ class MarkerCounter {
  private:
   struct Seen {
     uint64_t count = 0;
-    uint64_t first = 0;  // index of its first allocation among the allocations
+    uint64_t first = 0;  // index of its first occurrence among the allocations (launches)
+    uint64_t last = 0;   // and of its last
   };
   absl::flat_hash_map<uint64_t, Seen> by_stack_;
   uint64_t allocations_ = 0;
@@ -142,6 +154,8 @@ class GrowthAnalysis {
     uint64_t first = 0;  // live bytes after iteration 1 (0: nothing then)
     Tally previous;      // after the last iteration ended
     size_t rises = 0;
+    Tally before_previous;  // after the iteration before that
+    size_t rises_before_previous = 0;
     std::vector<Tally> samples;  // after sampled iterations; missing at the end: nothing then
   };
 

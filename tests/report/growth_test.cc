@@ -58,7 +58,8 @@ uint64_t Address(uint64_t stack_id, uint64_t i) { return (stack_id << 32) + (i <
 //   stack 2: 4 MiB kept each time           4  8 12 16 20 24   rises 5/5, +4 MiB/iteration
 //   stack 6: 8 MiB kept in iterations 1..5  8 16 24 32 40 40   rises 4/5, +6.4 MiB/iteration
 //   stack 5: 2 MiB, alternately kept/freed  2  4  2  4  2  4   rises 3/5: not growing
-//   stack 7: 1 MiB kept, all freed in 6     1  2  3  4  5  0   rises 4/5, lower at the end: not
+//   stack 7: 1 MiB kept, all freed in 6     1  2  3  4  5  0   fell in the last iteration (as a
+//            list freed at teardown): judged on iterations 1..5, rises 4/4, +1 MiB/iteration
 //   stack 1, stack 9: constant
 // `activation(i)`: the stack of iteration i's 4 MiB activation (null: stack 2).
 Events Training(
@@ -103,7 +104,7 @@ TEST(GrowthTest, DetectsIterationsAndGrowingSites) {
   EXPECT_EQ(report.marker_stack_id, 1u);
   EXPECT_EQ(report.iteration_seqs, marker_seqs);
   ASSERT_EQ(report.iterations(), 6u);
-  ASSERT_EQ(report.sites.size(), 2u);
+  ASSERT_EQ(report.sites.size(), 3u);
 
   const GrowingSite& fastest = report.sites[0];
   EXPECT_EQ(fastest.place, 0);
@@ -119,7 +120,17 @@ TEST(GrowthTest, DetectsIterationsAndGrowingSites) {
   EXPECT_EQ(activation.live_bytes, (std::vector<uint64_t>{4 * kMiB, 8 * kMiB, 12 * kMiB, 16 * kMiB,
                                                           20 * kMiB, 24 * kMiB}));
   EXPECT_EQ(activation.rises, 5u);
+  EXPECT_EQ(activation.judged_iterations, 6u);
   EXPECT_DOUBLE_EQ(activation.bytes_per_iteration, 4.0 * kMiB);
+
+  // Freed in the last iteration, which runs into teardown: judged on the five complete ones.
+  const GrowingSite& freed_at_end = report.sites[2];
+  EXPECT_EQ(freed_at_end.stack_id, 7u);
+  EXPECT_EQ(freed_at_end.judged_iterations, 5u);
+  EXPECT_EQ(freed_at_end.rises, 4u);
+  EXPECT_DOUBLE_EQ(freed_at_end.bytes_per_iteration, 1.0 * kMiB);
+  EXPECT_EQ(freed_at_end.live_bytes,
+            (std::vector<uint64_t>{1 * kMiB, 2 * kMiB, 3 * kMiB, 4 * kMiB, 5 * kMiB, 0}));
 }
 
 TEST(GrowthTest, MarkerStartsIterations) {
@@ -133,7 +144,7 @@ TEST(GrowthTest, MarkerStartsIterations) {
   EXPECT_EQ(report.marker_stack_id, 2u);
   EXPECT_EQ(report.iteration_seqs, activation_seqs);
   // Iterations now end just before the next activation: the same sites grow at the same rates.
-  ASSERT_EQ(report.sites.size(), 2u);
+  ASSERT_EQ(report.sites.size(), 3u);
   EXPECT_EQ(report.sites[0].stack_id, 6u);
   EXPECT_EQ(report.sites[1].stack_id, 2u);
   EXPECT_DOUBLE_EQ(report.sites[1].bytes_per_iteration, 4.0 * kMiB);
@@ -148,21 +159,25 @@ TEST(GrowthTest, SeveralMatchingSitesTheFirstToAllocateMarks) {
   ASSERT_TRUE(report.found);
   EXPECT_EQ(report.marker_stack_id, 1u);
   EXPECT_EQ(report.iteration_seqs, marker_seqs);
-  EXPECT_EQ(report.sites.size(), 2u);
+  EXPECT_EQ(report.sites.size(), 3u);
 }
 
 TEST(GrowthTest, StacksOfOneCallSiteMerge) {
   // The activation comes from stack 2 in even iterations, stack 12 in odd ones: each alone grows
-  // at half the boundaries, merged they are the one growing site.
+  // at half the boundaries, merged they are the one growing site. (Iterations start at stack 1:
+  // detected, stacks 2 and 12, three allocations each, would suggest 3 iterations of two steps.)
   const Events events = Training([](int i) -> uint64_t { return i % 2 == 0 ? 2 : 12; });
-  const GrowthReport separate = AnalyzeGrowth(events.events(), {});
-  ASSERT_EQ(separate.sites.size(), 1u);
+  GrowthOptions at_stack_1;
+  at_stack_1.is_marker = [](uint64_t stack_id) { return stack_id == 1; };
+  const GrowthReport separate = AnalyzeGrowth(events.events(), at_stack_1);
+  ASSERT_EQ(separate.sites.size(), 2u);  // 6, and 7 (judged on the complete iterations)
   EXPECT_EQ(separate.sites[0].stack_id, 6u);
+  EXPECT_EQ(separate.sites[1].stack_id, 7u);
 
-  GrowthOptions options;
+  GrowthOptions options = at_stack_1;
   options.call_site_of = [](uint64_t stack_id) { return stack_id == 12 ? uint64_t{2} : stack_id; };
   const GrowthReport merged = AnalyzeGrowth(events.events(), options);
-  ASSERT_EQ(merged.sites.size(), 2u);
+  ASSERT_EQ(merged.sites.size(), 3u);
   EXPECT_EQ(merged.sites[1].stack_id, 2u);
   EXPECT_EQ(merged.sites[1].rises, 5u);
   EXPECT_DOUBLE_EQ(merged.sites[1].bytes_per_iteration, 4.0 * kMiB);
@@ -342,10 +357,12 @@ std::string GrowingPart(const std::string& out) {
 TEST(GrowthCommandTest, LeakLoopDetected) {
   const ProgramRun run = Gpumem({"report", "--growth", kLeakLoop});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the most "
-                         "frequent allocation call site (at least 3 allocations):\n      "
-                         "leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:24)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the "
+                   "allocation call site seen once per iteration (the number of "
+                   "allocations most call sites share; else the most frequent, at least "
+                   "3):\n      leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:24)\n"),
+      std::string::npos)
       << run.out;
   const std::string growing = GrowingPart(run.out);
   EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H100 80GB HBM3): 1 call site grows\n"
@@ -385,7 +402,8 @@ TEST(GrowthCommandTest, LeakLoopJson) {
                          "\"name\":\"NVIDIA H100 80GB HBM3\",\"total_memory\":"),
             std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find(",\"bytes_per_iteration\":4194304.0,\"rises\":9,\"boundaries\":9,"
+  EXPECT_NE(run.out.find(",\"bytes_per_iteration\":4194304.0,\"rises\":9,\"boundaries\":9,\"judged_"
+                         "iterations\":10,"
                          "\"live_bytes\":[4194304,8388608,12582912,16777216,20971520,25165824,"
                          "29360128,33554432,37748736,41943040],\"live_count\":[1,2,3,4,5,6,7,8,9,"
                          "10],\"frames\":[{\"text\":\"leak_iteration() "
