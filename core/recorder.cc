@@ -17,6 +17,7 @@
 #include <atomic>
 
 #include "core/clock.h"
+#include "core/driver_queries.h"
 #include "core/kernel_table.h"
 #include "core/module_map.h"
 #include "core/options.h"
@@ -359,6 +360,7 @@ void Init(const LoaderFunctions& loader) {
   }
   LoadRecorderOptions(&g.options);
   g.loader = loader;
+  driver::SetLoader(loader);
   g.pid = static_cast<uint32_t>(getpid());
   InitClock();
   g.start_unix_ns = Now(CLOCK_REALTIME);

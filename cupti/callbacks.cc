@@ -2,9 +2,9 @@
 
 #include <errno.h>
 
+#include "core/driver_queries.h"
 #include "core/thread_flags.h"
 #include "cupti/callback_translation.h"
-#include "cupti/driver.h"
 
 namespace gpumem::cupti {
 namespace {
@@ -41,7 +41,7 @@ void RecordLaunchAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& data, u
   LaunchRecord record;
   if (!TranslateLaunch(cbid, data, &record)) return;
   record.seq = PendingSeq(data);
-  record.device = driver::ContextDevice(data.context);
+  record.device = driver::ContextDevice(static_cast<void*>(data.context));
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   record.stack_id = recorder::CaptureLaunchStack(caller);
   driver::PrepareKernelQueries();
@@ -53,7 +53,8 @@ void RecordAllocationAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& dat
   MemoryRecord record;
   if (!TranslateAllocation(cbid, data, &record)) return;
   record.seq = recorder::NextSeq();  // after the call, as interposition
-  if (record.device == kDeviceOfContext) record.device = driver::ContextDevice(data.context);
+  if (record.device == kDeviceOfContext)
+    record.device = driver::ContextDevice(static_cast<void*>(data.context));
   if (WantsMemoryInfo(record)) driver::DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
   record.stack_id = recorder::CaptureStack(caller);
   if (record.device >= 0) driver::AnnounceDevice(record.device);

@@ -9,12 +9,12 @@
 
 #include <atomic>
 
+#include "core/driver_queries.h"
 #include "core/spin_lock.h"
 #include "core/thread_flags.h"
 #include "cupti/activity.h"
 #include "cupti/callback_translation.h"
 #include "cupti/callbacks.h"
-#include "cupti/driver.h"
 #include "cupti/fixed_text.h"
 #include "cupti/library_search.h"
 

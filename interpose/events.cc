@@ -1,6 +1,6 @@
 #include "interpose/events.h"
 
-#include "interpose/driver_queries.h"
+#include "core/driver_queries.h"
 
 namespace gpumem {
 
@@ -11,7 +11,7 @@ void RecordAllocation(const Allocation& allocation, int result, uint64_t address
   record.api = allocation.api;
   record.kind = allocation.kind;
   record.action = result == 0 ? proto::Action::kAlloc : proto::Action::kAllocFailed;
-  record.device = allocation.device == kCurrentDevice ? CurrentDevice() : allocation.device;
+  record.device = allocation.device == kCurrentDevice ? driver::CurrentDevice() : allocation.device;
   record.result = result;
   record.size = allocation.size;
   record.address = result == 0 ? address : 0;
@@ -22,9 +22,10 @@ void RecordAllocation(const Allocation& allocation, int result, uint64_t address
   record.pitch = allocation.pitch;
   bool device_memory = allocation.kind != proto::MemoryKind::kPinnedHost &&
                        allocation.kind != proto::MemoryKind::kVmmReservation;
-  if (result != 0 && device_memory) DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
+  if (result != 0 && device_memory)
+    driver::DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
   record.stack_id = recorder::CaptureStack(caller_pc);
-  if (record.device >= 0) AnnounceDevice(record.device);
+  if (record.device >= 0) driver::AnnounceDevice(record.device);
   recorder::RecordMemory(record);
 }
 

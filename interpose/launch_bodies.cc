@@ -1,8 +1,8 @@
 #include "interpose/launch_bodies.h"
 
+#include "core/driver_queries.h"
 #include "core/recorder.h"
 #include "core/thread_flags.h"
-#include "interpose/driver_queries.h"
 #include "interpose/hook_guard.h"
 
 namespace gpumem {
@@ -22,10 +22,10 @@ CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
   ErrnoKeeper keep;
   record.result = result;
   record.correlation_id = t_launch_correlation_id;
-  record.device = CurrentDevice();
-  if (record.device >= 0) AnnounceDevice(record.device);
+  record.device = driver::CurrentDevice();
+  if (record.device >= 0) driver::AnnounceDevice(record.device);
   record.stack_id = recorder::CaptureLaunchStack(caller);
-  PrepareKernelQueries();
+  driver::PrepareKernelQueries();
   recorder::RecordLaunch(record);
   return result;
 }

@@ -1,10 +1,11 @@
-#include "cupti/driver.h"
+#include "core/driver_queries.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 
 #include <atomic>
 
-namespace gpumem::cupti::driver {
+namespace gpumem::driver {
 namespace {
 
 std::atomic<void* (*)(const char*, int)> g_dlopen{nullptr};
@@ -16,7 +17,7 @@ struct Query {
   std::atomic<int> failed_lookups;
 };
 
-// A lookup costs a dlopen; where libcuda cannot be found by that name, stop asking.
+// A lookup costs a dlopen (~10 µs); where libcuda is not found by that name, stop asking.
 constexpr int kMaxFailedLookups = 8;
 
 enum QueryId {
@@ -28,6 +29,8 @@ enum QueryId {
   kDeviceTotalMem,
   kFuncGetName,
   kFuncGetParamInfo,
+  kKernelGetName,
+  kKernelGetParamInfo,
   kCount
 };
 
@@ -36,6 +39,7 @@ Query g_queries[kCount] = {
     {"cuMemGetInfo_v2", {nullptr}, {0}}, {"cuDeviceGet", {nullptr}, {0}},
     {"cuDeviceGetName", {nullptr}, {0}}, {"cuDeviceTotalMem_v2", {nullptr}, {0}},
     {"cuFuncGetName", {nullptr}, {0}},   {"cuFuncGetParamInfo", {nullptr}, {0}},
+    {"cuKernelGetName", {nullptr}, {0}}, {"cuKernelGetParamInfo", {nullptr}, {0}},
 };
 
 template <typename Fn>
@@ -68,11 +72,16 @@ void SetLoader(const LoaderFunctions& loader) {
   g_dlopen.store(loader.dlopen, std::memory_order_release);
 }
 
-int ContextDevice(CUcontext context) {
+int CurrentDevice() { return ContextDevice(nullptr); }
+
+int ContextDevice(void* context) {
   CUdevice device = -1;
   if (context != nullptr) {
     auto get_device_v2 = Get<decltype(&cuCtxGetDevice_v2)>(kCtxGetDeviceV2);
-    if (get_device_v2 != nullptr && get_device_v2(&device, context) == CUDA_SUCCESS) return device;
+    if (get_device_v2 != nullptr &&
+        get_device_v2(&device, static_cast<CUcontext>(context)) == CUDA_SUCCESS) {
+      return device;
+    }
   }
   auto get_device = Get<decltype(&cuCtxGetDevice)>(kCtxGetDevice);
   if (get_device == nullptr || get_device(&device) != CUDA_SUCCESS) return -1;
@@ -108,14 +117,20 @@ void PrepareKernelQueries() {
   static std::atomic<bool> prepared{false};
   if (prepared.load(std::memory_order_relaxed)) return;
   KernelQueries queries;
-  // Same ABI as core/kernel_table.h declares (CUresult is an int-sized enum, CUfunction a pointer).
-  queries.func_get_name = reinterpret_cast<decltype(queries.func_get_name)>(
-      Get<decltype(&cuFuncGetName)>(kFuncGetName));
-  queries.func_get_param_info = reinterpret_cast<decltype(queries.func_get_param_info)>(
+  // Same ABI as core/kernel_table.h declares (CUresult is an int-sized enum, CUfunction and
+  // CUkernel are pointers), so the driver's functions are handed over as they are.
+  queries.func_get_name =
+      reinterpret_cast<KernelQueries::GetName>(Get<decltype(&cuFuncGetName)>(kFuncGetName));
+  queries.func_get_param_info = reinterpret_cast<KernelQueries::GetParamInfo>(
       Get<decltype(&cuFuncGetParamInfo)>(kFuncGetParamInfo));
+  queries.kernel_get_name =
+      reinterpret_cast<KernelQueries::GetName>(Get<decltype(&cuKernelGetName)>(kKernelGetName));
+  queries.kernel_get_param_info = reinterpret_cast<KernelQueries::GetParamInfo>(
+      Get<decltype(&cuKernelGetParamInfo)>(kKernelGetParamInfo));
+  // Until libcuda can be found (it may not be loaded yet), ask again at the next launch.
   if (queries.func_get_name == nullptr && queries.func_get_param_info == nullptr) return;
-  recorder::SetKernelQueries(queries);  // the first caller's (interposition's or ours) is kept
+  recorder::SetKernelQueries(queries);  // the first caller's is kept
   prepared.store(true, std::memory_order_relaxed);
 }
 
-}  // namespace gpumem::cupti::driver
+}  // namespace gpumem::driver

@@ -1,0 +1,31 @@
+// Questions gpumem asks the real driver while recording: which device is current (or owns a
+// context), how much memory is free (for a failed allocation), a device's name and size, and the
+// kernel queries the recorder's kernel table uses. One place for both layers that record
+// (interpose/ and cupti/). Only driver calls — a runtime call could change the program's sticky
+// cudaGetLastError state — looked up by exact symbol in the libcuda already loaded (never loaded
+// here, never through cuGetProcAddress: asked for "cuCtxGetDevice" at CUDA 13 the driver hands out
+// the _v2 that takes a context). Without a loaded libcuda every answer is "unknown".
+#pragma once
+
+#include <cstdint>
+
+#include "core/recorder.h"
+
+namespace gpumem::driver {
+
+// The real loader functions (the preload library shadows dlsym). recorder::Init() sets them;
+// until then nothing is looked up.
+void SetLoader(const LoaderFunctions& loader);
+
+// Ordinal of the calling thread's current device; -1 when there is none.
+int CurrentDevice();
+// Ordinal of the device of `context` (a CUcontext; the current one when null); -1 when unknown.
+int ContextDevice(void* context);
+bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes);
+// Writes the Device packet the first time a device is seen.
+void AnnounceDevice(int ordinal);
+// Hands the recorder the driver's kernel queries (recorder::SetKernelQueries) once they can be
+// found.
+void PrepareKernelQueries();
+
+}  // namespace gpumem::driver
