@@ -65,6 +65,15 @@ class ReorderingSink final : public MemoryEventSink {
     entry->launch_ref = slot + 1;
     buffer_.Commit(release_);
   }
+  // A launch nobody visits still takes its place in seq order, as a gap filled: without it each
+  // launch would hold the buffer up to its window (see NextIsHeld in event_stream.h).
+  void AddSeqOnly(uint64_t seq) {
+    MemoryEventFields* entry = buffer_.Slot();
+    *entry = MemoryEventFields{};
+    entry->seq = seq;
+    entry->launch_ref = kSeqOnly;
+    buffer_.Commit(release_);
+  }
   void Finish() { buffer_.Flush(release_); }
 
   uint64_t released() const { return released_; }
@@ -78,6 +87,7 @@ class ReorderingSink final : public MemoryEventSink {
     const MemoryEventVisitor* visit;
     const LaunchVisitor* launches;
     void operator()(const MemoryEventFields& fields) const {
+      if (fields.launch_ref == kSeqOnly) return;
       if (fields.launch_ref != 0) {
         const uint32_t slot = fields.launch_ref - 1;
         ++sink->launches_released_;
@@ -90,6 +100,8 @@ class ReorderingSink final : public MemoryEventSink {
       (*visit)(sink->event_);
     }
   };
+
+  static constexpr uint32_t kSeqOnly = ~uint32_t{0};
 
   SeqReorderBuffer buffer_;
   MemoryEvent event_;
@@ -106,19 +118,18 @@ MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisi
                                           size_t window, const PacketVisitor& packets,
                                           const LaunchVisitor& launches) {
   ReorderingSink sink(window, visit, launches);
-  if (launches) {
-    file.ReadPackets(
-        [&](const PacketPosition& position, const TracePacket& packet) {
-          if (packet.data_case() == TracePacket::kLaunch) {
+  file.ReadPackets(
+      [&](const PacketPosition& position, const TracePacket& packet) {
+        if (packet.data_case() == TracePacket::kLaunch) {
+          if (launches) {
             sink.AddLaunch(packet.launch());
-          } else if (packets) {
-            packets(position, packet);
+            return;
           }
-        },
-        sink);
-  } else {
-    file.ReadPackets(packets, sink);
-  }
+          sink.AddSeqOnly(packet.launch().seq());
+        }
+        if (packets) packets(position, packet);
+      },
+      sink);
   sink.Finish();
   MemoryStreamStats stats;
   stats.events = sink.released();

@@ -3,12 +3,19 @@
 //
 // Events in a file are nearly, not exactly, in seq order: threads race for file space, and a free
 // takes its seq before the call while an allocation takes it after, so an event can land in the
-// file after a few events with a larger seq. A SeqReorderBuffer holds back the last `window`
-// events (default kReorderWindow) and releases the smallest seq first (ties in file order) once it
-// holds more than that, and everything at the end of the file. An event may therefore arrive after
-// up to `window` events with a larger seq and still be replayed in its place. One arriving later
-// still, with a seq below one already released, cannot be put in its place any more: it is
-// counted (out_of_order) and released at once, late, never an error.
+// file after a few events with a larger seq. A SeqReorderBuffer holds back up to `window` events
+// (default kReorderWindow) and releases the smallest seq first (ties in file order) once it holds
+// more than that, and everything at the end of the file. An event may therefore arrive after up to
+// `window` events with a larger seq and still be replayed in its place. One arriving later still,
+// with a seq below one already released, cannot be put in its place any more: it is counted
+// (out_of_order) and released at once, late, never an error.
+//
+// The recorder numbers a process's events 1, 2, 3, ... with no gaps, so the event after the last
+// one released (seq 1 first) is released as soon as it is the smallest held: nothing can come
+// before it. The buffer then holds a handful of events, in cache, instead of a whole window; a gap
+// (an event lost, a seq taken and not used) only costs holding the window once, until the events
+// after it are released by the window rule. Unique seqs are assumed for this: a trace with
+// duplicates still replays, but a duplicate of an event released early is counted out of order.
 #ifndef GPUMEM_REPORT_EVENT_STREAM_H_
 #define GPUMEM_REPORT_EVENT_STREAM_H_
 
@@ -63,7 +70,7 @@ class SeqReorderBuffer {
     } else {
       InsertOutOfPlace();
     }
-    while (size() > window_) ReleaseOne(release);
+    while (size() > window_ || NextIsHeld()) ReleaseOne(release);
   }
 
   // Releases everything held, in seq order: at the end of the file.
@@ -86,6 +93,15 @@ class SeqReorderBuffer {
   };
   // An event more places than this before the newest goes to the heap instead of the ring.
   static constexpr size_t kMaxShift = 64;
+
+  // Whether the smallest seq held is the one after the last released (1 before any): no event
+  // can come before it.
+  bool NextIsHeld() {
+    if (ring_count_ == 0 && heap_.empty()) return false;
+    const uint64_t next = last_released_seq_ + 1;
+    if (!heap_.empty() && heap_.front().event.seq == next) return true;
+    return ring_count_ != 0 && At(0).event.seq == next;
+  }
 
   static bool Before(const Entry& a, const Entry& b) {
     return a.event.seq != b.event.seq ? a.event.seq < b.event.seq : a.order < b.order;

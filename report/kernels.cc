@@ -21,8 +21,11 @@ template <typename Map>
 std::vector<UnusedSite> Largest(const Map& sites) {
   std::vector<UnusedSite> out;
   for (const auto& [key, site] : sites) out.push_back(site);
-  std::stable_sort(out.begin(), out.end(), [](const UnusedSite& a, const UnusedSite& b) {
-    return a.tally.bytes > b.tally.bytes;
+  // Largest first; ties by place and stack, so the output does not depend on hashing.
+  std::sort(out.begin(), out.end(), [](const UnusedSite& a, const UnusedSite& b) {
+    if (a.tally.bytes != b.tally.bytes) return a.tally.bytes > b.tally.bytes;
+    if (a.place != b.place) return a.place < b.place;
+    return a.stack_id < b.stack_id;
   });
   return out;
 }

@@ -101,8 +101,9 @@ class KernelAnalysis final : public ReplayObserver {
   absl::flat_hash_map<uint64_t, Kernel> kernels_;  // by kernel key
   absl::flat_hash_map<uint64_t, Use> uses_;        // by allocation seq, while live
   std::map<int32_t, PeakWindow> peaks_;
-  std::map<std::pair<int32_t, uint64_t>, UnusedSite> never_used_;
-  std::map<std::pair<int32_t, uint64_t>, UnusedSite> idle_;
+  // By (place, stack id). Hashed: one is looked up per allocation that ends.
+  absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> never_used_;
+  absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> idle_;
 };
 
 // The "kernels" section of `gpumem report --kernels`, and its JSON object (report/README.md).

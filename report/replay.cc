@@ -11,14 +11,6 @@
 namespace gpumem::report {
 namespace {
 
-// One past the last byte of [address, address + size), saturating; a zero size covers one byte.
-uint64_t EndOf(uint64_t address, uint64_t size) {
-  size = std::max<uint64_t>(size, 1);
-  return address > std::numeric_limits<uint64_t>::max() - size
-             ? std::numeric_limits<uint64_t>::max()
-             : address + size;
-}
-
 // Largest first, then by stack id, so output is deterministic.
 std::vector<SiteTally> Sorted(const absl::flat_hash_map<uint64_t, Tally>& by_stack) {
   std::vector<SiteTally> sites;
@@ -70,91 +62,25 @@ void Replay::Uncount(const Live& live) {
 }
 
 const LiveAllocation* Replay::FindContaining(uint64_t address) const {
-  // The last entry at or below `address`. No stale entry lies inside a live range (an allocation
-  // erases or reuses those it covers), so if a live range holds `address`, this entry is it.
-  if (address != ~uint64_t{0}) {
-    AddressMap<uint32_t>::Position position = plain_order_.LowerBound(address + 1);
-    if (plain_order_.Previous(&position)) {
-      const uint64_t begin = plain_order_.KeyAt(position);
-      const uint32_t slot = plain_order_.ValueAt(position);
-      if (IsLivePlain(begin, slot) && address < EndOf(begin, plain_slots_[slot].live.size)) {
-        return &plain_slots_[slot].live;
-      }
-    }
-  }
+  if (const Live* live = plain_.FindContaining(address)) return live;
   auto mapping = mappings_.upper_bound(address);
   if (mapping == mappings_.begin()) return nullptr;
   --mapping;
-  if (address >= EndOf(mapping->first, mapping->second.size)) return nullptr;
+  if (address >= RangeEnd(mapping->first, mapping->second.size)) return nullptr;
   auto physical = physical_.find(mapping->second.handle);
   return physical == physical_.end() ? nullptr : &physical->second.live;
 }
 
-uint32_t Replay::NewPlainSlot(uint64_t address) {
-  uint32_t slot;
-  if (free_plain_slots_.empty()) {
-    slot = static_cast<uint32_t>(plain_slots_.size());
-    plain_slots_.emplace_back();
-  } else {
-    slot = free_plain_slots_.back();
-    free_plain_slots_.pop_back();
-  }
-  PlainSlot& record = plain_slots_[slot];
-  record.address = address;
-  record.in_use = true;
-  return slot;
-}
-
-void Replay::DropPlain(uint32_t slot) {
-  plain_slots_[slot].in_use = false;
-  free_plain_slots_.push_back(slot);
-}
-
 void Replay::AllocPlain(const MemoryEvent& event) {
-  const uint64_t begin = event.address();
-  const uint64_t end = EndOf(begin, event.size());
-  // Live allocations overlapping [begin, end), from the last entry starting below `end` down: live
-  // ranges are disjoint, so the first live one that ends at or before `begin` is the last to look
-  // at. The first stale entry on the way is kept, to be reused for this allocation (it lies between
-  // that live one and `end`, and so will `begin`); the other stale ones are erased. `cursor` is the
-  // first entry at or above `end`, or the kept one.
-  using Position = AddressMap<uint32_t>::Position;
-  Position cursor = plain_order_.LowerBound(end);
-  bool reuse = false;
   bool overlapped = false;
-  for (;;) {
-    Position before = cursor;
-    if (!plain_order_.Previous(&before)) break;
-    const uint64_t address = plain_order_.KeyAt(before);
-    const uint32_t slot = plain_order_.ValueAt(before);
-    if (IsLivePlain(address, slot)) {
-      const Live& live = plain_slots_[slot].live;
-      if (EndOf(address, live.size) <= begin) break;
-      overlapped = true;
-      Uncount(live);
-      DropPlain(slot);
-      plain_.erase(address);  // dropped, not freed: a free of it is of an unknown address
-    } else if (!reuse) {
-      reuse = true;
-      cursor = before;
-      continue;
-    }
-    cursor = plain_order_.EraseAt(before);  // the entry after it: `cursor`'s entry
-  }
+  Live& live = plain_.Allocate(event.address(), event.size(), &overlapped,
+                               [this](const Live& dropped, uint64_t) { Uncount(dropped); });
   if (overlapped) ++anomalies_.overlapping_allocations;
-  const uint32_t slot = NewPlainSlot(begin);
   // Field by field: a Live built whole and copied in stalls on store forwarding.
-  Live& live = plain_slots_[slot].live;
   live.size = event.size();
   live.seq = event.seq();
   live.stack_id = event.stack_id();
   live.place = PlaceOf(event);
-  if (reuse) {
-    plain_order_.ReplaceAt(cursor, begin, slot);
-  } else {
-    plain_order_.InsertAt(cursor, begin, slot);
-  }
-  plain_[begin] = slot;
   Count(live, event);
 }
 
@@ -168,18 +94,16 @@ void Replay::FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key) {
 
 void Replay::FreePlain(const MemoryEvent& event) {
   if (event.address() == 0) return;  // cudaFree(nullptr) and the like: a no-op
-  auto it = plain_.find(event.address());
-  if (it == plain_.end()) {
-    ++anomalies_.unknown_frees;
-    return;
+  switch (plain_.Free(event.address(), [this](const Live& live) { Uncount(live); })) {
+    case FreeOutcome::kFreed:
+      return;
+    case FreeOutcome::kUnknownAddress:
+      ++anomalies_.unknown_frees;
+      return;
+    case FreeOutcome::kDoubleFree:
+      ++anomalies_.double_frees;
+      return;
   }
-  if (it->second == kFreedPlain) {
-    ++anomalies_.double_frees;
-    return;
-  }
-  Uncount(plain_slots_[it->second].live);
-  DropPlain(it->second);  // its entry in plain_order_ is now stale
-  it->second = kFreedPlain;
 }
 
 void Replay::AllocPhysical(const MemoryEvent& event) {
@@ -239,7 +163,7 @@ void Replay::Unmap(const MemoryEvent& event) {
   auto last =
       event.size() == 0
           ? (first != mappings_.end() && first->first == event.address() ? std::next(first) : first)
-          : mappings_.lower_bound(EndOf(event.address(), event.size()));
+          : mappings_.lower_bound(RangeEnd(event.address(), event.size()));
   if (first == last) {
     ++anomalies_.unknown_frees;
     return;
@@ -316,9 +240,7 @@ std::vector<PlaceUsage> Replay::Places() const {
       at_peak[entry.place][entry.stack_id].Add(entry.size);
     }
   };
-  for (const PlainSlot& slot : plain_slots_) {
-    if (slot.in_use) add(slot.live);
-  }
+  plain_.ForEach(add);
   for (const auto& [handle, physical] : physical_) add(physical.live);
 
   std::vector<PlaceUsage> places;

@@ -31,9 +31,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
-#include "report/address_map.h"
 #include "report/event_counts.h"
 #include "report/event_stream.h"
+#include "report/live_ranges.h"
 #include "report/trace_file.h"
 
 namespace gpumem::report {
@@ -126,9 +126,7 @@ class Replay {
   // (an OOM, an iteration boundary). Costs one pass over the live set.
   template <typename Visit>
   void ForEachLive(Visit&& visit) const {
-    for (const PlainSlot& slot : plain_slots_) {
-      if (slot.in_use) visit(slot.live);
-    }
+    plain_.ForEach(visit);
     for (const auto& [handle, physical] : physical_) visit(physical.live);
   }
 
@@ -149,23 +147,9 @@ class Replay {
     absl::flat_hash_map<uint64_t, Tally> freed_since_peak;
   };
 
-  // A plain allocation's record; a slot is reused once its allocation is gone.
-  struct PlainSlot {
-    Live live;
-    uint64_t address = 0;
-    bool in_use = false;
-  };
-  static constexpr uint32_t kFreedPlain = ~uint32_t{0};
-
   void Count(const Live& live, const MemoryEvent& event);
   void Uncount(const Live& live);
   PlaceState& StateOf(int32_t place);
-  uint32_t NewPlainSlot(uint64_t address);
-  void DropPlain(uint32_t slot);
-  // Whether the ordered index's entry (address, slot) is a live allocation, not a stale one.
-  bool IsLivePlain(uint64_t address, uint32_t slot) const {
-    return plain_slots_[slot].in_use && plain_slots_[slot].address == address;
-  }
   void AllocPlain(const MemoryEvent& event);
   void FreePlain(const MemoryEvent& event);
   void AllocPhysical(const MemoryEvent& event);
@@ -177,14 +161,7 @@ class Replay {
   void FreeAddress(const MemoryEvent& event);
   void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
 
-  // Plain allocations. By address: the slot of each live one, kFreedPlain for an address freed
-  // and not allocated again since (a free of it is a double free). Ordered by address, for
-  // overlaps: every live one and stale entries of freed ones, which a free leaves (one search saved
-  // per free) and the overlap search of a later allocation erases when it passes them.
-  absl::flat_hash_map<uint64_t, uint32_t> plain_;
-  AddressMap<uint32_t> plain_order_;
-  std::vector<PlainSlot> plain_slots_;
-  std::vector<uint32_t> free_plain_slots_;
+  LiveRanges<Live> plain_;                            // plain allocations
   absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
   std::map<uint64_t, Mapping> mappings_;              // by address, ordered for cuMemUnmap ranges
   absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/json.h"
+#include "report/live_ranges.h"
 #include "report/memory_holders.h"
 #include "report/memory_space.h"
 #include "report/names.h"
@@ -190,6 +191,7 @@ class SummaryAnalysis::Builder {
     for (auto& [device, state] : devices_) {
       if (state.pending) ++state.summary.ooms;
       for (Holding& holding : state.holdings) {
+        holding.NameApis();
         std::sort(holding.value.apis.begin(), holding.value.apis.end());
         holding.value.apis.erase(std::unique(holding.value.apis.begin(), holding.value.apis.end()),
                                  holding.value.apis.end());
@@ -207,6 +209,25 @@ class SummaryAnalysis::Builder {
  private:
   struct Holding {
     SummaryHolding value;
+    // The APIs seen, as bits (the Api enum is small) until Finish() names them: naming each
+    // allocation's API as it comes costs a string.
+    uint64_t api_bits = 0;
+    std::vector<Api> other_apis;  // any beyond the bits (a newer schema)
+
+    void NoteApi(Api api) {
+      const auto bit = static_cast<uint32_t>(api);
+      if (bit < 64) {
+        api_bits |= uint64_t{1} << bit;
+      } else if (std::find(other_apis.begin(), other_apis.end(), api) == other_apis.end()) {
+        other_apis.push_back(api);
+      }
+    }
+    void NameApis() {
+      for (uint32_t bit = 0; bit < 64; ++bit) {
+        if ((api_bits >> bit & 1) != 0) value.apis.push_back(ApiName(static_cast<Api>(bit)));
+      }
+      for (Api api : other_apis) value.apis.push_back(ApiName(api));
+    }
   };
   struct Pending {
     uint64_t size = 0;
@@ -215,6 +236,7 @@ class SummaryAnalysis::Builder {
   struct DeviceState {
     DeviceSummary summary;
     std::vector<Holding> holdings;
+    absl::flat_hash_map<const MemoryHolder*, int> holding_of;  // HoldingOf()'s answers
     std::optional<Pending> pending;  // the last out-of-memory failure, not yet resolved
   };
   struct Live {
@@ -249,6 +271,13 @@ class SummaryAnalysis::Builder {
   DeviceState& StateOf(int32_t device) { return devices_[device]; }
 
   int HoldingOf(DeviceState& state, const MemoryHolder* holder) {
+    const auto cached = state.holding_of.find(holder);
+    if (cached != state.holding_of.end()) return cached->second;
+    const int index = FindOrAddHolding(state, holder);
+    state.holding_of.emplace(holder, index);
+    return index;
+  }
+  int FindOrAddHolding(DeviceState& state, const MemoryHolder* holder) {
     const std::string id = holder != nullptr ? holder->id : kOtherId;
     for (size_t i = 0; i < state.holdings.size(); ++i) {
       if (state.holdings[i].value.id == id) return static_cast<int>(i);
@@ -329,9 +358,7 @@ class SummaryAnalysis::Builder {
     }
     if (role == Role::kHeld || (role == Role::kPlain && holder != nullptr)) {
       live.holding = HoldingOf(state, holder);
-      std::vector<std::string>& apis = state.holdings[live.holding].value.apis;
-      const std::string api = ApiName(event.api());
-      if (std::find(apis.begin(), apis.end(), api) == apis.end()) apis.push_back(api);
+      state.holdings[live.holding].NoteApi(event.api());
     }
     if (SpaceOf(event) == MemorySpace::kPhysical) {
       auto old = physical_.find(event.handle());
@@ -341,8 +368,9 @@ class SummaryAnalysis::Builder {
       }
       physical_[event.handle()].live = live;
     } else {
-      RemoveOverlapping(event.address(), event.size());
-      plain_[event.address()] = live;
+      bool overlapped = false;
+      plain_.Allocate(event.address(), event.size(), &overlapped,
+                      [this](const Live& dropped, uint64_t) { Count(dropped, false); }) = live;
     }
     Count(live, true);
   }
@@ -354,36 +382,12 @@ class SummaryAnalysis::Builder {
     Attempt(StateOf(event.device()), event, true);
   }
 
-  static uint64_t EndOf(uint64_t address, uint64_t size) {
-    size = std::max<uint64_t>(size, 1);
-    return address > std::numeric_limits<uint64_t>::max() - size
-               ? std::numeric_limits<uint64_t>::max()
-               : address + size;
-  }
-
-  // An allocation over live ones ends them: their frees were evidently missed.
-  void RemoveOverlapping(uint64_t address, uint64_t size) {
-    const uint64_t end = EndOf(address, size);
-    auto first = plain_.lower_bound(address);
-    if (first != plain_.begin()) {
-      auto before = std::prev(first);
-      if (EndOf(before->first, before->second.size) > address) first = before;
-    }
-    auto last = first;
-    while (last != plain_.end() && last->first < end) ++last;
-    for (auto it = first; it != last; ++it) Count(it->second, false);
-    plain_.erase(first, last);
-  }
-
   void Free(const MemoryEvent& event) {
     switch (SpaceOf(event)) {
-      case MemorySpace::kPlain: {
-        auto it = plain_.find(event.address());
-        if (event.address() == 0 || it == plain_.end()) return;
-        Count(it->second, false);
-        plain_.erase(it);
+      case MemorySpace::kPlain:
+        if (event.address() != 0)
+          plain_.Free(event.address(), [this](const Live& live) { Count(live, false); });
         return;
-      }
       case MemorySpace::kPhysical: {
         auto it = physical_.find(event.handle());
         if (it == physical_.end() || it->second.released) return;
@@ -419,7 +423,7 @@ class SummaryAnalysis::Builder {
     auto last = event.size() == 0 ? (first != mappings_.end() && first->first == event.address()
                                          ? std::next(first)
                                          : first)
-                                  : mappings_.lower_bound(EndOf(event.address(), event.size()));
+                                  : mappings_.lower_bound(RangeEnd(event.address(), event.size()));
     std::vector<uint64_t> handles;
     for (auto it = first; it != last; ++it) handles.push_back(it->second);
     mappings_.erase(first, last);
@@ -438,7 +442,7 @@ class SummaryAnalysis::Builder {
   CachedHolderOf* holders_;  // the analysis's, shared by the builders of every mode
   Summary summary_;
   std::map<int32_t, DeviceState> devices_;
-  std::map<uint64_t, Live> plain_;                    // by address, ordered for overlaps
+  LiveRanges<Live> plain_;
   absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
   std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
 };

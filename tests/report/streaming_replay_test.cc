@@ -97,18 +97,46 @@ TEST(SeqReorderBufferTest, ShuffledWithinTheWindowComesOutSorted) {
 }
 
 TEST(SeqReorderBufferTest, EqualSeqsKeepFileOrder) {
-  const std::vector<MemoryEventFields> events = {Event(2, 1), Event(1, 1), Event(2, 2),
-                                                 Event(1, 2), Event(2, 3), Event(1, 3)};
+  // Seq 1 never comes: all six wait for the window (or the end), then leave by seq, ties in file
+  // order.
+  const std::vector<MemoryEventFields> events = {Event(3, 1), Event(2, 1), Event(3, 2),
+                                                 Event(2, 2), Event(3, 3), Event(2, 3)};
   const std::vector<MemoryEventFields> released = Reorder(events, 16);
   ASSERT_EQ(released.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
-    EXPECT_EQ(released[i].seq, i < 3 ? 1u : 2u) << i;
+    EXPECT_EQ(released[i].seq, i < 3 ? 2u : 3u) << i;
     EXPECT_EQ(released[i].address, i % 3 + 1) << i;
   }
 }
 
+TEST(SeqReorderBufferTest, TheNextSeqLeavesAtOnceAndAGapHoldsTheWindowOnce) {
+  SeqReorderBuffer buffer(100);
+  std::vector<uint64_t> released;
+  auto release = [&](const MemoryEventFields& event) { released.push_back(event.seq); };
+  // 1, 3, 2: 1 leaves at once, 3 waits for 2, then both leave.
+  buffer.Push(Event(1), release);
+  EXPECT_EQ(buffer.size(), 0u);
+  buffer.Push(Event(3), release);
+  EXPECT_EQ(buffer.size(), 1u);
+  buffer.Push(Event(2), release);
+  EXPECT_EQ(buffer.size(), 0u);
+  EXPECT_EQ(released, (std::vector<uint64_t>{1, 2, 3}));
+  // Seq 4 is lost: 5.. wait until the window is full, then everything after the gap leaves.
+  for (uint64_t seq = 5; seq <= 104; ++seq) buffer.Push(Event(seq), release);
+  EXPECT_EQ(buffer.size(), 100u);
+  EXPECT_EQ(released.size(), 3u);
+  buffer.Push(Event(105), release);
+  EXPECT_EQ(buffer.size(), 0u);
+  ASSERT_EQ(released.size(), 104u);
+  EXPECT_EQ(released.back(), 105u);
+  buffer.Push(Event(106), release);
+  EXPECT_EQ(buffer.size(), 0u);
+  EXPECT_EQ(buffer.out_of_order(), 0u);
+}
+
 TEST(SeqReorderBufferTest, BeyondTheWindowIsCountedAndReleasedLate) {
-  // Window 4: seq 1 comes after 10 larger ones; 10..15 have been released by then.
+  // Window 4: seq 1 comes after 10 larger ones. The fifth (14) made the window release 10, and
+  // each one after it followed at once, being the next seq: 10..19 are out before 1.
   std::vector<MemoryEventFields> events;
   for (uint64_t seq = 10; seq < 20; ++seq) events.push_back(Event(seq));
   events.push_back(Event(1));
@@ -116,7 +144,7 @@ TEST(SeqReorderBufferTest, BeyondTheWindowIsCountedAndReleasedLate) {
   uint64_t out_of_order = 0;
   const std::vector<uint64_t> seqs = Seqs(Reorder(events, 4, &out_of_order));
   EXPECT_EQ(out_of_order, 1u);
-  EXPECT_EQ(seqs, (std::vector<uint64_t>{10, 11, 12, 13, 14, 15, 1, 16, 17, 18, 19, 20}));
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 20}));
   // Just within the window: in its place.
   events = {Event(5), Event(6), Event(7), Event(8), Event(1), Event(9)};
   EXPECT_EQ(Seqs(Reorder(events, 4, &out_of_order)), (std::vector<uint64_t>{1, 5, 6, 7, 8, 9}));
