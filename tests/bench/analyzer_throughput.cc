@@ -15,6 +15,7 @@
 // Usage: analyzer_throughput [EVENTS] [--runs R] [--compare], or --trace FILE to time an existing
 // trace (see Usage()).
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,7 +336,7 @@ std::string Mib(double bytes) {
 }
 
 void PrintRow(const char* what, uint64_t file_bytes, const Measurement& m) {
-  printf("  %-20s %6.2f s  %6.2f M events/s  %6.0f MiB/s  peak RSS %9s", what, m.seconds,
+  printf("  %-24s %6.2f s  %6.2f M events/s  %6.0f MiB/s  peak RSS %9s", what, m.seconds,
          static_cast<double>(m.events) / m.seconds / 1e6,
          static_cast<double>(file_bytes) / m.seconds / (1 << 20),
          Mib(static_cast<double>(m.peak_rss_kib) * 1024).c_str());
@@ -365,6 +366,47 @@ std::string CpuModel() {
   return model;
 }
 
+// `gpumem report` as a user runs it (--gpumem): the commands timed, each on its own after the
+// replay rows.
+const char* g_gpumem = nullptr;
+double g_report_rate = 0;  // events/s of the first command (`gpumem report`) on the last trace
+const std::vector<std::vector<std::string>> kReportCommands = {{"report"}, {"report", "--summary"}};
+
+// Runs `g_gpumem ARGS path` (output to /dev/null) `runs` times and keeps the fastest wall time
+// and the largest peak RSS (wait4's rusage). False when it fails.
+bool MeasureCommand(const std::vector<std::string>& args, const std::string& path, int runs,
+                    uint64_t events, Measurement* out) {
+  for (int run = 0; run < runs; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      if (null >= 0) dup2(null, STDOUT_FILENO);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(g_gpumem));
+      for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+      argv.push_back(const_cast<char*>(path.c_str()));
+      argv.push_back(nullptr);
+      execv(g_gpumem, argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    struct rusage usage {};
+    while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+    }
+    const double seconds = Seconds(start);
+    // `gpumem report` exits 0, or 1 when it found leaks (the generated trace ends with some live).
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) return false;
+    if (run == 0 || seconds < out->seconds) out->seconds = seconds;
+    out->peak_rss_kib =
+        std::max<uint64_t>(out->peak_rss_kib, static_cast<uint64_t>(usage.ru_maxrss));
+  }
+  out->events = events;
+  out->ok = true;
+  return true;
+}
+
 // Times the analyzer on `path`: the read alone once, ReplayTrace `runs` times (the fastest run
 // counts; RSS is the largest), and the in-memory path when `compare`. False on a read error.
 bool MeasureTrace(const std::string& path, int runs, bool compare, Measurement* replay) {
@@ -386,6 +428,21 @@ bool MeasureTrace(const std::string& path, int runs, bool compare, Measurement* 
     }
   }
   PrintRow(runs > 1 ? "ReplayTrace (fastest)" : "ReplayTrace", file_bytes, *replay);
+  if (g_gpumem != nullptr) {
+    for (const std::vector<std::string>& args : kReportCommands) {
+      Measurement command;
+      std::string name = "gpumem";
+      for (const std::string& arg : args) name += " " + arg;
+      if (!MeasureCommand(args, path, runs, replay->events, &command)) {
+        fprintf(stderr, "analyzer_throughput: %s %s failed\n", name.c_str(), path.c_str());
+        return false;
+      }
+      PrintRow(name.c_str(), file_bytes, command);
+      if (&args == &kReportCommands.front()) {
+        g_report_rate = static_cast<double>(command.events) / command.seconds;
+      }
+    }
+  }
   Measurement in_memory;
   if (compare && MeasureInChild(path, Mode::kInMemory, &in_memory)) {
     PrintRow("in memory (old path)", file_bytes, in_memory);
@@ -394,17 +451,18 @@ bool MeasureTrace(const std::string& path, int runs, bool compare, Measurement* 
 }
 
 void Usage() {
-  fprintf(stderr,
-          "usage: analyzer_throughput [EVENTS] [--runs R] [--window W] [--compare]\n"
-          "       analyzer_throughput --trace FILE [--runs R] [--window W] [--compare]\n"
-          "       analyzer_throughput EVENTS --generate FILE   (record a trace and keep it)\n"
-          "  EVENTS: 10 to %llu (default %llu); the trace is recorded under $TMPDIR (or /tmp)\n"
-          "  and deleted. --runs: ReplayTrace runs per trace, the fastest counts (default 3).\n"
-          "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
-          "  smaller trace. --trace: time an existing trace instead (not deleted). --window: the\n"
-          "  reorder window, in events (default that of ReplayTrace(), 65536).\n",
-          static_cast<unsigned long long>(kMaxEvents),
-          static_cast<unsigned long long>(kDefaultEvents));
+  fprintf(
+      stderr,
+      "usage: analyzer_throughput [EVENTS] [--runs R] [--window W] [--compare] [--gpumem BINARY]\n"
+      "       analyzer_throughput --trace FILE [--runs R] [--window W] [--compare] [--gpumem B]\n"
+      "       analyzer_throughput EVENTS --generate FILE   (record a trace and keep it)\n"
+      "  EVENTS: 10 to %llu (default %llu); the trace is recorded under $TMPDIR (or /tmp)\n"
+      "  and deleted. --runs: ReplayTrace runs per trace, the fastest counts (default 3).\n"
+      "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
+      "  smaller trace. --trace: time an existing trace instead (not deleted). --window: the\n"
+      "  reorder window, in events (default that of ReplayTrace(), 65536). --gpumem BINARY:\n"
+      "  also time `gpumem report` and `gpumem report --summary` on each trace.\n",
+      static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
 
 }  // namespace
@@ -429,6 +487,8 @@ int main(int argc, char** argv) {
       g_window = strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--trace" && i + 1 < argc) {
       trace = argv[++i];
+    } else if (arg == "--gpumem" && i + 1 < argc) {
+      g_gpumem = argv[++i];
     } else if (arg == "--generate" && i + 1 < argc) {
       generate = argv[++i];
     } else {
@@ -511,5 +571,9 @@ int main(int argc, char** argv) {
       Mib(static_cast<double>(small.peak_rss_kib) * 1024).c_str(),
       static_cast<unsigned long long>(small.events),
       static_cast<double>(large.peak_rss_kib) / static_cast<double>(small.peak_rss_kib));
+  if (g_gpumem != nullptr) {
+    printf("result: `gpumem report` (replay, peak, leaks, kernels) %.2f M events/s\n",
+           g_report_rate / 1e6);
+  }
   return 0;
 }

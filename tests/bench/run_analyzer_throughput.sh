@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Analyzer throughput: ReplayTrace() (one thread) over a trace of EVENTS memory events (default
 # 50,000,000) recorded by gpumem's own recorder, and over one of EVENTS/10, with the peak RSS of
-# each replay: the target is >= 10 M events/s, and the same RSS for both lengths.
+# each replay: the target is >= 10 M events/s, and the same RSS for both lengths. Also times the
+# commands users run on the same traces: `gpumem report` and `gpumem report --summary`.
 # The traces go under $TMPDIR (default /tmp; about 45 bytes an event, 2.2 GB for 50M events) and
 # are deleted after their runs; the benchmark refuses when there is not room for them.
 # Usage: tests/bench/run_analyzer_throughput.sh [BUILD_DIR] [EVENTS] [-- MORE ARGS]
@@ -11,4 +12,4 @@ build=${1:-build}
 events=${2:-50000000}
 shift $(($# < 2 ? $# : 2))
 [[ ${1:-} == -- ]] && shift
-exec "$build/tests/bench/analyzer_throughput" "$events" "$@"
+exec "$build/tests/bench/analyzer_throughput" "$events" --gpumem "$build/bin/gpumem" "$@"
