@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "core/clock.h"
+
 namespace gpumem::driver {
 namespace {
 
@@ -31,16 +33,27 @@ enum QueryId {
   kFuncGetParamInfo,
   kKernelGetName,
   kKernelGetParamInfo,
+  kDeviceGetMemPool,
+  kMemPoolGetAttribute,
   kCount
 };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}, {0}},  {"cuCtxGetDevice_v2", {nullptr}, {0}},
-    {"cuMemGetInfo_v2", {nullptr}, {0}}, {"cuDeviceGet", {nullptr}, {0}},
-    {"cuDeviceGetName", {nullptr}, {0}}, {"cuDeviceTotalMem_v2", {nullptr}, {0}},
-    {"cuFuncGetName", {nullptr}, {0}},   {"cuFuncGetParamInfo", {nullptr}, {0}},
-    {"cuKernelGetName", {nullptr}, {0}}, {"cuKernelGetParamInfo", {nullptr}, {0}},
+    {"cuCtxGetDevice", {nullptr}, {0}},     {"cuCtxGetDevice_v2", {nullptr}, {0}},
+    {"cuMemGetInfo_v2", {nullptr}, {0}},    {"cuDeviceGet", {nullptr}, {0}},
+    {"cuDeviceGetName", {nullptr}, {0}},    {"cuDeviceTotalMem_v2", {nullptr}, {0}},
+    {"cuFuncGetName", {nullptr}, {0}},      {"cuFuncGetParamInfo", {nullptr}, {0}},
+    {"cuKernelGetName", {nullptr}, {0}},    {"cuKernelGetParamInfo", {nullptr}, {0}},
+    {"cuDeviceGetMemPool", {nullptr}, {0}}, {"cuMemPoolGetAttribute", {nullptr}, {0}},
 };
+
+// The reserved size last recorded per pool (NotePoolUsage): a handful of pools in a process.
+struct PoolSeen {
+  std::atomic<uint64_t> pool{0};
+  std::atomic<uint64_t> reserved{0};
+};
+constexpr int kPoolsTracked = 16;
+PoolSeen g_pools_seen[kPoolsTracked];
 
 template <typename Fn>
 Fn Get(QueryId id) {
@@ -111,6 +124,48 @@ void AnnounceDevice(int ordinal) {
     if (total_mem != nullptr) total_mem(&total, device);
   }
   recorder::RecordDevice(ordinal, name, total);
+}
+
+void NotePoolUsage(uint64_t pool, int device) {
+  auto get_attribute = Get<decltype(&cuMemPoolGetAttribute)>(kMemPoolGetAttribute);
+  if (get_attribute == nullptr) return;
+  if (device < 0) device = CurrentDevice();
+  if (pool == 0) {
+    auto get_pool = Get<decltype(&cuDeviceGetMemPool)>(kDeviceGetMemPool);
+    CUmemoryPool current = nullptr;
+    if (get_pool == nullptr || device < 0 || get_pool(&current, device) != CUDA_SUCCESS) return;
+    pool = reinterpret_cast<uint64_t>(current);
+  }
+  const auto handle = reinterpret_cast<CUmemoryPool>(pool);
+  cuuint64_t reserved = 0;
+  if (get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) {
+    return;
+  }
+  // Only changes are recorded: the size moves when the pool grows or gives memory back, not with
+  // every allocation it serves.
+  PoolSeen* seen = nullptr;
+  for (PoolSeen& slot : g_pools_seen) {
+    uint64_t expected = slot.pool.load(std::memory_order_acquire);
+    if (expected == pool) {
+      seen = &slot;
+      break;
+    }
+    if (expected == 0 && slot.pool.compare_exchange_strong(expected, pool)) {
+      seen = &slot;
+      slot.reserved.store(~uint64_t{0}, std::memory_order_relaxed);  // nothing recorded yet
+      break;
+    }
+    if (expected == pool) {
+      seen = &slot;
+      break;
+    }
+  }
+  if (seen != nullptr && seen->reserved.exchange(reserved, std::memory_order_relaxed) == reserved) {
+    return;
+  }
+  cuuint64_t used = 0;
+  get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+  recorder::RecordPoolUsage(pool, device, reserved, used, MonotonicNs(), 0);
 }
 
 void PrepareKernelQueries() {

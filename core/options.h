@@ -18,8 +18,11 @@ struct RecorderOptions {
   bool cupti = true;               // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
   bool kernel_times = false;       // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
   bool cupti_launches = false;     // GPUMEM_CUPTI_LAUNCHES=1: CUPTI callbacks on launches too
-  char cupti_path[4096] = {};      // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
-  bool python_frames = true;       // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
+  // GPUMEM_CUPTI_POOLS=1: CUPTI memory-pool activity records too. Off by default: with them on,
+  // every kernel launch costs ~0.8 µs more (H100), and the pools' attributes say the same.
+  bool cupti_pools = false;
+  char cupti_path[4096] = {};  // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
+  bool python_frames = true;   // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
 };
 
 inline constexpr int kMaxStackDepth = 256;

@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include <algorithm>
+#include <atomic>
+
 namespace gpumem {
 namespace {
 
@@ -12,6 +15,22 @@ constexpr int kUnwCachePerThread = 2;   // UNW_CACHE_PER_THREAD
 constexpr size_t kScratchFrames = 288;  // the deepest kept stack plus gpumem's own frames
 
 UnwBacktraceFn g_unw_backtrace = nullptr;
+
+// Own frames expected before a hooked call site's return address, before it was learnt.
+constexpr size_t kOwnFramesAllowance = 16;
+// What was learnt, per call site: its return address in the low 56 bits (user-space addresses
+// have 47), the count of gpumem frames above it in the top 8; 0 when nothing was. Shared by all
+// threads (the count does not depend on the thread); a slot another site takes over is learnt
+// again.
+constexpr int kOwnShift = 56;
+constexpr uint64_t kPcMask = (uint64_t{1} << kOwnShift) - 1;
+constexpr uint64_t kMaxOwnFrames = 255;
+constexpr size_t kOwnFrameSlots = 256;
+std::atomic<uint64_t> g_own_frames[kOwnFrameSlots];
+
+std::atomic<uint64_t>& OwnFramesSlot(uintptr_t caller_pc) {
+  return g_own_frames[(caller_pc ^ caller_pc >> 8 ^ caller_pc >> 16) % kOwnFrameSlots];
+}
 
 void* OpenLibunwind(const char* explicit_path, void* (*real_dlopen)(const char*, int)) {
   constexpr int kFlags = RTLD_NOW | RTLD_LOCAL;
@@ -56,16 +75,38 @@ bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
   if (g_unw_backtrace == nullptr || capacity == 0) return 0;
   void* scratch[kScratchFrames];
-  // Unwinding costs per frame: stop a little past what the caller keeps (our frames come first).
-  constexpr size_t kOwnFramesAllowance = 16;
-  size_t wanted = capacity + kOwnFramesAllowance;
-  if (wanted > kScratchFrames) wanted = kScratchFrames;
+  // Unwinding costs per frame, so it stops at what the caller keeps plus gpumem's own frames
+  // (which come first). How many of those there are is fixed for a given hooked call site: learnt
+  // the first time, then exact; until then an allowance.
+  std::atomic<uint64_t>& learnt = OwnFramesSlot(caller_pc);
+  const uint64_t known = learnt.load(std::memory_order_relaxed);
+  const bool is_known = known != 0 && (known & kPcMask) == caller_pc;
+  const size_t own = is_known ? static_cast<size_t>(known >> kOwnShift) : kOwnFramesAllowance;
+  size_t wanted = std::min(capacity + own, kScratchFrames);
   int depth = g_unw_backtrace(scratch, static_cast<int>(wanted));
   if (depth <= 0) return 0;
   // Drop gpumem's own frames: everything above the hooked function's return address.
   int first = 0;
-  while (first < depth && reinterpret_cast<uintptr_t>(scratch[first]) != caller_pc) ++first;
-  if (first == depth) first = 0;  // not found (tail call): keep everything rather than nothing
+  if (is_known && static_cast<int>(own) < depth &&
+      reinterpret_cast<uintptr_t>(scratch[own]) == caller_pc) {
+    first = static_cast<int>(own);
+  } else {
+    while (first < depth && reinterpret_cast<uintptr_t>(scratch[first]) != caller_pc) ++first;
+    const size_t full = std::min(capacity + static_cast<size_t>(first), kScratchFrames);
+    if (first < depth && static_cast<size_t>(depth) == wanted && full > wanted) {
+      // More own frames than learnt or allowed (another path to this call site): the unwind
+      // stopped short of what the caller keeps, so once more, far enough.
+      wanted = full;
+      depth = g_unw_backtrace(scratch, static_cast<int>(wanted));
+      if (depth <= first) return 0;
+    }
+    if (first == depth) {
+      first = 0;  // not found (tail call): keep everything rather than nothing
+    } else if ((caller_pc & ~kPcMask) == 0 && static_cast<uint64_t>(first) < kMaxOwnFrames) {
+      learnt.store(caller_pc | static_cast<uint64_t>(first) << kOwnShift,
+                   std::memory_order_relaxed);
+    }
+  }
   size_t count = 0;
   for (int i = first; i < depth && count < capacity; ++i) {
     frames[count++] = reinterpret_cast<uintptr_t>(scratch[i]);

@@ -59,6 +59,9 @@ void RecordAllocationAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& dat
   record.stack_id = recorder::CaptureStack(caller);
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   g_sinks.memory(record);
+  if (record.kind == proto::MemoryKind::kPool && record.action == proto::Action::kAlloc) {
+    driver::NotePoolUsage(record.pool, record.device);
+  }
 }
 
 void RecordFreeAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& data, uintptr_t caller) {

@@ -34,6 +34,7 @@ void StartOnce() {
     StartConfig config;
     config.cupti = options.cupti;
     config.kernel_times = options.kernel_times;
+    config.pools = options.cupti_pools;
     config.launches = options.cupti_launches || options.kernel_times;
     config.library_path = options.cupti_path;
     config.loader = LoaderFunctions{&RealDlopen, &RealDlsym};

@@ -207,12 +207,16 @@ CuptiState Start(const StartConfig& config) {
   // Flush before libcupti's own destructors can run: atexit handlers run before any library's.
   static bool at_exit_registered = false;
   if (!at_exit_registered) at_exit_registered = atexit(&StopAtExit) == 0;
-  result = f.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
-  g_pool_records = result == CUPTI_SUCCESS;
-  if (result != CUPTI_SUCCESS) {
-    text.Append("; no memory-pool records (");
-    AppendResult(text, f, result);
-    text.Append(")");
+  if (config.pools) {
+    result = f.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+    g_pool_records = result == CUPTI_SUCCESS;
+    if (result != CUPTI_SUCCESS) {
+      text.Append("; no memory-pool records (");
+      AppendResult(text, f, result);
+      text.Append(")");
+    }
+  } else {
+    text.Append("; memory pools from their attributes (GPUMEM_CUPTI_POOLS=1: CUPTI's records)");
   }
   if (config.kernel_times) {
     result = f.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);

@@ -30,6 +30,7 @@ void YieldSubscription(const void* callback, const char* name);
 struct StartConfig {
   bool cupti = true;          // GPUMEM_CUPTI
   bool kernel_times = false;  // GPUMEM_KERNEL_TIMES
+  bool pools = false;         // GPUMEM_CUPTI_POOLS: memory-pool activity records
   // GPUMEM_CUPTI_LAUNCHES (implied by kernel_times, whose records join launches by correlation
   // id): callbacks on the launch APIs too. Off by default: interposition sees every launch, and a
   // CUPTI callback on each adds its cost to the program's hottest driver call.

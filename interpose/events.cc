@@ -27,6 +27,9 @@ void RecordAllocation(const Allocation& allocation, int result, uint64_t address
   record.stack_id = recorder::CaptureStack(caller_pc);
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   recorder::RecordMemory(record);
+  if (record.kind == proto::MemoryKind::kPool && result == 0) {
+    driver::NotePoolUsage(record.pool, record.device);
+  }
 }
 
 PendingFree::PendingFree(uintptr_t caller_pc)

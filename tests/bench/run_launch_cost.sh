@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Added cost of recording per kernel launch: launch_cost run without gpumem and with gpumem in
-# four settings — the default (a 30-frame stack on every launch), GPUMEM_LAUNCH_STACKS=0,
-# GPUMEM_CUPTI_LAUNCHES=1 (CUPTI's launch callbacks on too) and GPUMEM_CUPTI=0 — interleaved,
+# five settings — the default (a 30-frame stack on every launch), GPUMEM_LAUNCH_STACKS=0,
+# GPUMEM_CUPTI_LAUNCHES=1 (CUPTI's launch callbacks on too), GPUMEM_CUPTI_POOLS=0 (no CUPTI
+# memory-pool records) and GPUMEM_CUPTI=0 — interleaved,
 # median over the runs. Uses the fake CUDA unless GPUMEM_BENCH_CUDA_LIBS names a directory holding the real
 # libcuda.so.1 (on a GPU machine: /usr/lib/x86_64-linux-gnu).
 # Usage: tests/bench/run_launch_cost.sh [BUILD_DIR] [RUNS] [LAUNCHES]
@@ -15,12 +16,13 @@ trap 'rm -rf "$trace_dir"' EXIT
 
 run() { LD_LIBRARY_PATH=$libs "$@" "$build/tests/bench/launch_cost" "$launches" | sed 's/launch_ns=//'; }
 with() { run env LD_PRELOAD="$build/lib/libgpumem.so" GPUMEM_OUTPUT="$trace_dir/run.trace" "$@"; }
-plain=() stacks=() nostacks=() cupti_launches=() no_cupti=()
+plain=() stacks=() nostacks=() cupti_launches=() no_pools=() no_cupti=()
 for ((i = 0; i < runs; i++)); do
   plain+=("$(run env)")
   stacks+=("$(with)")
   nostacks+=("$(with GPUMEM_LAUNCH_STACKS=0)")
   cupti_launches+=("$(with GPUMEM_CUPTI_LAUNCHES=1)")
+  no_pools+=("$(with GPUMEM_CUPTI_POOLS=0)")
   no_cupti+=("$(with GPUMEM_CUPTI=0)")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
@@ -34,4 +36,5 @@ line() {
 line "default (stack per launch)" "$(median "${stacks[@]}")"
 line "GPUMEM_LAUNCH_STACKS=0" "$(median "${nostacks[@]}")"
 line "GPUMEM_CUPTI_LAUNCHES=1" "$(median "${cupti_launches[@]}")"
+line "GPUMEM_CUPTI_POOLS=0" "$(median "${no_pools[@]}")"
 line "GPUMEM_CUPTI=0" "$(median "${no_cupti[@]}")"

@@ -76,7 +76,15 @@ void* MapPages(size_t size, int protection) {
 struct Allocation {
   size_t size;
   int device;
+  CUmemoryPool pool = nullptr;  // stream-ordered allocations: the pool that served it
 };
+// A memory pool's sizes. It reserves from the device in 2 MiB pieces as its use grows and keeps
+// what it reserved (the release threshold of PyTorch's pools: never give back).
+struct PoolSizes {
+  size_t used = 0;
+  size_t reserved = 0;
+};
+constexpr size_t kPoolGranularity = size_t{2} << 20;
 struct PhysicalMemory {
   size_t size;
   int device;
@@ -115,6 +123,7 @@ struct DriverState {
   std::map<CUdeviceptr, Mapping> mappings;        // VMM ranges backed by a handle
   std::map<CUmemGenericAllocationHandle, PhysicalMemory> physical;
   std::map<CUmemoryPool, int> created_pools;  // pool -> device
+  std::map<CUmemoryPool, PoolSizes> pool_sizes;
   std::set<CUstream> streams;
   std::map<CUmodule, std::vector<CUfunction>> modules;  // module -> its kernels
   std::map<CUfunction, Kernel> functions;
@@ -191,6 +200,18 @@ CUresult AllocateOnDevice(DriverState& s, int device, CUdeviceptr* dptr, size_t 
   return CUDA_SUCCESS;
 }
 
+// A pool allocation: on its device, counted in its pool.
+CUresult AllocateInPool(DriverState& s, int device, CUmemoryPool pool, CUdeviceptr* dptr,
+                        size_t size) {
+  if (CUresult r = AllocateOnDevice(s, device, dptr, size); r != CUDA_SUCCESS) return r;
+  s.allocations[*dptr].pool = pool;
+  PoolSizes& sizes = s.pool_sizes[pool];
+  sizes.used += size;
+  const size_t needed = (sizes.used + kPoolGranularity - 1) / kPoolGranularity * kPoolGranularity;
+  sizes.reserved = std::max(sizes.reserved, needed);
+  return CUDA_SUCCESS;
+}
+
 CUresult AllocateForCurrentContext(CUdeviceptr* dptr, size_t size) {
   DriverState& s = State();
   std::lock_guard lock(s.mutex);
@@ -209,7 +230,7 @@ CUresult AllocateFromPool(CUdeviceptr* dptr, size_t size, CUmemoryPool pool) {
   }
   if (auto it = s.created_pools.find(pool); it != s.created_pools.end()) device = it->second;
   if (device < 0) return CUDA_ERROR_INVALID_VALUE;
-  return AllocateOnDevice(s, device, dptr, size);
+  return AllocateInPool(s, device, pool, dptr, size);
 }
 
 CUresult Free(CUdeviceptr dptr) {
@@ -220,6 +241,7 @@ CUresult Free(CUdeviceptr dptr) {
   if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   munmap(reinterpret_cast<void*>(dptr), it->second.size);
   s.used_bytes[it->second.device] -= it->second.size;
+  if (it->second.pool != nullptr) s.pool_sizes[it->second.pool].used -= it->second.size;
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }
@@ -422,7 +444,11 @@ FAKE_CUDA_EXPORT CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, si
 
 FAKE_CUDA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,
                                           CUstream /*hStream*/) {
-  return AllocateForCurrentContext(dptr, bytesize);  // the device's default pool
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  int device;
+  if (CUresult r = CurrentDevice(s, &device); r != CUDA_SUCCESS) return r;
+  return AllocateInPool(s, device, DefaultPool(device), dptr, bytesize);  // the current pool
 }
 
 FAKE_CUDA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream /*hStream*/) {
@@ -473,6 +499,33 @@ FAKE_CUDA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUde
   if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pool_out = DefaultPool(dev);
   return CUDA_SUCCESS;
+}
+
+// The current pool is always the default one (no cuDeviceSetMemPool).
+FAKE_CUDA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  return cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+// The current reserved and used sizes; other attributes are not modelled.
+FAKE_CUDA_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                void* value) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  bool known = s.created_pools.count(pool) != 0;
+  for (int d = 0; d < s.device_count; ++d) known = known || DefaultPool(d) == pool;
+  if (!known || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const PoolSizes sizes = s.pool_sizes[pool];
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *static_cast<cuuint64_t*>(value) = sizes.reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *static_cast<cuuint64_t*>(value) = sizes.used;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 // ---- Virtual memory management (what PyTorch's expandable segments use) ----
@@ -1343,6 +1396,8 @@ const DriverSymbol kSymbols[] = {
     SYMBOL(cuMemPoolCreate, 11020, cuMemPoolCreate),
     SYMBOL(cuMemPoolDestroy, 11020, cuMemPoolDestroy),
     SYMBOL(cuDeviceGetDefaultMemPool, 11020, cuDeviceGetDefaultMemPool),
+    SYMBOL(cuDeviceGetMemPool, 11020, cuDeviceGetMemPool),
+    SYMBOL(cuMemPoolGetAttribute, 11020, cuMemPoolGetAttribute),
     SYMBOL(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity),
     SYMBOL(cuMemAddressReserve, 10020, cuMemAddressReserve),
     SYMBOL(cuMemAddressFree, 10020, cuMemAddressFree),

@@ -65,18 +65,9 @@ record() {
     2>"$out/profiler_reference.err"
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
   # Step time of the PyTorch script in the tensor-level mode, with and without gpumem, A/B
-  # interleaved (200 steps, ~47 allocations and frees per step).
-  # A stack on every allocation and every launch (the default); and the same without CUPTI.
-  for run in 1 2 3 4 5; do
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync $python "$script" 200 | tail -1 >>"$out/step_plain.jsonl"
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_LIBRARY_PATH="$cuda_libs" \
-      LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/step.trace" \
-      $python "$script" 200 | tail -1 >>"$out/step_gpumem.jsonl"
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_LIBRARY_PATH="$cuda_libs" GPUMEM_CUPTI=0 \
-      LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/step.trace" \
-      $python "$script" 200 | tail -1 >>"$out/step_gpumem_nocupti.jsonl"
-  done
-  rm -f "$out/step.trace"
+  # interleaved, and with parts of gpumem off: what each costs.
+  GPUMEM_BENCH_CUDA_LIBS=$cuda_libs PYTHON=$python \
+    tests/bench/run_step_time.sh "$build" 7 300 "$out/step_time" >"$out/step_time.txt" 2>&1
   # Cost per allocation and per free on the real driver.
   for mode in async sync; do
     GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
@@ -126,6 +117,13 @@ check() {
   local async_allocs=$(count_of "$c_async" alloc cudaMallocAsync)
   echo "-- cudaMallocAsync mode: $async_allocs allocation events; PyTorch's default-allocator count (allocation.all.allocated): $torch_allocs"
   [[ -n $torch_allocs && $async_allocs == "$torch_allocs" ]] || fail "allocation events ($async_allocs) != PyTorch's count ($torch_allocs)"
+  # The pool's own size, from its attributes: its largest recorded reserved size against PyTorch's
+  # max_memory_reserved() (under cudaMallocAsync, the pool's reserved high-water mark).
+  local pool_reserved=$("$build/bin/gpumem" dump "$out"/torch_async/*.trace |
+    awk '/pool_usage/ {for (i = 1; i <= NF; i++) if ($i ~ /^reserved=/) {split($i, r, "="); if (r[2] > m) m = r[2]}} END {print m + 0}')
+  local torch_reserved=$(tail -1 "$out/torch_async/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['max_memory_reserved'])")
+  echo "-- cudaMallocAsync mode: pool reserved at most $pool_reserved bytes (pool attributes); PyTorch's max_memory_reserved: $torch_reserved"
+  [[ $pool_reserved == "$torch_reserved" ]] || fail "pool reserved ($pool_reserved) != PyTorch's max_memory_reserved ($torch_reserved)"
 
   echo "== gpumem report --summary against PyTorch's own torch.cuda.memory_summary() (default mode)"
   "$build/bin/gpumem" report --summary "$out"/torch_default/*.trace >"$out/gpumem_summary.txt"
@@ -161,23 +159,7 @@ check() {
 
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
-  if [[ -s $out/step_plain.jsonl ]]; then
-    $python - "$out/step_plain.jsonl" "$out/step_gpumem.jsonl" "$out/step_gpumem_nocupti.jsonl" <<'PY'
-import json, os, statistics, sys
-def steps(path):
-    return [json.loads(line)["step_ms"] for line in open(path)] if os.path.exists(path) else []
-plain = steps(sys.argv[1])
-p = statistics.median(plain)
-for label, path in (("gpumem (stacks on allocations and launches)", sys.argv[2]),
-                    ("gpumem, GPUMEM_CUPTI=0", sys.argv[3])):
-    traced = steps(path)
-    if not traced:
-        continue
-    t = statistics.median(traced)
-    print(f"train_mlp.py, backend:cudaMallocAsync, 200 steps, {len(plain)} interleaved runs: step "
-          f"{p:.3f} ms -> {t:.3f} ms with {label}, ratio {t / p:.3f} (medians; {plain} vs {traced})")
-PY
-  fi
+  cat "$out/step_time.txt" 2>/dev/null || true
   if ((failures)); then echo "GPU check: $failures failure(s)"; return 1; fi
   echo "GPU check: all passed"
 }
