@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "core/clock.h"
+#include "core/self_timing.h"
 
 namespace gpumem::driver {
 namespace {
@@ -127,6 +128,7 @@ void AnnounceDevice(int ordinal) {
 }
 
 void NotePoolUsage(uint64_t pool, int device) {
+  self_timing::Scope timing(self_timing::kPoolQuery);
   auto get_attribute = Get<decltype(&cuMemPoolGetAttribute)>(kMemPoolGetAttribute);
   if (get_attribute == nullptr) return;
   if (device < 0) device = CurrentDevice();

@@ -23,6 +23,7 @@ struct RecorderOptions {
   bool cupti_pools = false;
   char cupti_path[4096] = {};  // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
   bool python_frames = true;   // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
+  bool self_timing = false;    // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
 };
 
 inline constexpr int kMaxStackDepth = 256;

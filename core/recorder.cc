@@ -23,6 +23,7 @@
 #include "core/options.h"
 #include "core/packet_sink.h"
 #include "core/python_frames.h"
+#include "core/self_timing.h"
 #include "core/spin_lock.h"
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
@@ -359,6 +360,7 @@ void Init(const LoaderFunctions& loader) {
     return;
   }
   LoadRecorderOptions(&g.options);
+  self_timing::g_enabled = g.options.self_timing;
   g.loader = loader;
   driver::SetLoader(loader);
   g.pid = static_cast<uint32_t>(getpid());
@@ -436,13 +438,21 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
   ThreadState* thread = CurrentThread();
   if (thread == nullptr) return 0;
   uint64_t frames[kMaxStackDepth + 1];
-  size_t count = g.stacks_available ? gpumem::CaptureStack(caller_pc, frames, depth + 1) : 0;
+  size_t count = 0;
+  if (g.stacks_available) {
+    self_timing::Scope timing(self_timing::kNativeStack);
+    count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+  }
   bool truncated = count > depth;
   if (truncated) count = depth;
   PythonFrame python_frames[kMaxPythonFrames];
   bool python_truncated = false;
-  const size_t python_count =
-      python ? ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated) : 0;
+  size_t python_count = 0;
+  if (python) {
+    self_timing::Scope timing(self_timing::kPythonFrames);
+    python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
+  }
+  self_timing::Scope timing(self_timing::kStackLookup);
   if (count == 0 && python_count == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -489,6 +499,7 @@ uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
 
 void RecordMemory(const MemoryRecord& record) {
   if (!EnsureOpen()) return;
+  self_timing::Scope timing(self_timing::kMemoryEvent);
   if (record.action == proto::Action::kAlloc && record.address != 0 &&
       record.kind != proto::MemoryKind::kVmmPhysical) {
     WidenDeviceSpan(record.address, record.size);
@@ -545,6 +556,7 @@ bool LaunchesEnabled() { return Enabled() && g.options.launches; }
 
 void RecordLaunch(const LaunchRecord& record) {
   if (!EnsureOpen()) return;
+  self_timing::Scope timing(self_timing::kLaunchEvent);
   ThreadState* thread = CurrentThread();
   const KernelQueries queries =
       g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
@@ -687,6 +699,7 @@ void Finish() {
   writer.EndNested(packet);
   g_file_sink.AppendPacket(writer.data(), writer.size());
   g.sink.Finish();
+  self_timing::Print();
 }
 
 void AfterForkInChild() {

@@ -1,0 +1,48 @@
+#include "core/self_timing.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace gpumem::self_timing {
+namespace {
+
+struct Total {
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> ns{0};
+};
+Total g_totals[kPhaseCount];
+
+constexpr const char* kNames[kPhaseCount] = {"native stack", "Python frames", "stack lookup",
+                                             "memory event", "launch event",  "pool query"};
+
+}  // namespace
+
+void Add(Phase phase, uint64_t ns) {
+  g_totals[phase].count.fetch_add(1, std::memory_order_relaxed);
+  g_totals[phase].ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void Print() {
+  if (!g_enabled) return;
+  uint64_t all_ns = 0;
+  for (const Total& total : g_totals) all_ns += total.ns.load(std::memory_order_relaxed);
+  // snprintf + write: no stdio buffer, which may be gone at exit.
+  char line[160];
+  int n = snprintf(line, sizeof(line), "gpumem: self timing (pid %d): %.3f ms in all\n",
+                   static_cast<int>(getpid()), static_cast<double>(all_ns) / 1e6);
+  if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+  for (int phase = 0; phase < kPhaseCount; ++phase) {
+    const uint64_t count = g_totals[phase].count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    const uint64_t ns = g_totals[phase].ns.load(std::memory_order_relaxed);
+    n = snprintf(line, sizeof(line), "gpumem:   %-14s %10llu x %8.0f ns = %9.3f ms\n",
+                 kNames[phase], static_cast<unsigned long long>(count),
+                 static_cast<double>(ns) / static_cast<double>(count),
+                 static_cast<double>(ns) / 1e6);
+    if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace gpumem::self_timing

@@ -1,0 +1,43 @@
+// gpumem's own time per recording phase, with GPUMEM_SELF_TIMING=1: summed over the process and
+// printed to stderr when the trace is finished, so the cost of recording a real program can be
+// taken apart where no profiler is at hand (the GPU machines have none). Off, a Scope costs one
+// predictable branch.
+#pragma once
+
+#include <cstdint>
+
+#include "core/clock.h"
+
+namespace gpumem::self_timing {
+
+enum Phase : int {
+  kNativeStack,   // unwinding the native stack
+  kPythonFrames,  // reading the Python frames
+  kStackLookup,   // hashing, the per-thread cache, interning a new stack
+  kMemoryEvent,   // encoding and writing a memory event
+  kLaunchEvent,   // a launch: kernel lookup, parameter scan, encoding and writing
+  kPoolQuery,     // asking a memory pool its size
+  kPhaseCount
+};
+
+inline bool g_enabled = false;
+
+void Add(Phase phase, uint64_t ns);
+// One line per phase that ran: count, total and mean; to stderr.
+void Print();
+
+class Scope {
+ public:
+  explicit Scope(Phase phase) : phase_(phase), start_(g_enabled ? MonotonicNs() : 0) {}
+  ~Scope() {
+    if (start_ != 0) Add(phase_, MonotonicNs() - start_);
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Phase phase_;
+  uint64_t start_;
+};
+
+}  // namespace gpumem::self_timing
