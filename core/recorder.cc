@@ -437,14 +437,6 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
   if (!g.stacks_available && !python) return 0;
   ThreadState* thread = CurrentThread();
   if (thread == nullptr) return 0;
-  uint64_t frames[kMaxStackDepth + 1];
-  size_t count = 0;
-  if (g.stacks_available) {
-    self_timing::Scope timing(self_timing::kNativeStack);
-    count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
-  }
-  bool truncated = count > depth;
-  if (truncated) count = depth;
   PythonFrame python_frames[kMaxPythonFrames];
   bool python_truncated = false;
   size_t python_count = 0;
@@ -452,6 +444,19 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
     self_timing::Scope timing(self_timing::kPythonFrames);
     python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
   }
+  // Under Python, the native frames past the call into the interpreter are its own, and the
+  // Python frames stand in for them: unwinding stops sooner (the cost of a stack is per frame).
+  if (python_count > 0) {
+    depth = std::min(depth, static_cast<size_t>(g.options.python_native_depth));
+  }
+  uint64_t frames[kMaxStackDepth + 1];
+  size_t count = 0;
+  if (g.stacks_available && depth > 0) {
+    self_timing::Scope timing(self_timing::kNativeStack);
+    count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+  }
+  bool truncated = count > depth;
+  if (truncated) count = depth;
   self_timing::Scope timing(self_timing::kStackLookup);
   if (count == 0 && python_count == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);

@@ -17,6 +17,8 @@ enum Phase : int {
   kMemoryEvent,   // encoding and writing a memory event
   kLaunchEvent,   // a launch: kernel lookup, parameter scan, encoding and writing
   kPoolQuery,     // asking a memory pool its size
+  kSinkWrite,     // copying a packet into the trace file's mapping (page faults included); part
+                  // of the event phases' time
   kPhaseCount
 };
 
