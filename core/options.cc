@@ -54,10 +54,6 @@ void LoadRecorderOptions(RecorderOptions* options) {
   if (const char* v = getenv("GPUMEM_OUTPUT"); v != nullptr) {
     CopyString(v, options->output, sizeof(options->output));
   }
-  if (const char* v = getenv("GPUMEM_PYTHON_NATIVE_DEPTH");
-      v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->python_native_depth)) {
-    Warn("GPUMEM_PYTHON_NATIVE_DEPTH must be 0..256, got '", v, "'; using 16");
-  }
   if (const char* v = getenv("GPUMEM_STACK_DEPTH");
       v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->stack_depth)) {
     Warn("GPUMEM_STACK_DEPTH must be 0..256, got '", v, "'; using 64");

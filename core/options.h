@@ -14,10 +14,6 @@ struct RecorderOptions {
   char libunwind_path[4096] = {};  // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
   bool launches = true;            // GPUMEM_LAUNCHES=0: kernel launches are not recorded
   bool launch_stacks = true;       // GPUMEM_LAUNCH_STACKS=0: launches are recorded without stacks
-  // GPUMEM_PYTHON_NATIVE_DEPTH: native frames kept per stack on a thread that has Python frames.
-  // They run from the CUDA call through the framework's allocator or kernel launcher into the
-  // operator; the Python frames say the rest.
-  int python_native_depth = 16;
   int launch_stack_depth = 24;  // GPUMEM_LAUNCH_STACK_DEPTH: frames kept per launch stack
   bool cupti = true;            // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
   bool kernel_times = false;    // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)

@@ -444,11 +444,6 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
     self_timing::Scope timing(self_timing::kPythonFrames);
     python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
   }
-  // Under Python, the native frames past the call into the interpreter are its own, and the
-  // Python frames stand in for them: unwinding stops sooner (the cost of a stack is per frame).
-  if (python_count > 0) {
-    depth = std::min(depth, static_cast<size_t>(g.options.python_native_depth));
-  }
   uint64_t frames[kMaxStackDepth + 1];
   size_t count = 0;
   if (g.stacks_available && depth > 0) {
