@@ -12,4 +12,6 @@ build=${1:-build}
 events=${2:-50000000}
 shift $(($# < 2 ? $# : 2))
 [[ ${1:-} == -- ]] && shift
-exec "$build/tests/bench/analyzer_throughput" "$events" --gpumem "$build/bin/gpumem" "$@"
+gpumem=()
+[[ -x $build/bin/gpumem ]] && gpumem=(--gpumem "$build/bin/gpumem")
+exec "$build/tests/bench/analyzer_throughput" "$events" "${gpumem[@]}" "$@"

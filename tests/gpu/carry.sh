@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Assembles what the GPU machine needs from a build here into .device-carry/build (ignored by git;
 # the device tool carries it with `carry: [".device-carry"]`): the samples, libgpumem.so with the
-# libunwind.so.8 it loads, the benchmarks, and the shared libraries the analyzer benchmark links
-# (protobuf, Abseil: the GPU machine has neither).
+# libunwind.so.8 it loads, the benchmarks, the analyzer, and the shared libraries the analyzer and
+# its benchmark link (protobuf, Abseil, elfutils: the GPU machine has none of them).
 # Usage: tests/gpu/carry.sh [BUILD_DIR]   then, on the GPU machine:
 #   BUILD_DIR=.device-carry/build tests/gpu/run.sh record OUT
 set -euo pipefail
@@ -19,7 +19,10 @@ cp "$build/lib/libgpumem.so" "$build/lib/libunwind.so.8" "$carry/lib/"
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
   "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" "$carry/tests/bench/"
-ldd "$build/tests/bench/analyzer_throughput" | awk '/libprotobuf|libabsl|libz\.so/ {print $3}' |
+cp "$build/bin/gpumem" "$carry/bin/"  # the analyzer benchmark also times `gpumem report`
+ldd "$build/tests/bench/analyzer_throughput" "$build/bin/gpumem" |
+  awk '/libprotobuf|libabsl|libz\.so|libdw|libelf|liblzma|libbz2|libzstd/ {print $3}' | sort -u |
   xargs -r cp -L -t "$carry/lib/deps/"
-strip --strip-debug "$carry/tests/bench/analyzer_throughput" "$carry/lib/deps/"* 2>/dev/null || true
+strip --strip-debug "$carry/tests/bench/analyzer_throughput" "$carry/bin/gpumem" "$carry/lib/deps/"* \
+  2>/dev/null || true
 du -sh "$carry"
