@@ -79,7 +79,7 @@ record() {
   PYTHON=$python tests/bench/run_python_frames_cost.sh "$build" 5 100000 20 >>"$out/bench.txt" 2>&1
   # Analyzer throughput on this machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
+    GPUMEM_LIBUNWIND=$PWD/$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.
   tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).
