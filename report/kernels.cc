@@ -51,7 +51,9 @@ uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
 }
 
 void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay) {
-  if (event.action() == ALLOC) {
+  // Uses are kept from the first launch on (AddLaunch): before it, no allocation can have been
+  // received by a kernel, and a trace without launches costs no table.
+  if (event.action() == ALLOC && launch_index_ > 0) {
     const MemorySpace space = SpaceOf(event);
     if (space == MemorySpace::kPlain || space == MemorySpace::kPhysical) {
       uses_[event.seq()] = Use{0, 0, launch_index_};
@@ -77,6 +79,10 @@ void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay)
 }
 
 void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) {
+  if (launch_index_ == 0) {
+    // The first launch: from now on every live allocation's uses are counted.
+    replay.ForEachLive([this](const LiveAllocation& live) { uses_[live.seq] = Use{0, 0, 0}; });
+  }
   ++launch_index_;
   const uint64_t key = KernelKey(launch);
   Kernel& kernel = kernels_[key];
@@ -121,6 +127,7 @@ void KernelAnalysis::Classify(const LiveAllocation& live, const Use& use) {
 }
 
 void KernelAnalysis::AllocationEnded(const LiveAllocation& live) {
+  if (launch_index_ == 0) return Classify(live, Use{});  // before any launch: never received
   auto it = uses_.find(live.seq);
   if (it == uses_.end()) return;
   Classify(live, it->second);
