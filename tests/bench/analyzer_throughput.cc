@@ -571,6 +571,11 @@ int main(int argc, char** argv) {
       Mib(static_cast<double>(small.peak_rss_kib) * 1024).c_str(),
       static_cast<unsigned long long>(small.events),
       static_cast<double>(large.peak_rss_kib) / static_cast<double>(small.peak_rss_kib));
+  printf(
+      "  (bounded either way: the reorder buffer holds a handful of events, and grows towards its "
+      "window of %zu events, %s, only while an event that came far out of order is awaited)\n",
+      g_window,
+      Mib(static_cast<double>(g_window) * sizeof(gpumem::report::MemoryEventFields)).c_str());
   if (g_gpumem != nullptr) {
     printf("result: `gpumem report` (replay, peak, leaks, kernels) %.2f M events/s\n",
            g_report_rate / 1e6);
