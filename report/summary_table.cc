@@ -1,6 +1,7 @@
 #include "report/summary_table.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -164,28 +165,13 @@ bool SummaryModeDetector::StillPossible(SummaryMode candidate) const {
   return !tensors_ && !segments_;
 }
 
-// Counts one trace's allocations per device for one recording mode, frees matched to allocations
-// as report/replay.h does (plain by address, physical memory until released and unmapped).
+// Counts one trace's allocations per device for one recording mode. Which allocation a free ends is
+// the analysis's to find (SummaryAnalysis::Tables), once for every mode.
 class SummaryAnalysis::Builder {
  public:
   Builder(SummaryMode mode, CachedHolderOf* holders) : holders_(holders) { summary_.mode = mode; }
 
-  void Add(const MemoryEvent& event) {
-    switch (event.action()) {
-      case ALLOC:
-        if (IsDeviceMemory(event)) Allocate(event);
-        if (SpaceOf(event) == MemorySpace::kMapping) Map(event);
-        break;
-      case ALLOC_FAILED:
-        if (IsDeviceMemory(event)) Failed(event);
-        break;
-      case FREE:
-        Free(event);
-        break;
-      default:
-        break;
-    }
-  }
+  SummaryMode mode() const { return summary_.mode; }
 
   Summary Finish() {
     for (auto& [device, state] : devices_) {
@@ -206,7 +192,7 @@ class SummaryAnalysis::Builder {
     return std::move(summary_);
   }
 
- private:
+ // A private class of SummaryAnalysis: its parts are the analysis's to use.
   struct Holding {
     SummaryHolding value;
     // The APIs seen, as bits (the Api enum is small) until Finish() names them: naming each
@@ -246,12 +232,6 @@ class SummaryAnalysis::Builder {
     bool stream_ordered = false;
     int holding = -1;  // index into the device's holdings
   };
-  struct Physical {
-    Live live;
-    uint32_t mappings = 0;
-    bool released = false;
-  };
-
   // The role of an allocation made with `event` in the summary's mode, and the holder that makes
   // it a holding (left out of the rows, or in kPlain a library's share of them).
   Role RoleOf(const MemoryEvent& event, const MemoryHolder** holder) {
@@ -346,7 +326,9 @@ class SummaryAnalysis::Builder {
     if (failed) state.pending = Pending{event.size(), event.api()};
   }
 
-  void Allocate(const MemoryEvent& event) {
+  // A device-memory allocation made with `event`: what this mode counts of it (to be passed to
+  // Count()), its attempt and its holding noted.
+  Live Begin(const MemoryEvent& event) {
     const MemoryHolder* holder = nullptr;
     const Role role = RoleOf(event, &holder);
     DeviceState& state = StateOf(event.device());
@@ -360,19 +342,7 @@ class SummaryAnalysis::Builder {
       live.holding = HoldingOf(state, holder);
       state.holdings[live.holding].NoteApi(event.api());
     }
-    if (SpaceOf(event) == MemorySpace::kPhysical) {
-      auto old = physical_.find(event.handle());
-      if (old != physical_.end()) {  // handed out again: its release was missed
-        Count(old->second.live, false);
-        physical_.erase(old);
-      }
-      physical_[event.handle()].live = live;
-    } else {
-      bool overlapped = false;
-      plain_.Allocate(event.address(), event.size(), &overlapped,
-                      [this](const Live& dropped, uint64_t) { Count(dropped, false); }) = live;
-    }
-    Count(live, true);
+    return live;
   }
 
   void Failed(const MemoryEvent& event) {
@@ -382,43 +352,87 @@ class SummaryAnalysis::Builder {
     Attempt(StateOf(event.device()), event, true);
   }
 
-  void Free(const MemoryEvent& event) {
+  CachedHolderOf* holders_;  // the analysis's, shared by the builders of every mode
+  Summary summary_;
+  std::map<int32_t, DeviceState> devices_;
+};
+
+// The live device memory of the trace, for every mode at once: plain allocations by address
+// range, physical memory until released and unmapped (as report/replay.h matches frees). Each
+// allocation keeps what each mode counts of it; `count(const Shared&, bool increase)` is called
+// when one starts and ends.
+class SummaryAnalysis::Tables {
+ public:
+  struct Shared {
+    uint64_t size = 0;  // LiveRanges reads it
+    std::array<Builder::Live, 3> by_mode;  // indexed by SummaryMode
+  };
+
+  template <typename Count>
+  void Allocate(const MemoryEvent& event, const Shared& shared, Count&& count) {
+    if (SpaceOf(event) == MemorySpace::kPhysical) {
+      auto old = physical_.find(event.handle());
+      if (old != physical_.end()) {  // handed out again: its release was missed
+        count(old->second.shared, false);
+        physical_.erase(old);
+      }
+      physical_[event.handle()].shared = shared;
+    } else {
+      bool overlapped = false;
+      plain_.Allocate(event.address(), event.size(), &overlapped,
+                      [&](const Shared& dropped, uint64_t) { count(dropped, false); }) = shared;
+    }
+    count(shared, true);
+  }
+
+  template <typename Count>
+  void Free(const MemoryEvent& event, Count&& count) {
     switch (SpaceOf(event)) {
       case MemorySpace::kPlain:
-        if (event.address() != 0)
-          plain_.Free(event.address(), [this](const Live& live) { Count(live, false); });
+        if (event.address() != 0) {
+          plain_.Free(event.address(), [&](const Shared& live) { count(live, false); });
+        }
         return;
       case MemorySpace::kPhysical: {
         auto it = physical_.find(event.handle());
         if (it == physical_.end() || it->second.released) return;
         it->second.released = true;
         if (it->second.mappings == 0) {
-          Count(it->second.live, false);
+          count(it->second.shared, false);
           physical_.erase(it);
         }
         return;
       }
       case MemorySpace::kMapping:
-        Unmap(event);
+        Unmap(event, count);
         return;
       case MemorySpace::kReservation:
         return;
     }
   }
 
-  void Map(const MemoryEvent& event) {
+  template <typename Count>
+  void Map(const MemoryEvent& event, Count&& count) {
     auto old = mappings_.find(event.address());
     if (old != mappings_.end()) {
       const uint64_t handle = old->second;
       mappings_.erase(old);
-      Unmapped(handle);
+      Unmapped(handle, count);
     }
     mappings_[event.address()] = event.handle();
     auto physical = physical_.find(event.handle());
     if (physical != physical_.end()) ++physical->second.mappings;
   }
 
-  void Unmap(const MemoryEvent& event) {
+ private:
+  struct Physical {
+    Shared shared;
+    uint32_t mappings = 0;
+    bool released = false;
+  };
+
+  template <typename Count>
+  void Unmap(const MemoryEvent& event, Count& count) {
     auto first = mappings_.lower_bound(event.address());
     auto last = event.size() == 0 ? (first != mappings_.end() && first->first == event.address()
                                          ? std::next(first)
@@ -427,22 +441,20 @@ class SummaryAnalysis::Builder {
     std::vector<uint64_t> handles;
     for (auto it = first; it != last; ++it) handles.push_back(it->second);
     mappings_.erase(first, last);
-    for (uint64_t handle : handles) Unmapped(handle);
+    for (uint64_t handle : handles) Unmapped(handle, count);
   }
 
-  void Unmapped(uint64_t handle) {
+  template <typename Count>
+  void Unmapped(uint64_t handle, Count& count) {
     auto it = physical_.find(handle);
     if (it == physical_.end()) return;
     if (it->second.mappings > 0) --it->second.mappings;
     if (it->second.mappings > 0 || !it->second.released) return;
-    Count(it->second.live, false);
+    count(it->second.shared, false);
     physical_.erase(it);
   }
 
-  CachedHolderOf* holders_;  // the analysis's, shared by the builders of every mode
-  Summary summary_;
-  std::map<int32_t, DeviceState> devices_;
-  LiveRanges<Live> plain_;
+  LiveRanges<Shared> plain_;
   absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
   std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
 };
@@ -450,6 +462,7 @@ class SummaryAnalysis::Builder {
 SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace)
     : trace_(trace),
       holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
+      tables_(std::make_unique<Tables>()),
       candidates_(
           [this](SummaryMode mode) { return std::make_unique<Builder>(mode, holders_.get()); }) {}
 
@@ -462,8 +475,36 @@ SummaryAnalysis::SummaryAnalysis(const TraceFile& trace)
 SummaryAnalysis::~SummaryAnalysis() = default;
 
 void SummaryAnalysis::Add(const MemoryEvent& event) {
-  candidates_.Add(event, *holders_,
-                  [&event](std::unique_ptr<Builder>& builder) { builder->Add(event); });
+  // First the detector: a mode it rules out is dropped before the event is counted.
+  candidates_.Add(event, *holders_, [](std::unique_ptr<Builder>&) {});
+  auto count = [this](const Tables::Shared& shared, bool increase) {
+    candidates_.ForEach([&](std::unique_ptr<Builder>& builder) {
+      builder->Count(shared.by_mode[static_cast<size_t>(builder->mode())], increase);
+    });
+  };
+  switch (event.action()) {
+    case ALLOC:
+      if (IsDeviceMemory(event)) {
+        Tables::Shared shared;
+        shared.size = event.size();
+        candidates_.ForEach([&](std::unique_ptr<Builder>& builder) {
+          shared.by_mode[static_cast<size_t>(builder->mode())] = builder->Begin(event);
+        });
+        tables_->Allocate(event, shared, count);
+      }
+      if (SpaceOf(event) == MemorySpace::kMapping) tables_->Map(event, count);
+      break;
+    case ALLOC_FAILED:
+      if (IsDeviceMemory(event)) {
+        candidates_.ForEach([&](std::unique_ptr<Builder>& builder) { builder->Failed(event); });
+      }
+      break;
+    case FREE:
+      tables_->Free(event, count);
+      break;
+    default:
+      break;
+  }
 }
 
 Summary SummaryAnalysis::Finish() {

@@ -187,6 +187,13 @@ class ModeCandidates {
     }
   }
   const SummaryModeDetector& detector() const { return detector_; }
+  // Calls `visit(Candidate&)` for each candidate still possible.
+  template <typename Visit>
+  void ForEach(Visit&& visit) {
+    for (std::optional<Candidate>& candidate : candidates_) {
+      if (candidate) visit(*candidate);
+    }
+  }
   // The candidate of the mode the detector decided on.
   Candidate& Chosen() { return *candidates_[Index(detector_.mode())]; }
 
@@ -216,10 +223,12 @@ class SummaryAnalysis {
 
  private:
   class Builder;
+  class Tables;
   SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace);
 
   const TraceFile* trace_ = nullptr;
   std::unique_ptr<CachedHolderOf> holders_;  // the builders point at it: it must not move
+  std::unique_ptr<Tables> tables_;           // the live allocations, shared by every mode
   ModeCandidates<std::unique_ptr<Builder>> candidates_;
 };
 
