@@ -192,7 +192,7 @@ class SummaryAnalysis::Builder {
     return std::move(summary_);
   }
 
- // A private class of SummaryAnalysis: its parts are the analysis's to use.
+  // A private class of SummaryAnalysis: its parts are the analysis's to use.
   struct Holding {
     SummaryHolding value;
     // The APIs seen, as bits (the Api enum is small) until Finish() names them: naming each
@@ -248,7 +248,13 @@ class SummaryAnalysis::Builder {
     return Role::kPlain;
   }
 
-  DeviceState& StateOf(int32_t device) { return devices_[device]; }
+  DeviceState& StateOf(int32_t device) {
+    if (last_state_ == nullptr || last_device_ != device) {  // map nodes do not move
+      last_state_ = &devices_[device];
+      last_device_ = device;
+    }
+    return *last_state_;
+  }
 
   int HoldingOf(DeviceState& state, const MemoryHolder* holder) {
     const auto cached = state.holding_of.find(holder);
@@ -355,6 +361,8 @@ class SummaryAnalysis::Builder {
   CachedHolderOf* holders_;  // the analysis's, shared by the builders of every mode
   Summary summary_;
   std::map<int32_t, DeviceState> devices_;
+  DeviceState* last_state_ = nullptr;  // StateOf()'s last answer
+  int32_t last_device_ = 0;
 };
 
 // The live device memory of the trace, for every mode at once: plain allocations by address
@@ -364,7 +372,7 @@ class SummaryAnalysis::Builder {
 class SummaryAnalysis::Tables {
  public:
   struct Shared {
-    uint64_t size = 0;  // LiveRanges reads it
+    uint64_t size = 0;                     // LiveRanges reads it
     std::array<Builder::Live, 3> by_mode;  // indexed by SummaryMode
   };
 
