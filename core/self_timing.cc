@@ -15,28 +15,29 @@ struct Total {
 };
 Total g_totals[kPhaseCount];
 
-constexpr const char* kNames[kPhaseCount] = {"native stack", "Python frames", "stack lookup",
-                                             "memory event", "launch event",  "pool query",
-                                             "sink write"};
+constexpr const char* kNames[kPhaseCount] = {
+    "native stack", "Python frames", "stack lookup",    "memory event", "launch event",
+    "pool query",   "sink write",    "allocation hook", "free hook",    "launch hook"};
+static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 }  // namespace
 
-void Add(Phase phase, uint64_t ns) {
-  g_totals[phase].count.fetch_add(1, std::memory_order_relaxed);
+void Add(Phase phase, uint64_t ns, bool count) {
+  if (count) g_totals[phase].count.fetch_add(1, std::memory_order_relaxed);
   g_totals[phase].ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void Print() {
   if (!g_enabled) return;
   uint64_t all_ns = 0;
-  // The sink write happens inside an event's phase: not counted twice.
   for (int phase = 0; phase < kPhaseCount; ++phase) {
-    if (phase != kSinkWrite) all_ns += g_totals[phase].ns.load(std::memory_order_relaxed);
+    if (!IsOuterPhase(phase)) all_ns += g_totals[phase].ns.load(std::memory_order_relaxed);
   }
   // snprintf + write: no stdio buffer, which may be gone at exit.
   char line[160];
-  int n = snprintf(line, sizeof(line), "gpumem: self timing (pid %d): %.3f ms in all\n",
-                   static_cast<int>(getpid()), static_cast<double>(all_ns) / 1e6);
+  int n =
+      snprintf(line, sizeof(line), "gpumem: self timing (pid %d): %.3f ms in the inner phases\n",
+               static_cast<int>(getpid()), static_cast<double>(all_ns) / 1e6);
   if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
   for (int phase = 0; phase < kPhaseCount; ++phase) {
     const uint64_t count = g_totals[phase].count.load(std::memory_order_relaxed);

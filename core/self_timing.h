@@ -19,26 +19,39 @@ enum Phase : int {
   kPoolQuery,     // asking a memory pool its size
   kSinkWrite,     // copying a packet into the trace file's mapping (page faults included); part
                   // of the event phases' time
+  // Everything a hook does to record one call, the phases above included (not the real call):
+  kAllocationHook,
+  kFreeHook,
+  kLaunchHook,
   kPhaseCount
 };
+// The phases that contain others: printed apart, not added to the sum.
+constexpr bool IsOuterPhase(int phase) {
+  return phase == kSinkWrite || phase == kAllocationHook || phase == kFreeHook ||
+         phase == kLaunchHook;
+}
 
 inline bool g_enabled = false;
 
-void Add(Phase phase, uint64_t ns);
+// `count`: whether this adds one to the phase's count (false for the first part of a phase timed
+// in two parts, e.g. a free's hook before and after the real call).
+void Add(Phase phase, uint64_t ns, bool count = true);
 // One line per phase that ran: count, total and mean; to stderr.
 void Print();
 
 class Scope {
  public:
-  explicit Scope(Phase phase) : phase_(phase), start_(g_enabled ? MonotonicNs() : 0) {}
+  explicit Scope(Phase phase, bool count = true)
+      : phase_(phase), count_(count), start_(g_enabled ? MonotonicNs() : 0) {}
   ~Scope() {
-    if (start_ != 0) Add(phase_, MonotonicNs() - start_);
+    if (start_ != 0) Add(phase_, MonotonicNs() - start_, count_);
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
   Phase phase_;
+  bool count_;
   uint64_t start_;
 };
 

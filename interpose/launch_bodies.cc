@@ -2,6 +2,7 @@
 
 #include "core/driver_queries.h"
 #include "core/recorder.h"
+#include "core/self_timing.h"
 #include "core/thread_flags.h"
 #include "interpose/hook_guard.h"
 
@@ -20,6 +21,7 @@ CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
   t_launch_correlation_id = 0;
   CUresult result = call();
   ErrnoKeeper keep;
+  self_timing::Scope timing(self_timing::kLaunchHook);
   record.result = result;
   record.correlation_id = t_launch_correlation_id;
   record.device = driver::CurrentDevice();

@@ -98,5 +98,30 @@ TEST(Launches, SwitchesTurnLaunchesAndTheirStacksOff) {
   for (const LaunchEvent& launch : no_stacks.launches) EXPECT_EQ(launch.stack_id(), 0u);
 }
 
+// GPUMEM_SELF_TIMING=1: at exit, one line per phase on stderr, with the count of what it timed.
+uint64_t PhaseCount(const std::string& err, const std::string& phase) {
+  const size_t at = err.find("gpumem:   " + phase + " ");
+  if (at == std::string::npos) return 0;
+  return std::stoull(err.substr(at + 10 + phase.size()));
+}
+
+TEST(Launches, SelfTimingCountsWhatTheHooksRecorded) {
+  TempDir dir;
+  auto environment = RecordingEnvironment(dir.File("timed.trace"));
+  environment["GPUMEM_SELF_TIMING"] = "1";
+  const ProgramRun run = RunProgram({BuildPath("tests/programs/launch_kernels")}, environment);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gpumem: self timing (pid "), std::string::npos) << run.err;
+  // Every launch went through the launch hook and wrote one launch event with a stack.
+  EXPECT_EQ(PhaseCount(run.err, "launch hook"), 126u) << run.err;
+  EXPECT_EQ(PhaseCount(run.err, "launch event"), 126u) << run.err;
+  EXPECT_GE(PhaseCount(run.err, "native stack"), 126u) << run.err;
+  EXPECT_GT(PhaseCount(run.err, "allocation hook"), 0u) << run.err;
+  // Off (the default), nothing is printed.
+  const ProgramRun quiet = RunProgram({BuildPath("tests/programs/launch_kernels")},
+                                      RecordingEnvironment(dir.File("quiet.trace")));
+  EXPECT_EQ(quiet.err.find("self timing"), std::string::npos) << quiet.err;
+}
+
 }  // namespace
 }  // namespace gpumem
