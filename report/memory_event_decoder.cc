@@ -186,8 +186,8 @@ bool DecodeAnyLength(const uint8_t* p, const uint8_t* end, MemoryEventFields* ou
   return true;
 }
 
-// The eight bytes at `p` of a body that ends at `end` and holds at least eight bytes in all
-// (`last8` = end - 8), zeros past its end: loaded from the last eight bytes of the body and
+// The eight bytes at `p` (before the body's end) of a body that ends at `end` and holds at least
+// eight bytes in all (`last8` = end - 8), zeros past its end: loaded from the last eight bytes of the body and
 // shifted where fewer than eight are left, so nothing outside the body is read.
 inline uint64_t WordAt(const uint8_t* p, const uint8_t* last8) {
   if (p <= last8) return Load64(p);
@@ -203,7 +203,7 @@ bool DecodeWords(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
     // Fields 1-15 have one-byte tags; 16-18 (rare: failures, pitch) take the general path.
     const uint32_t field = kOneByteTagField[*p];
     if (field == 0) return *p >= 0x80 && DecodeAnyLength(p, end, out);
-    ++p;
+    if (++p == end) return false;  // a tag without its value
     const uint64_t word = WordAt(p, last8);
     const uint64_t last_bytes = ~word & 0x8080808080808080ull;
     uint64_t value;

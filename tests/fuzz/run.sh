@@ -40,7 +40,8 @@ trap cleanup EXIT
 # -close_fd_mask=2: the commands' "gpumem: error:" lines are not shown (libFuzzer's own output
 # and the sanitizers' reports still are). The fuzzer silences stdout itself.
 status=0
-"$build/tests/trace_reader_fuzz" "$build/corpus" tests/fuzz/corpus \
+# The regressions are seeds too: each start replays every input that once crashed a reader.
+"$build/tests/trace_reader_fuzz" "$build/corpus" tests/fuzz/corpus tests/fuzz/regressions \
   -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
   -print_final_stats=1 -close_fd_mask=2 \
   -artifact_prefix="$build/artifacts/" >"$build/fuzz.log" 2>&1 || status=$?

@@ -212,6 +212,11 @@ TEST(MemoryEventDecoderTest, DeclinesWhatItDoesNotHandle) {
       MemoryPacketOf(std::string("\x00\x05", 2)),                 // field 0
       MemoryPacketOf("\x09\x01\x02\x03\x04\x05\x06\x07\x08"),     // seq as fixed64
       MemoryPacketOf("\x08"),                                     // value missing
+      // Bodies of eight bytes or more (the word-at-a-time path) that end early: a tag with no
+      // value (tests/fuzz/regressions/decoder-tag-at-body-end.trace), a varint cut short.
+      MemoryPacketOf("\x08\x07\x10\x05\x18\x03\x20\x01\x28"),
+      MemoryPacketOf("\x08\x07\x10\x05\x18\x03\x20\x81"),
+      MemoryPacketOf("\x08\x07\x10\x05\x18\x03\x20\x01\x28\xff\xff"),
       MemoryPacketOf("\x08\x80"),                                 // varint cut short
       MemoryPacketOf("\x08" + std::string(10, '\xff') + "\x01"),  // varint of 11 bytes
       MemoryPacketOf("\x08" + std::string(9, '\xff') + "\x02"),   // beyond 64 bits
