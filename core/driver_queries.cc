@@ -50,11 +50,21 @@ Query g_queries[kCount] = {
 
 // The reserved size last recorded per pool (NotePoolUsage): a handful of pools in a process.
 struct PoolSeen {
-  std::atomic<uint64_t> pool{0};
-  std::atomic<uint64_t> reserved{0};
+  std::atomic<uint64_t> pool{0};                 // 0: a free slot
+  std::atomic<uint64_t> reserved{~uint64_t{0}};  // none recorded yet
 };
 constexpr int kPoolsTracked = 16;
 PoolSeen g_pools_seen[kPoolsTracked];
+
+// The slot of `pool`, taken on first sight; nullptr when all are taken by other pools.
+PoolSeen* SeenOf(uint64_t pool) {
+  for (PoolSeen& slot : g_pools_seen) {
+    uint64_t holder = slot.pool.load(std::memory_order_acquire);
+    if (holder == 0 && slot.pool.compare_exchange_strong(holder, pool)) return &slot;
+    if (holder == pool) return &slot;  // found, or another thread took this slot for it
+  }
+  return nullptr;
+}
 
 template <typename Fn>
 Fn Get(QueryId id) {
@@ -173,24 +183,8 @@ void NotePoolUsage(uint64_t pool, int device) {
     return;
   }
   // Only changes are recorded: the size moves when the pool grows or gives memory back, not with
-  // every allocation it serves.
-  PoolSeen* seen = nullptr;
-  for (PoolSeen& slot : g_pools_seen) {
-    uint64_t expected = slot.pool.load(std::memory_order_acquire);
-    if (expected == pool) {
-      seen = &slot;
-      break;
-    }
-    if (expected == 0 && slot.pool.compare_exchange_strong(expected, pool)) {
-      seen = &slot;
-      slot.reserved.store(~uint64_t{0}, std::memory_order_relaxed);  // nothing recorded yet
-      break;
-    }
-    if (expected == pool) {
-      seen = &slot;
-      break;
-    }
-  }
+  // every allocation it serves. (Beyond kPoolsTracked pools, every query is recorded.)
+  PoolSeen* seen = SeenOf(pool);
   if (seen != nullptr && seen->reserved.exchange(reserved, std::memory_order_relaxed) == reserved) {
     return;
   }
