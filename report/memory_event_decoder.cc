@@ -207,7 +207,10 @@ bool DecodeWords(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
     const uint64_t word = WordAt(p, last8);
     const uint64_t last_bytes = ~word & 0x8080808080808080ull;
     uint64_t value;
-    if (last_bytes != 0) [[likely]] {
+    if ((word & 0x80) == 0) {  // one byte (enums, small ids: a third of the fields)
+      value = word & 0x7F;
+      ++p;
+    } else if (last_bytes != 0) [[likely]] {
       const int bits = std::countr_zero(last_bytes) + 1;  // eight per byte of the varint
       const uint8_t* const next = p + bits / 8;
       if (next > end) return false;  // cut short: the zeros past the end are not its bytes
