@@ -187,8 +187,8 @@ bool DecodeAnyLength(const uint8_t* p, const uint8_t* end, MemoryEventFields* ou
 }
 
 // The eight bytes at `p` (before the body's end) of a body that ends at `end` and holds at least
-// eight bytes in all (`last8` = end - 8), zeros past its end: loaded from the last eight bytes of the body and
-// shifted where fewer than eight are left, so nothing outside the body is read.
+// eight bytes in all (`last8` = end - 8), zeros past its end: loaded from the last eight bytes of
+// the body and shifted where fewer than eight are left, so nothing outside the body is read.
 inline uint64_t WordAt(const uint8_t* p, const uint8_t* last8) {
   if (p <= last8) return Load64(p);
   return Load64(last8) >> (8 * (p - last8));

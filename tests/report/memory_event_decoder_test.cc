@@ -204,14 +204,12 @@ TEST(MemoryEventDecoderTest, DeclinesWhatItDoesNotHandle) {
   padded.mutable_memory()->set_seq(1);
   padded.set_padding("xx");
   const std::vector<std::string> packets = {
-      "",
-      stack.SerializeAsString(),
-      padded.SerializeAsString(),
-      MemoryPacketOf("\x08\x07") + "\x3A\x02\x10\x05",            // two events: libprotobuf merges
-      MemoryPacketOf("\xa0\x01\x05"),                             // field 20: a newer schema
-      MemoryPacketOf(std::string("\x00\x05", 2)),                 // field 0
-      MemoryPacketOf("\x09\x01\x02\x03\x04\x05\x06\x07\x08"),     // seq as fixed64
-      MemoryPacketOf("\x08"),                                     // value missing
+      "", stack.SerializeAsString(), padded.SerializeAsString(),
+      MemoryPacketOf("\x08\x07") + "\x3A\x02\x10\x05",         // two events: libprotobuf merges
+      MemoryPacketOf("\xa0\x01\x05"),                          // field 20: a newer schema
+      MemoryPacketOf(std::string("\x00\x05", 2)),              // field 0
+      MemoryPacketOf("\x09\x01\x02\x03\x04\x05\x06\x07\x08"),  // seq as fixed64
+      MemoryPacketOf("\x08"),                                  // value missing
       // Bodies of eight bytes or more (the word-at-a-time path) that end early: a tag with no
       // value (tests/fuzz/regressions/decoder-tag-at-body-end.trace), a varint cut short.
       MemoryPacketOf("\x08\x07\x10\x05\x18\x03\x20\x01\x28"),
