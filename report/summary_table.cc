@@ -524,6 +524,11 @@ Summary SummaryAnalysis::Finish() {
     for (const Device& known : trace_->devices()) {
       if (known.ordinal() == device.device) device.name = known.name();
     }
+    if (const TraceFile::PoolReserved* pools = trace_->FindPoolReserved(device.device)) {
+      device.pool_reserved_known = true;
+      device.pool_reserved_current = pools->current;
+      device.pool_reserved_peak = pools->peak;
+    }
   }
   return summary;
 }
@@ -558,6 +563,21 @@ constexpr char kOversizeSegments[] = "Oversize GPU segments";
 
 std::string Plural(uint64_t count, const char* one, const char* many) {
   return absl::StrCat(count, " ", count == 1 ? one : many);
+}
+
+// What the trace says of the device's stream-ordered memory pools' own size.
+std::string PoolReservedNote(const DeviceSummary& device) {
+  if (!device.pool_reserved_known) {
+    return "n/a: the memory pool's reserved size is not in this trace (gpumem records it from "
+           "the pool's attributes since November 2026)";
+  }
+  return absl::StrCat(
+      "n/a in the rows (a pool's size is not split into large and small pool, and it has no "
+      "segments); its own reserved size, from its attributes after each stream-ordered "
+      "allocation, peaked at ",
+      FormatBytes(device.pool_reserved_peak), " (", device.pool_reserved_peak,
+      " bytes, what torch.cuda.max_memory_reserved() reports in this mode) and was ",
+      FormatBytes(device.pool_reserved_current), " at the end");
 }
 
 }  // namespace
@@ -600,8 +620,7 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
       notes.push_back({{kRequestedMemory},
                        "the same as Allocated: this backend asks cudaMallocAsync for exactly the "
                        "bytes requested, without rounding"});
-      notes.push_back({{kReservedMemory, kReservedSegments},
-                       "n/a: the memory pool's reserved size is not recorded yet"});
+      notes.push_back({{kReservedMemory, kReservedSegments}, PoolReservedNote(device)});
       notes.push_back(
           {{kNonReleasableMemory, kNonReleasableAllocs},
            "n/a: the pool keeps its free blocks inside the CUDA driver, which the trace "
@@ -655,8 +674,7 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
                         Plural(device.pool_allocations, "stream-ordered allocation",
                                "stream-ordered allocations"),
                         " (", FormatBytes(device.pool_allocation_bytes),
-                        " in all), left out: their memory pool's reserved size is not recorded "
-                        "yet");
+                        " in all), left out: ", PoolReservedNote(device));
       }
       notes.push_back({{kReservedMemory, kReservedSegments}, reserved});
       notes.push_back(

@@ -98,6 +98,12 @@ struct DeviceSummary {
   // recorded).
   uint64_t pool_allocations = 0;
   uint64_t pool_allocation_bytes = 0;
+  // The device's memory pools' own reserved size, from the trace's PoolUsage packets (the pools'
+  // attributes), when it has any: at the end and at most. Reported in the notes, not in the rows
+  // (it is not split by pool, and a pool has no segments).
+  bool pool_reserved_known = false;
+  uint64_t pool_reserved_current = 0;
+  uint64_t pool_reserved_peak = 0;
   // Out-of-memory failures (result 2) of the allocations the rows count: a failure followed, as the
   // next attempt of that kind on the device, by one of the same size and API is a retry; any other
   // is an OOM.

@@ -197,12 +197,29 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kPythonStatus:
       python_status_ = packet.python_status();
       break;
-    case TracePacket::kKernelTiming:
     case TracePacket::kPoolUsage:
+      AddPoolUsage(packet.pool_usage());
+      break;
+    case TracePacket::kKernelTiming:
       break;
     case TracePacket::DATA_NOT_SET:  // padding, or a packet type from a newer schema
       break;
   }
+}
+
+void TraceFile::AddPoolUsage(const PoolUsage& usage) {
+  auto [it, added] = pool_sizes_.try_emplace(usage.pool(), usage.device(), 0);
+  PoolReserved& before = pool_reserved_[it->second.first];
+  before.current -= std::min(before.current, it->second.second);  // the pool's previous size
+  it->second = {usage.device(), usage.reserved_bytes()};
+  PoolReserved& now = pool_reserved_[usage.device()];
+  now.current += usage.reserved_bytes();
+  now.peak = std::max(now.peak, now.current);
+}
+
+const TraceFile::PoolReserved* TraceFile::FindPoolReserved(int32_t device) const {
+  auto it = pool_reserved_.find(device);
+  return it == pool_reserved_.end() ? nullptr : &it->second;
 }
 
 void TraceFile::AddSymbolizedFrame(const SymbolizedFrame& frame) {

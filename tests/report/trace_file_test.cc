@@ -130,6 +130,36 @@ TEST_F(TraceFileTest, CollectsTablesAndVisitsEveryPacketInFileOrder) {
   EXPECT_EQ(file.end().ErrorLine(path_), "");
 }
 
+TracePacket PoolPacket(uint64_t pool, int32_t device, uint64_t reserved) {
+  TracePacket packet;
+  packet.mutable_pool_usage()->set_pool(pool);
+  packet.mutable_pool_usage()->set_device(device);
+  packet.mutable_pool_usage()->set_reserved_bytes(reserved);
+  return packet;
+}
+
+// The pools' reserved sizes per device: each pool's latest size, summed over the device's pools,
+// and the largest such sum.
+TEST_F(TraceFileTest, PoolSizesAreSummedPerDevice) {
+  constexpr uint64_t kMiB = 1 << 20;
+  Write(FramedAll({HeaderPacket(), PoolPacket(0xA, 0, 32 * kMiB), PoolPacket(0xB, 0, 8 * kMiB),
+                   PoolPacket(0xA, 0, 64 * kMiB),  // 72 MiB: the peak
+                   PoolPacket(0xC, 1, 2 * kMiB), PoolPacket(0xA, 0, 16 * kMiB),
+                   PoolPacket(0xB, 0, 0), FooterPacket(0)},
+                  nullptr));
+  absl::StatusOr<std::unique_ptr<TraceFile>> trace = TraceFile::Read(path_);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  const TraceFile::PoolReserved* device0 = (*trace)->FindPoolReserved(0);
+  ASSERT_NE(device0, nullptr);
+  EXPECT_EQ(device0->current, 16 * kMiB);
+  EXPECT_EQ(device0->peak, 72 * kMiB);
+  const TraceFile::PoolReserved* device1 = (*trace)->FindPoolReserved(1);
+  ASSERT_NE(device1, nullptr);
+  EXPECT_EQ(device1->current, 2 * kMiB);
+  EXPECT_EQ(device1->peak, 2 * kMiB);
+  EXPECT_EQ((*trace)->FindPoolReserved(2), nullptr);
+}
+
 TEST_F(TraceFileTest, NoFooterWithUnusedSpaceIsNotDamage) {
   Write(Framed(HeaderPacket()) + Framed(MemoryPacket(1)) + std::string(4096, '\0'));
   absl::StatusOr<std::unique_ptr<TraceFile>> trace = TraceFile::Read(path_);
