@@ -59,21 +59,11 @@ class ReorderingSink final : public MemoryEventSink {
       launch_pool_.emplace_back();
     }
     launch_pool_[slot] = launch;
-    MemoryEventFields* entry = buffer_.Slot();
-    *entry = MemoryEventFields{};
-    entry->seq = launch.seq();
-    entry->launch_ref = slot + 1;
-    buffer_.Commit(release_);
+    AddEntry(launch.seq(), slot + 1);
   }
   // A launch nobody visits still takes its place in seq order, as a gap filled: without it each
   // launch would hold the buffer up to its window (see NextIsHeld in event_stream.h).
-  void AddSeqOnly(uint64_t seq) {
-    MemoryEventFields* entry = buffer_.Slot();
-    *entry = MemoryEventFields{};
-    entry->seq = seq;
-    entry->launch_ref = kSeqOnly;
-    buffer_.Commit(release_);
-  }
+  void AddSeqOnly(uint64_t seq) { AddEntry(seq, kSeqOnly); }
   void Finish() { buffer_.Flush(release_); }
 
   uint64_t released() const { return released_; }
@@ -102,6 +92,15 @@ class ReorderingSink final : public MemoryEventSink {
   };
 
   static constexpr uint32_t kSeqOnly = ~uint32_t{0};
+
+  // An entry of the buffer that stands for no memory event: a launch, or a seq only.
+  void AddEntry(uint64_t seq, uint32_t launch_ref) {
+    MemoryEventFields* entry = buffer_.Slot();
+    *entry = MemoryEventFields{};
+    entry->seq = seq;
+    entry->launch_ref = launch_ref;
+    buffer_.Commit(release_);
+  }
 
   SeqReorderBuffer buffer_;
   MemoryEvent event_;
