@@ -147,9 +147,10 @@ CuptiState Start(const StartConfig& config) {
     text.Append("another CUPTI client holds the only subscription (");
     if (holder[0] != '\0') text.Append(holder).Append("; ");
     text.Append(
-        "e.g. torch.profiler/Kineto, Nsight, a debugger): no GPU kernel times, no memory-pool "
-        "records, no CUPTI kernel names or correlation ids, no catch-all for driver calls gpumem "
-        "does not wrap; memory and launches are still recorded by interposition. Loaded ");
+        "e.g. torch.profiler/Kineto, Nsight, a debugger): no GPU kernel times, no CUPTI "
+        "memory-pool records, no CUPTI kernel names or correlation ids, no catch-all for driver "
+        "calls gpumem does not wrap; memory (pool sizes included) and launches are still recorded "
+        "by interposition. Loaded ");
     text.Append(path);
     return Report(CuptiState::kOtherSubscriber, detail, false);
   }
@@ -190,8 +191,9 @@ CuptiState Start(const StartConfig& config) {
   bool kernel_timing = false;
   if (f.register_callbacks == nullptr || f.activity_enable == nullptr ||
       f.get_next_record == nullptr || f.flush_all == nullptr) {
-    text.Append("; no activity API: no memory-pool records");
-    if (config.kernel_times) text.Append(", no kernel times");
+    text.Append("; no activity API");
+    if (config.pools) text.Append(": no CUPTI memory-pool records");
+    if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
     return Report(CuptiState::kActive, detail, false);
   }
   SetGetNextRecord(f.get_next_record);
@@ -199,8 +201,9 @@ CuptiState Start(const StartConfig& config) {
   if (result != CUPTI_SUCCESS) {
     text.Append("; cuptiActivityRegisterCallbacks failed (");
     AppendResult(text, f, result);
-    text.Append("): no memory-pool records");
-    if (config.kernel_times) text.Append(", no kernel times");
+    text.Append(")");
+    if (config.pools) text.Append(": no CUPTI memory-pool records");
+    if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
     return Report(CuptiState::kActive, detail, false);
   }
   g_activity_registered.store(true, std::memory_order_release);
@@ -258,9 +261,10 @@ void YieldSubscription(const void* callback, const char* name) {
     text.Append(" (").Append(info.dli_fname).Append(")");
   }
   text.Append(
-      ", e.g. torch.profiler/Kineto or Nsight: from then on no GPU kernel times, no memory-pool "
-      "records, no CUPTI kernel names or correlation ids, no catch-all for driver calls gpumem "
-      "does not wrap; memory and launches are still recorded by interposition");
+      ", e.g. torch.profiler/Kineto or Nsight: from then on no GPU kernel times, no CUPTI "
+      "memory-pool records, no CUPTI kernel names or correlation ids, no catch-all for driver "
+      "calls gpumem does not wrap; memory (pool sizes included) and launches are still recorded "
+      "by interposition");
   Report(CuptiState::kOtherSubscriber, detail, false);
   --t_hook_depth;
   errno = saved_errno;
