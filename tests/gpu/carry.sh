@@ -4,7 +4,7 @@
 # libunwind.so.8 it loads, the benchmarks, the analyzer, and the shared libraries the analyzer and
 # its benchmark link (protobuf, Abseil, elfutils: the GPU machine has none of them).
 # Usage: tests/gpu/carry.sh [BUILD_DIR]   then, on the GPU machine:
-#   BUILD_DIR=.device-carry/build tests/gpu/run.sh record OUT
+#   BUILD_DIR=.device-carry/build tests/gpu/run.sh record OUT   (and `bench OUT` in a second call)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}

@@ -3,9 +3,12 @@
 #
 #   tests/gpu/run.sh record OUT_DIR   record every sample and the PyTorch scripts into OUT_DIR
 #                                     (needs only build/ and the real CUDA libraries: no protobuf)
+#   tests/gpu/run.sh bench OUT_DIR    the benchmarks (step time, costs per event, the analyzer)
+#                                     into OUT_DIR/step_time.txt and OUT_DIR/bench.txt
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
-#   tests/gpu/run.sh                  both, into a temporary directory (exit 77: no GPU, skipped)
+#   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
+#                                     skipped)
 #
 # BUILD_DIR (default build) holds the build; CUDA_LIBS (default /usr/local/cuda/lib64) the real
 # libcudart.so.13.
@@ -64,6 +67,13 @@ record() {
   PYTHONUNBUFFERED=1 $python "$kernels" 15 --profile 5 15 >"$out/profiler_reference.json" \
     2>"$out/profiler_reference.err"
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
+}
+
+# The benchmarks, into OUT_DIR/step_time.txt and OUT_DIR/bench.txt: apart from `record`, so that
+# each fits in one device command (on a fresh machine every PyTorch start takes ~11 s).
+bench() {
+  local out=$1
+  mkdir -p "$out"
   # Step time of the PyTorch script in the tensor-level mode, with and without gpumem, A/B
   # interleaved, and with parts of gpumem off: what each costs.
   GPUMEM_BENCH_CUDA_LIBS=$cuda_libs PYTHON=$python \
@@ -166,11 +176,12 @@ check() {
 
 case ${1:-all} in
   record) record "$2" ;;
+  bench) bench "$2" ;;
   check) check "$2" ;;
   all)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     out=$(mktemp -d)
-    record "$out" && check "$out"
+    record "$out" && bench "$out" && check "$out"
     ;;
-  *) echo "usage: $0 [record OUT_DIR | check OUT_DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR]" >&2; exit 2 ;;
 esac
