@@ -357,6 +357,11 @@ class Analyses {
   }
   bool wants_launches() const { return growth_.has_value() || marker_counter_.has_value(); }
 
+  // A memory pool's size (PoolUsage packet), in file order: a little ahead of the memory events.
+  void AddPoolUsage(const PoolUsage& usage) {
+    if (fragmentation_) fragmentation_->AddPoolUsage(usage);
+  }
+
   void Add(const MemoryEvent& event) {
     if (summary_) summary_->Add(event);
     if (oom_) oom_->Add(event);
@@ -1055,7 +1060,10 @@ int RunReport(const std::vector<std::string>& args) {
                             analyses.wants_launches() ? &analyses : nullptr);
     const TraceReplay replay = ReplayTrace(
         *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
-        observer.active() ? &observer : nullptr);
+        observer.active() ? &observer : nullptr,
+        [&analyses](const PacketPosition&, const TracePacket& packet) {
+          if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
+        });
     Findings findings;
     std::optional<KernelReport> regrouped;
     if (options.peak || options.kernels) {

@@ -82,17 +82,27 @@ std::vector<FragmentationPoint> BucketedTimeline::Points() const {
 // nothing.
 struct FragmentationAnalysis::Candidate {
   struct Track {
-    uint64_t live = 0;  // bytes after the last point
+    uint64_t live = 0;      // bytes after the last point
+    uint64_t reserved = 0;  // the pools' size after the last point (tensor level)
     bool any = false;
     FragmentationPoint peak;
     FragmentationPoint end;
     BucketedTimeline timeline;
   };
 
-  explicit Candidate(SummaryMode mode)
+  // `pool_reserved`: the pools' reserved size by device (tensor level), or null.
+  Candidate(SummaryMode mode, const std::map<int32_t, uint64_t>* pool_reserved)
       : mode(mode),
         has_reserved(mode != SummaryMode::kTensors),
-        has_in_use(mode != SummaryMode::kSegments) {}
+        has_in_use(mode != SummaryMode::kSegments),
+        pool_reserved(pool_reserved) {}
+
+  // Reserved at tensor level is the pools' size, once the trace has given any.
+  bool PoolsKnown() const { return pool_reserved != nullptr && !pool_reserved->empty(); }
+  uint64_t PoolReserved(int32_t device) const {
+    const auto it = pool_reserved->find(device);
+    return it == pool_reserved->end() ? 0 : it->second;
+  }
 
   void Add(const MemoryEvent& event, CachedHolderOf& holders) {
     if (event.action() == ALLOC && IsDeviceMemory(event)) {
@@ -103,17 +113,23 @@ struct FragmentationAnalysis::Candidate {
     }
     replay.Add(event);
     // A free names no device; any may have changed. Devices are few.
+    const bool pools = PoolsKnown();
     for (auto& [device, track] : devices) {
       const uint64_t now = replay.LiveBytes(device);
-      if (track.any && now == track.live) continue;
+      const uint64_t reserved = pools ? PoolReserved(device) : has_reserved ? now : 0;
+      if (track.any && now == track.live && reserved == track.reserved) continue;
       track.any = true;
       track.live = now;
+      track.reserved = reserved;
       FragmentationPoint point;
       point.timestamp_ns = event.timestamp_ns();
-      point.reserved = has_reserved ? now : 0;
+      point.reserved = reserved;
       point.in_use = has_in_use ? now : 0;
-      // Reserved when known, else in use: either way `now`.
-      if (now > (has_reserved ? track.peak.reserved : track.peak.in_use)) track.peak = point;
+      // The peak of reserved when known, else of in use.
+      if (pools || has_reserved ? point.reserved > track.peak.reserved
+                                : point.in_use > track.peak.in_use) {
+        track.peak = point;
+      }
       track.end = point;
       track.timeline.Add(point);
     }
@@ -122,6 +138,7 @@ struct FragmentationAnalysis::Candidate {
   SummaryMode mode;
   bool has_reserved;
   bool has_in_use;
+  const std::map<int32_t, uint64_t>* pool_reserved;
   Replay replay;
   std::map<int32_t, Track> devices;
 };
@@ -131,7 +148,10 @@ FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t sam
     : trace_(trace),
       samples_(samples),
       holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
-      candidates_([](SummaryMode mode) { return std::make_unique<Candidate>(mode); }) {}
+      candidates_([this](SummaryMode mode) {
+        return std::make_unique<Candidate>(
+            mode, mode == SummaryMode::kTensors ? &pool_reserved_ : nullptr);
+      }) {}
 
 FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t samples)
     : FragmentationAnalysis(std::move(holder_of), samples, nullptr) {}
@@ -141,7 +161,25 @@ FragmentationAnalysis::FragmentationAnalysis(const TraceFile& trace)
 
 FragmentationAnalysis::~FragmentationAnalysis() = default;
 
+void FragmentationAnalysis::AddPoolUsage(const PoolUsage& usage) {
+  pending_pool_sizes_.push_back(
+      {usage.timestamp_ns(), usage.pool(), usage.device(), usage.reserved_bytes()});
+}
+
+void FragmentationAnalysis::ApplyPoolSizes(uint64_t timestamp_ns) {
+  while (!pending_pool_sizes_.empty() && pending_pool_sizes_.front().timestamp_ns <= timestamp_ns) {
+    const PendingPoolSize size = pending_pool_sizes_.front();
+    pending_pool_sizes_.pop_front();
+    auto [it, added] = pool_sizes_.try_emplace(size.pool, size.device, 0);
+    uint64_t& before = pool_reserved_[it->second.first];
+    before -= std::min(before, it->second.second);  // the pool's previous size
+    it->second = {size.device, size.reserved};
+    pool_reserved_[size.device] += size.reserved;
+  }
+}
+
 void FragmentationAnalysis::Add(const MemoryEvent& event) {
+  ApplyPoolSizes(event.timestamp_ns());
   const uint64_t timestamp = event.timestamp_ns();
   first_timestamp_ns_ = any_event_ ? std::min(first_timestamp_ns_, timestamp) : timestamp;
   last_timestamp_ns_ = any_event_ ? std::max(last_timestamp_ns_, timestamp) : timestamp;
@@ -151,16 +189,18 @@ void FragmentationAnalysis::Add(const MemoryEvent& event) {
 }
 
 Fragmentation FragmentationAnalysis::Finish() {
+  ApplyPoolSizes(~uint64_t{0});  // what came after the last memory event
   const Candidate& chosen = *candidates_.Chosen();
   Fragmentation result;
   result.mode = chosen.mode;
-  result.has_reserved = chosen.has_reserved;
+  result.has_reserved = chosen.has_reserved || chosen.PoolsKnown();
   result.has_in_use = chosen.has_in_use;
   for (const auto& [device, track] : chosen.devices) {
     DeviceFragmentation entry;
     entry.device = device;
     entry.peak = track.peak;
     entry.end = track.end;
+    if (chosen.PoolsKnown()) entry.end.reserved = chosen.PoolReserved(device);
     entry.end.timestamp_ns = last_timestamp_ns_;
     entry.timeline =
         Sample(track.timeline.Points(), first_timestamp_ns_, last_timestamp_ns_, samples_);
@@ -196,7 +236,8 @@ Fragmentation FragmentationOfTrace(const TraceFile& trace, const std::vector<Mem
 std::string ReservedNotKnownReason(const Fragmentation& fragmentation) {
   if (fragmentation.has_reserved) return "";
   return "tensor-level recording (PyTorch's cudaMallocAsync backend): each tensor is recorded, the "
-         "memory pool's own reserved size is not";
+         "memory pool's own reserved size is not in this trace (gpumem records it since November "
+         "2026)";
 }
 
 std::string InUseNotKnownReason(const Fragmentation& fragmentation) {

@@ -1,8 +1,9 @@
 // `gpumem report --fragmentation`: per device, memory reserved (what the allocator holds from the
 // driver) against memory in use (what the program's tensors or allocations hold) over time, and
 // what the trace supports of each. The recording mode is decided as for the summary table
-// (report/summary_table.h): kTensors knows in use but not the pool's reserved size; kSegments knows
-// reserved but not in use; kPlain: every allocation is its own segment, in use = reserved.
+// (report/summary_table.h): kTensors knows in use, and reserved where the trace has the pool's own
+// size (PoolUsage packets, AddPoolUsage); kSegments knows reserved but not in use; kPlain: every
+// allocation is its own segment, in use = reserved.
 // Block-level fragmentation (1 - largest free block / free memory inside segments) needs the
 // blocks inside segments, which no mode records: n/a until the allocator model (issue 6).
 // Definitions: report/README.md ("Fragmentation").
@@ -11,10 +12,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
 #include "report/summary_table.h"
 #include "report/trace_file.h"
@@ -95,10 +99,22 @@ class FragmentationAnalysis {
   ~FragmentationAnalysis();
 
   void Add(const MemoryEvent& event);
+  // A memory pool's reserved size (PoolUsage packet, from the pool's attributes). Packets come in
+  // file order, a little ahead of the events replayed in seq order: each takes effect at the first
+  // memory event stamped at or after it. With them, tensor-level recording knows reserved too.
+  void AddPoolUsage(const PoolUsage& usage);
   Fragmentation Finish();
 
  private:
   struct Candidate;
+  struct PendingPoolSize {
+    uint64_t timestamp_ns = 0;
+    uint64_t pool = 0;
+    int32_t device = 0;
+    uint64_t reserved = 0;
+  };
+  // Applies the pending pool sizes stamped at or before `timestamp_ns`.
+  void ApplyPoolSizes(uint64_t timestamp_ns);
   FragmentationAnalysis(HolderOfStack holder_of, size_t samples, const TraceFile* trace);
 
   const TraceFile* trace_ = nullptr;
@@ -108,6 +124,9 @@ class FragmentationAnalysis {
   bool any_event_ = false;
   uint64_t first_timestamp_ns_ = 0;  // of all memory events
   uint64_t last_timestamp_ns_ = 0;
+  std::deque<PendingPoolSize> pending_pool_sizes_;  // a handful: the reorder lag
+  absl::flat_hash_map<uint64_t, std::pair<int32_t, uint64_t>> pool_sizes_;  // device, reserved
+  std::map<int32_t, uint64_t> pool_reserved_;  // by device: the sum over its pools, applied so far
 };
 
 // FragmentationAnalysis over `events` (one process's memory events in seq order).

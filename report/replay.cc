@@ -267,7 +267,7 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
 }
 
 TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
-                        ReplayObserver* observer) {
+                        ReplayObserver* observer, const PacketVisitor& packets) {
   Replay replay(observer);
   TraceReplay result;
   LaunchVisitor launches;
@@ -284,7 +284,7 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
         }
         if (also) also(event);
       },
-      kReorderWindow, nullptr, launches);
+      kReorderWindow, packets, launches);
   result.file = std::move(file);
   result.memory_events = stats.events;
   result.out_of_order_events = stats.out_of_order;

@@ -203,8 +203,9 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
 // need no pass of their own. The file's tables are current up to the packet read last, which is
 // ahead of the event visited.
 // With an `observer`, launch events are replayed too, in seq order with the memory events.
+// `packets` (may be null) sees every other packet in file order, as StreamMemoryEventsBySeq says.
 TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
-                        ReplayObserver* observer = nullptr);
+                        ReplayObserver* observer = nullptr, const PacketVisitor& packets = nullptr);
 
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
 // for -1, "pinned host" for kPinnedHost.

@@ -219,5 +219,53 @@ TEST(FragmentationTest, ModeDecidedAtTheEndCountsOnlyItsAllocations) {
   EXPECT_EQ(f.devices[0].end.reserved, 20 * kMiB);
 }
 
+PoolUsage PoolSize(uint64_t timestamp_ns, uint64_t reserved) {
+  PoolUsage usage;
+  usage.set_pool(0xB00);
+  usage.set_device(0);
+  usage.set_reserved_bytes(reserved);
+  usage.set_timestamp_ns(timestamp_ns);
+  return usage;
+}
+
+TEST(FragmentationTest, TensorLevelWithPoolSizesKnowsReservedToo) {
+  // PyTorch tensors (stream-ordered, from libc10_cuda.so) at t100 +4, t200 +8, t300 -4, t400 +2
+  // MiB; the pool's size read after the allocations that grew it: 32 MiB at t150, 64 at t250.
+  Frame torch;
+  torch.module = "/site-packages/torch/lib/libc10_cuda.so";
+  const MemoryHolder* pytorch = FindMemoryHolder({torch}, false);
+  std::vector<MemoryEvent> events = {
+      Event(1, ALLOC, 0, 4 * kMiB, 0x1000'0000), Event(2, ALLOC, 0, 8 * kMiB, 0x2000'0000),
+      Event(3, FREE, -1, 0, 0x1000'0000), Event(4, ALLOC, 0, 2 * kMiB, 0x3000'0000)};
+  for (MemoryEvent& event : events) {
+    event.set_api(event.action() == ALLOC ? CUDA_MALLOC_ASYNC : CUDA_FREE_ASYNC);
+    event.set_kind(POOL);
+    event.set_stack_id(7);
+  }
+  FragmentationAnalysis analysis(
+      [pytorch](uint64_t stack_id) { return stack_id == 7 ? pytorch : nullptr; });
+  // The packets come in file order, ahead of the events replayed: each waits for its time.
+  analysis.AddPoolUsage(PoolSize(150, 32 * kMiB));
+  analysis.Add(events[0]);
+  analysis.AddPoolUsage(PoolSize(250, 64 * kMiB));
+  for (size_t i = 1; i < events.size(); ++i) analysis.Add(events[i]);
+  const Fragmentation f = analysis.Finish();
+  EXPECT_EQ(f.mode, SummaryMode::kTensors);
+  EXPECT_TRUE(f.has_reserved);
+  EXPECT_TRUE(f.has_in_use);
+  EXPECT_EQ(ReservedNotKnownReason(f), "");
+  ASSERT_EQ(f.devices.size(), 1u);
+  const DeviceFragmentation& device = f.devices[0];
+  // The pool reached 64 MiB from the event at t300 on (the first one stamped after t250): 8 MiB in
+  // use then.
+  EXPECT_EQ(device.peak.timestamp_ns, 300u);
+  EXPECT_EQ(device.peak.reserved, 64 * kMiB);
+  EXPECT_EQ(device.peak.in_use, 8 * kMiB);
+  EXPECT_EQ(device.peak.unused(), 56 * kMiB);
+  EXPECT_EQ(device.end.reserved, 64 * kMiB);
+  EXPECT_EQ(device.end.in_use, 10 * kMiB);
+  EXPECT_NE(FragmentationText(f).find("at the peak of reserved"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpumem::report

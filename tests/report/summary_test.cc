@@ -590,6 +590,16 @@ TEST(SummaryCommand, AsyncBackendAllocationsAndAllocatedPeakMatchPyTorch) {
       std::string::npos)
       << out;
 
+  // The fragmentation report takes reserved from the same pool sizes: at its peak, PyTorch's
+  // max_memory_reserved().
+  ProgramRun fragmentation = Report({"--fragmentation", Sample("train_mlp-async-h100.trace")});
+  ASSERT_EQ(fragmentation.exit_code, 0) << fragmentation.err;
+  EXPECT_NE(fragmentation.out.find("at the peak of reserved"), std::string::npos)
+      << fragmentation.out;
+  EXPECT_NE(fragmentation.out.find("reserved 96.00 MiB (100663296 bytes), in use"),
+            std::string::npos)
+      << fragmentation.out;
+
   ProgramRun json = Report({"--json", "--summary", Sample("train_mlp-async-h100.trace")});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(RowStat(json.out, "allocation", "allocated"), 475);
