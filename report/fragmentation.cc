@@ -90,19 +90,15 @@ struct FragmentationAnalysis::Candidate {
     BucketedTimeline timeline;
   };
 
-  // `pool_reserved`: the pools' reserved size by device (tensor level), or null.
-  Candidate(SummaryMode mode, const std::map<int32_t, uint64_t>* pool_reserved)
+  // `pools`: the pools' sizes (tensor level), or null.
+  Candidate(SummaryMode mode, const PoolSizes* pools)
       : mode(mode),
         has_reserved(mode != SummaryMode::kTensors),
         has_in_use(mode != SummaryMode::kSegments),
-        pool_reserved(pool_reserved) {}
+        pools(pools) {}
 
   // Reserved at tensor level is the pools' size, once the trace has given any.
-  bool PoolsKnown() const { return pool_reserved != nullptr && !pool_reserved->empty(); }
-  uint64_t PoolReserved(int32_t device) const {
-    const auto it = pool_reserved->find(device);
-    return it == pool_reserved->end() ? 0 : it->second;
-  }
+  bool PoolsKnown() const { return pools != nullptr && !pools->empty(); }
 
   void Add(const MemoryEvent& event, CachedHolderOf& holders) {
     if (event.action() == ALLOC && IsDeviceMemory(event)) {
@@ -113,10 +109,10 @@ struct FragmentationAnalysis::Candidate {
     }
     replay.Add(event);
     // A free names no device; any may have changed. Devices are few.
-    const bool pools = PoolsKnown();
+    const bool known_pools = PoolsKnown();
     for (auto& [device, track] : devices) {
       const uint64_t now = replay.LiveBytes(device);
-      const uint64_t reserved = pools ? PoolReserved(device) : has_reserved ? now : 0;
+      const uint64_t reserved = known_pools ? pools->Current(device) : has_reserved ? now : 0;
       if (track.any && now == track.live && reserved == track.reserved) continue;
       track.any = true;
       track.live = now;
@@ -126,8 +122,8 @@ struct FragmentationAnalysis::Candidate {
       point.reserved = reserved;
       point.in_use = has_in_use ? now : 0;
       // The peak of reserved when known, else of in use.
-      if (pools || has_reserved ? point.reserved > track.peak.reserved
-                                : point.in_use > track.peak.in_use) {
+      if (known_pools || has_reserved ? point.reserved > track.peak.reserved
+                                      : point.in_use > track.peak.in_use) {
         track.peak = point;
       }
       track.end = point;
@@ -138,7 +134,7 @@ struct FragmentationAnalysis::Candidate {
   SummaryMode mode;
   bool has_reserved;
   bool has_in_use;
-  const std::map<int32_t, uint64_t>* pool_reserved;
+  const PoolSizes* pools;
   Replay replay;
   std::map<int32_t, Track> devices;
 };
@@ -149,8 +145,8 @@ FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t sam
       samples_(samples),
       holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
       candidates_([this](SummaryMode mode) {
-        return std::make_unique<Candidate>(
-            mode, mode == SummaryMode::kTensors ? &pool_reserved_ : nullptr);
+        return std::make_unique<Candidate>(mode,
+                                           mode == SummaryMode::kTensors ? &pool_sizes_ : nullptr);
       }) {}
 
 FragmentationAnalysis::FragmentationAnalysis(HolderOfStack holder_of, size_t samples)
@@ -170,11 +166,7 @@ void FragmentationAnalysis::ApplyPoolSizes(uint64_t timestamp_ns) {
   while (!pending_pool_sizes_.empty() && pending_pool_sizes_.front().timestamp_ns <= timestamp_ns) {
     const PendingPoolSize size = pending_pool_sizes_.front();
     pending_pool_sizes_.pop_front();
-    auto [it, added] = pool_sizes_.try_emplace(size.pool, size.device, 0);
-    uint64_t& before = pool_reserved_[it->second.first];
-    before -= std::min(before, it->second.second);  // the pool's previous size
-    it->second = {size.device, size.reserved};
-    pool_reserved_[size.device] += size.reserved;
+    pool_sizes_.Set(size.pool, size.device, size.reserved);
   }
 }
 
@@ -200,7 +192,7 @@ Fragmentation FragmentationAnalysis::Finish() {
     entry.device = device;
     entry.peak = track.peak;
     entry.end = track.end;
-    if (chosen.PoolsKnown()) entry.end.reserved = chosen.PoolReserved(device);
+    if (chosen.PoolsKnown()) entry.end.reserved = pool_sizes_.Current(device);
     entry.end.timestamp_ns = last_timestamp_ns_;
     entry.timeline =
         Sample(track.timeline.Points(), first_timestamp_ns_, last_timestamp_ns_, samples_);

@@ -13,13 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
+#include "report/pool_sizes.h"
 #include "report/summary_table.h"
 #include "report/trace_file.h"
 
@@ -125,8 +124,7 @@ class FragmentationAnalysis {
   uint64_t first_timestamp_ns_ = 0;  // of all memory events
   uint64_t last_timestamp_ns_ = 0;
   std::deque<PendingPoolSize> pending_pool_sizes_;  // a handful: the reorder lag
-  absl::flat_hash_map<uint64_t, std::pair<int32_t, uint64_t>> pool_sizes_;  // device, reserved
-  std::map<int32_t, uint64_t> pool_reserved_;  // by device: the sum over its pools, applied so far
+  PoolSizes pool_sizes_;                            // the pool sizes applied so far
 };
 
 // FragmentationAnalysis over `events` (one process's memory events in seq order).

@@ -208,18 +208,11 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
 }
 
 void TraceFile::AddPoolUsage(const PoolUsage& usage) {
-  auto [it, added] = pool_sizes_.try_emplace(usage.pool(), usage.device(), 0);
-  PoolReserved& before = pool_reserved_[it->second.first];
-  before.current -= std::min(before.current, it->second.second);  // the pool's previous size
-  it->second = {usage.device(), usage.reserved_bytes()};
-  PoolReserved& now = pool_reserved_[usage.device()];
-  now.current += usage.reserved_bytes();
-  now.peak = std::max(now.peak, now.current);
+  pool_sizes_.Set(usage.pool(), usage.device(), usage.reserved_bytes());
 }
 
 const TraceFile::PoolReserved* TraceFile::FindPoolReserved(int32_t device) const {
-  auto it = pool_reserved_.find(device);
-  return it == pool_reserved_.end() ? nullptr : &it->second;
+  return pool_sizes_.Find(device);
 }
 
 void TraceFile::AddSymbolizedFrame(const SymbolizedFrame& frame) {

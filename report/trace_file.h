@@ -23,6 +23,7 @@
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
 #include "report/memory_event_decoder.h"
+#include "report/pool_sizes.h"
 
 namespace gpumem::report {
 
@@ -119,13 +120,9 @@ class TraceFile {
   // What the trace says about the CUPTI subscriber (the last CuptiStatus packet), if anything.
   const std::optional<CuptiStatus>& cupti() const { return cupti_; }
   uint64_t launch_event_count() const { return launch_event_count_; }
-  // The memory pools' reserved sizes on a device (PoolUsage packets, summed over the device's
-  // pools): what the last packets said and the largest sum seen; nullptr when the trace has none
-  // for `device`. Complete once the packets were read.
-  struct PoolReserved {
-    uint64_t current = 0;
-    uint64_t peak = 0;
-  };
+  // The memory pools' reserved sizes on a device (report/pool_sizes.h); nullptr when the trace
+  // has none for `device`. Complete once the packets were read.
+  using PoolReserved = PoolSizes::Device;
   const PoolReserved* FindPoolReserved(int32_t device) const;
   const std::optional<Footer>& footer() const { return footer_; }
   const TraceEndStatus& end() const { return end_; }
@@ -164,9 +161,7 @@ class TraceFile {
   absl::flat_hash_map<uint64_t, PythonCode> python_codes_;
   std::optional<PythonStatus> python_status_;
   uint64_t launch_event_count_ = 0;
-  absl::flat_hash_map<uint64_t, std::pair<int32_t, uint64_t>>
-      pool_sizes_;                                 // pool -> device, reserved
-  std::map<int32_t, PoolReserved> pool_reserved_;  // by device
+  PoolSizes pool_sizes_;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   std::optional<Footer> footer_;
   TraceEndStatus end_;
