@@ -40,7 +40,7 @@ class LiveRanges {
  public:
   // Makes [address, address + size) live and returns its value, to fill: every field, `size`
   // first (the slot is reused; what it held is unspecified).
-  // Live ranges overlapping it are first passed to `dropped(const Value&, uint64_t address)` and
+  // Live ranges overlapping it are first passed to `dropped(const Value&)` and
   // removed; returns through *overlapped whether there were any.
   template <typename Dropped>
   Value& Allocate(uint64_t address, uint64_t size, bool* overlapped, Dropped&& dropped) {
@@ -63,7 +63,7 @@ class LiveRanges {
         const Value& live = slots_[slot].value;
         if (RangeEnd(begin, live.size) <= address) break;
         *overlapped = true;
-        dropped(live, begin);
+        dropped(live);
         Release(slot);
         by_address_.erase(begin);  // dropped, not freed: a free of it is of an unknown address
       } else if (!reuse) {

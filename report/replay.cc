@@ -74,7 +74,7 @@ const LiveAllocation* Replay::FindContaining(uint64_t address) const {
 void Replay::AllocPlain(const MemoryEvent& event) {
   bool overlapped = false;
   Live& live = plain_.Allocate(event.address(), event.size(), &overlapped,
-                               [this](const Live& dropped, uint64_t) { Uncount(dropped); });
+                               [this](const Live& dropped) { Uncount(dropped); });
   if (overlapped) ++anomalies_.overlapping_allocations;
   // Field by field: a Live built whole and copied in stalls on store forwarding.
   live.size = event.size();

@@ -388,7 +388,7 @@ class SummaryAnalysis::Tables {
     } else {
       bool overlapped = false;
       plain_.Allocate(event.address(), event.size(), &overlapped,
-                      [&](const Shared& dropped, uint64_t) { count(dropped, false); }) = shared;
+                      [&](const Shared& dropped) { count(dropped, false); }) = shared;
     }
     count(shared, true);
   }
