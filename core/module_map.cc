@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/eh_frame_unwinder.h"
 #include "core/spin_lock.h"
 #include "core/trace_ids.h"
 #include "core/wire_writer.h"
@@ -61,6 +62,9 @@ int ModuleMap::ReadCounters(dl_phdr_info* info, size_t size, void* context) {
   auto* self = static_cast<ModuleMap*>(context);
   if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
     bool changed = info->dlpi_adds != self->last_adds_ || info->dlpi_subs != self->last_subs_;
+    // An unloaded module's addresses may hold other code now: its unwind rules go too.
+    if (self->scanned_once_ && info->dlpi_subs != self->last_subs_)
+      eh_frame_unwinder::ForgetRules();
     self->last_adds_ = info->dlpi_adds;
     self->last_subs_ = info->dlpi_subs;
     return changed ? 1 : 2;

@@ -76,6 +76,7 @@ void LoadRecorderOptions(RecorderOptions* options) {
   };
   for (const Switch& option : {Switch{"GPUMEM_LAUNCHES", &options->launches, "1"},
                                Switch{"GPUMEM_LAUNCH_STACKS", &options->launch_stacks, "1"},
+                               Switch{"GPUMEM_FAST_UNWIND", &options->fast_unwind, "1"},
                                Switch{"GPUMEM_CUPTI", &options->cupti, "1"},
                                Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"},
                                Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},

@@ -12,12 +12,13 @@ struct RecorderOptions {
   int stack_depth = 64;            // GPUMEM_STACK_DEPTH: native frames kept per stack (0 = none)
   bool free_stacks = false;        // GPUMEM_FREE_STACKS=1: capture stacks on frees too
   char libunwind_path[4096] = {};  // GPUMEM_LIBUNWIND: explicit path of libunwind.so.8
-  bool launches = true;            // GPUMEM_LAUNCHES=0: kernel launches are not recorded
-  bool launch_stacks = true;       // GPUMEM_LAUNCH_STACKS=0: launches are recorded without stacks
-  int launch_stack_depth = 24;     // GPUMEM_LAUNCH_STACK_DEPTH: frames kept per launch stack
-  bool cupti = true;               // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
-  bool kernel_times = false;       // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
-  bool cupti_launches = false;     // GPUMEM_CUPTI_LAUNCHES=1: CUPTI callbacks on launches too
+  bool fast_unwind = true;      // GPUMEM_FAST_UNWIND=0: every stack through libunwind (A/B, doubt)
+  bool launches = true;         // GPUMEM_LAUNCHES=0: kernel launches are not recorded
+  bool launch_stacks = true;    // GPUMEM_LAUNCH_STACKS=0: launches are recorded without stacks
+  int launch_stack_depth = 24;  // GPUMEM_LAUNCH_STACK_DEPTH: frames kept per launch stack
+  bool cupti = true;            // GPUMEM_CUPTI=0: no CUPTI subscriber (interposition only)
+  bool kernel_times = false;    // GPUMEM_KERNEL_TIMES=1: GPU start/end of every kernel (CUPTI)
+  bool cupti_launches = false;  // GPUMEM_CUPTI_LAUNCHES=1: CUPTI callbacks on launches too
   // GPUMEM_CUPTI_POOLS=1: CUPTI memory-pool activity records too. Off by default: with them on,
   // every kernel launch costs ~0.8 µs more (H100), and the pools' attributes say the same.
   bool cupti_pools = false;

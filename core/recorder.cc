@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/driver_queries.h"
+#include "core/eh_frame_unwinder.h"
 #include "core/kernel_table.h"
 #include "core/module_map.h"
 #include "core/options.h"
@@ -376,7 +377,8 @@ void Init(const LoaderFunctions& loader) {
     g.kernels.Init();
     if (g.options.python_frames) g.python_codes.Init();
     if (g.options.stack_depth > 0) {
-      g.stacks_available = InitStackCapture(g.options.libunwind_path, loader.dlopen, loader.dlsym);
+      g.stacks_available = InitStackCapture(g.options.libunwind_path, g.options.fast_unwind,
+                                            loader.dlopen, loader.dlsym);
       if (!g.stacks_available) {
         Warn(
             "libunwind.so.8 could not be loaded; allocations are recorded without stacks "
@@ -700,6 +702,7 @@ void Finish() {
   g_file_sink.AppendPacket(writer.data(), writer.size());
   g.sink.Finish();
   self_timing::Print();
+  if (self_timing::g_enabled) eh_frame_unwinder::PrintUnsupported();
 }
 
 void AfterForkInChild() {

@@ -20,11 +20,19 @@ constexpr const char* kNames[kPhaseCount] = {
     "pool query",   "sink write",    "allocation hook", "free hook",    "launch hook"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
+std::atomic<uint64_t> g_counts[kCounterCount];
+constexpr const char* kCounterNames[kCounterCount] = {"stacks left to libunwind",
+                                                      "native frames unwound"};
+
 }  // namespace
 
 void Add(Phase phase, uint64_t ns, bool count) {
   if (count) g_totals[phase].count.fetch_add(1, std::memory_order_relaxed);
   g_totals[phase].ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void AddCount(Counter counter, uint64_t amount) {
+  g_counts[counter].fetch_add(amount, std::memory_order_relaxed);
 }
 
 void Print() {
@@ -47,6 +55,12 @@ void Print() {
                  kNames[phase], static_cast<unsigned long long>(count),
                  static_cast<double>(ns) / static_cast<double>(count),
                  static_cast<double>(ns) / 1e6);
+    if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+  }
+  for (int counter = 0; counter < kCounterCount; ++counter) {
+    n = snprintf(
+        line, sizeof(line), "gpumem:   %s: %llu\n", kCounterNames[counter],
+        static_cast<unsigned long long>(g_counts[counter].load(std::memory_order_relaxed)));
     if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
   }
   rusage usage{};

@@ -31,11 +31,22 @@ constexpr bool IsOuterPhase(int phase) {
          phase == kLaunchHook;
 }
 
+// Events counted without a time.
+enum Counter : int {
+  kUnwindFallback,  // stacks the fast unwinder left to libunwind
+  kFramesUnwound,   // native frames unwound, gpumem's own included
+  kCounterCount
+};
+
 inline bool g_enabled = false;
 
 // `count`: whether this adds one to the phase's count (false for the first part of a phase timed
 // in two parts, e.g. a free's hook before and after the real call).
 void Add(Phase phase, uint64_t ns, bool count = true);
+void AddCount(Counter counter, uint64_t amount);
+inline void Count(Counter counter, uint64_t amount = 1) {
+  if (g_enabled) AddCount(counter, amount);
+}
 // One line per phase that ran: count, total and mean; to stderr.
 void Print();
 

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/eh_frame_unwinder.h"
+#include "core/self_timing.h"
+
 namespace gpumem {
 namespace {
 
@@ -15,6 +18,19 @@ constexpr int kUnwCachePerThread = 2;   // UNW_CACHE_PER_THREAD
 constexpr size_t kScratchFrames = 288;  // the deepest kept stack plus gpumem's own frames
 
 UnwBacktraceFn g_unw_backtrace = nullptr;
+bool g_fast_unwind = false;
+
+// The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so both
+// start at the same frame: the return address into CaptureStack.
+__attribute__((always_inline)) inline int Unwind(void** frames, int capacity) {
+  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity) : -1;
+  if (depth < 0) {
+    if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
+    depth = g_unw_backtrace(frames, capacity);
+  }
+  self_timing::Count(self_timing::kFramesUnwound, static_cast<uint64_t>(std::max(depth, 0)));
+  return depth;
+}
 
 // Own frames expected before a hooked call site's return address, before it was learnt.
 constexpr size_t kOwnFramesAllowance = 16;
@@ -54,7 +70,8 @@ void* OpenLibunwind(const char* explicit_path, void* (*real_dlopen)(const char*,
 
 }  // namespace
 
-bool InitStackCapture(const char* explicit_path, void* (*real_dlopen)(const char*, int),
+bool InitStackCapture(const char* explicit_path, bool fast_unwind,
+                      void* (*real_dlopen)(const char*, int),
                       void* (*real_dlsym)(void*, const char*)) {
   void* handle = OpenLibunwind(explicit_path, real_dlopen);
   if (handle == nullptr) return false;
@@ -67,6 +84,7 @@ bool InitStackCapture(const char* explicit_path, void* (*real_dlopen)(const char
   if (set_policy != nullptr && address_space != nullptr)
     set_policy(*address_space, kUnwCachePerThread);
   g_unw_backtrace = backtrace;
+  g_fast_unwind = fast_unwind && eh_frame_unwinder::Init(real_dlsym);
   return true;
 }
 
@@ -83,7 +101,7 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
   const bool is_known = known != 0 && (known & kPcMask) == caller_pc;
   const size_t own = is_known ? static_cast<size_t>(known >> kOwnShift) : kOwnFramesAllowance;
   size_t wanted = std::min(capacity + own, kScratchFrames);
-  int depth = g_unw_backtrace(scratch, static_cast<int>(wanted));
+  int depth = Unwind(scratch, static_cast<int>(wanted));
   if (depth <= 0) return 0;
   // Drop gpumem's own frames: everything above the hooked function's return address.
   int first = 0;
@@ -97,7 +115,7 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
       // More own frames than learnt or allowed (another path to this call site): the unwind
       // stopped short of what the caller keeps, so once more, far enough.
       wanted = full;
-      depth = g_unw_backtrace(scratch, static_cast<int>(wanted));
+      depth = Unwind(scratch, static_cast<int>(wanted));
       if (depth <= first) return 0;
     }
     if (first == depth) {

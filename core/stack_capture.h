@@ -9,7 +9,10 @@ namespace gpumem {
 
 // Loads libunwind (explicit path, then next to libgpumem.so, then the system's) and switches it
 // to its per-thread cache. False when none could be loaded: the recorder then records no stacks.
-bool InitStackCapture(const char* explicit_path, void* (*real_dlopen)(const char*, int),
+// `fast_unwind`: stacks through core/eh_frame_unwinder.h first, libunwind only for the frames it
+// does not handle.
+bool InitStackCapture(const char* explicit_path, bool fast_unwind,
+                      void* (*real_dlopen)(const char*, int),
                       void* (*real_dlsym)(void*, const char*));
 
 // Fills `frames` with return addresses, innermost first, starting at the frame that returns to

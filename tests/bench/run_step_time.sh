@@ -2,9 +2,10 @@
 # Step time of a PyTorch training script under gpumem against the same script without it (GPU only):
 # samples/pytorch/train_mlp.py in the tensor-level mode (backend:cudaMallocAsync: every tensor is a
 # driver allocation with a stack, every kernel launch has a stack, Python frames on), A/B
-# interleaved: each round runs every arm once, in turn. Arms: without gpumem; gpumem's default;
-# GPUMEM_CUPTI_POOLS=1 (CUPTI memory-pool records on); GPUMEM_CUPTI=0 (no CUPTI at all);
-# GPUMEM_LAUNCH_STACKS=0. Every run is pinned to the same CPUs (GPUMEM_BENCH_CPUS, default 2-5,
+# interleaved: each round runs every arm once, in turn. Arms (GPUMEM_BENCH_ARMS, default all):
+# plain (without gpumem); default (gpumem's default); pool_records (GPUMEM_CUPTI_POOLS=1: CUPTI
+# memory-pool records on); no_cupti (GPUMEM_CUPTI=0); no_launch_stacks (GPUMEM_LAUNCH_STACKS=0);
+# libunwind (GPUMEM_FAST_UNWIND=0: every stack through libunwind). Every run is pinned to the same CPUs (GPUMEM_BENCH_CPUS, default 2-5,
 # when taskset exists): where the process lands otherwise moved its step time by ±25 % on the H100
 # machine. Each run reports three figures (train_mlp.py): the mean step, the median of its
 # 25-step windows (a burst of noise moves one window, not the figure) and the main thread's CPU
@@ -23,13 +24,18 @@ cuda_libs=${GPUMEM_BENCH_CUDA_LIBS:-}
 source "$(dirname "$0")/pin.sh"
 mkdir -p "$out"
 trace=$out/step_time.trace
-arms=(plain default pool_records no_cupti no_launch_stacks)
+read -r -a arms <<<"${GPUMEM_BENCH_ARMS:-plain default pool_records no_cupti no_launch_stacks libunwind}"
+[[ ${arms[0]} == plain ]] || { echo "run_step_time.sh: the first arm must be plain" >&2; exit 2; }
 declare -A settings=(
   [default]=""
   [pool_records]="GPUMEM_CUPTI_POOLS=1"
   [no_cupti]="GPUMEM_CUPTI=0"
   [no_launch_stacks]="GPUMEM_LAUNCH_STACKS=0"
+  [libunwind]="GPUMEM_FAST_UNWIND=0"
 )
+for arm in "${arms[@]:1}"; do
+  [[ -v settings[$arm] ]] || { echo "run_step_time.sh: unknown arm '$arm'" >&2; exit 2; }
+done
 for arm in "${arms[@]}"; do : >"$out/step_$arm.txt"; done
 step_ms() { tail -1; }  # the JSON line
 for ((round = 0; round < rounds; round++)); do
@@ -56,7 +62,7 @@ print(f"step_time: train_mlp.py, backend:cudaMallocAsync, {steps} steps, {rounds
       f"{pin}; ratio = median over rounds of arm / without gpumem")
 names = {"plain": "without gpumem", "default": "gpumem default (all stacks)",
          "pool_records": "GPUMEM_CUPTI_POOLS=1", "no_cupti": "GPUMEM_CUPTI=0",
-         "no_launch_stacks": "GPUMEM_LAUNCH_STACKS=0"}
+         "no_launch_stacks": "GPUMEM_LAUNCH_STACKS=0", "libunwind": "GPUMEM_FAST_UNWIND=0"}
 for arm in arms:
     parts = []
     for key, label in figures:

@@ -51,7 +51,7 @@ __attribute__((noinline)) std::vector<uint64_t> Program(int depth, int extra, ui
 class StackCaptureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!InitStackCapture(nullptr, dlopen, dlsym)) GTEST_SKIP() << "no libunwind.so.8";
+    if (!InitStackCapture(nullptr, /*fast_unwind=*/true, dlopen, dlsym)) GTEST_SKIP() << "no libunwind.so.8";
   }
 };
 

@@ -1,0 +1,738 @@
+#include "core/eh_frame_unwinder.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+namespace gpumem::eh_frame_unwinder {
+namespace {
+
+#if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE)
+
+// DWARF register numbers of the x86-64 psABI.
+constexpr uint64_t kRbp = 6;
+constexpr uint64_t kRsp = 7;
+constexpr uint64_t kReturnAddress = 16;
+
+// What a return address's unwind rule says, packed in 64 bits for the shared cache:
+// kind (2 bits) | CFA (2) | rbp (2) | return address offset (int8, from the CFA) | rbp offset
+// (int16) | CFA offset (int32).
+enum Kind : uint64_t { kNotReady = 0, kFrame = 1, kEndOfStack = 2, kUnsupported = 3 };
+// Where the CFA is: rsp + offset, rbp + offset, or the word at rbp + offset (GCC's stack
+// realignment: `DW_OP_breg6 off; DW_OP_deref`).
+enum CfaRule : uint64_t { kCfaRspOffset = 0, kCfaRbpOffset = 1, kCfaAtRbpOffset = 2 };
+// Where the caller's rbp is: unchanged, saved at CFA + offset, or saved at rbp + offset
+// (realignment again: `DW_CFA_expression rbp, DW_OP_breg6 off`).
+enum RbpRule : uint64_t { kRbpUnchanged = 0, kRbpAtCfaOffset = 1, kRbpAtRbpOffset = 2 };
+
+struct Rule {
+  Kind kind = kUnsupported;
+  CfaRule cfa = kCfaRspOffset;
+  RbpRule rbp = kRbpUnchanged;
+  int8_t return_address_offset = 0;
+  int16_t rbp_offset = 0;
+  int32_t cfa_offset = 0;
+
+  uint64_t Pack() const {
+    return static_cast<uint64_t>(kind) | static_cast<uint64_t>(cfa) << 2 |
+           static_cast<uint64_t>(rbp) << 4 |
+           uint64_t{static_cast<uint8_t>(return_address_offset)} << 8 |
+           uint64_t{static_cast<uint16_t>(rbp_offset)} << 16 |
+           uint64_t{static_cast<uint32_t>(cfa_offset)} << 32;
+  }
+  static Rule Unpack(uint64_t packed) {
+    Rule rule;
+    rule.kind = static_cast<Kind>(packed & 3);
+    rule.cfa = static_cast<CfaRule>((packed >> 2) & 3);
+    rule.rbp = static_cast<RbpRule>((packed >> 4) & 3);
+    rule.return_address_offset = static_cast<int8_t>(packed >> 8);
+    rule.rbp_offset = static_cast<int16_t>(packed >> 16);
+    rule.cfa_offset = static_cast<int32_t>(packed >> 32);
+    return rule;
+  }
+};
+
+// Bounds-checked reads of the (trusted, mapped) unwind tables.
+class Cursor {
+ public:
+  Cursor(const uint8_t* position, const uint8_t* end) : position_(position), end_(end) {}
+
+  bool ok() const { return ok_; }
+  const uint8_t* position() const { return position_; }
+  bool AtEnd() const { return !ok_ || position_ >= end_; }
+  void SkipTo(const uint8_t* position) {
+    if (position < position_ || position > end_) ok_ = false;
+    position_ = position;
+  }
+  void Skip(uint64_t bytes) {
+    if (bytes > static_cast<uint64_t>(end_ - position_)) {
+      ok_ = false;
+      position_ = end_;
+      return;
+    }
+    position_ += bytes;
+  }
+
+  template <typename T>
+  T Fixed() {
+    T value{};
+    if (!ok_ || static_cast<size_t>(end_ - position_) < sizeof(T)) {
+      ok_ = false;
+      return value;
+    }
+    memcpy(&value, position_, sizeof(T));
+    position_ += sizeof(T);
+    return value;
+  }
+  uint64_t Uleb() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t byte = Fixed<uint8_t>();
+      value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) return value;
+    }
+    ok_ = false;
+    return 0;
+  }
+  int64_t Sleb() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t byte = Fixed<uint8_t>();
+      value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) {
+        if (shift + 7 < 64 && (byte & 0x40) != 0) value |= ~uint64_t{0} << (shift + 7);
+        return static_cast<int64_t>(value);
+      }
+    }
+    ok_ = false;
+    return 0;
+  }
+  // A DW_EH_PE_* encoded pointer. `data_base`: what datarel is relative to (0: not allowed).
+  // An indirect pointer is returned as its address (only a personality routine is ever indirect,
+  // and it is only skipped).
+  uint64_t Pointer(uint8_t encoding, uintptr_t data_base = 0) {
+    const uintptr_t field = reinterpret_cast<uintptr_t>(position_);
+    uint64_t value = 0;
+    switch (encoding & 0x0f) {
+      case 0x00:
+        value = Fixed<uint64_t>();
+        break;  // absptr
+      case 0x01:
+        value = Uleb();
+        break;
+      case 0x02:
+        value = Fixed<uint16_t>();
+        break;
+      case 0x03:
+        value = Fixed<uint32_t>();
+        break;
+      case 0x04:
+        value = Fixed<uint64_t>();
+        break;
+      case 0x09:
+        value = static_cast<uint64_t>(Sleb());
+        break;
+      case 0x0a:
+        value = static_cast<uint64_t>(int64_t{Fixed<int16_t>()});
+        break;
+      case 0x0b:
+        value = static_cast<uint64_t>(int64_t{Fixed<int32_t>()});
+        break;
+      case 0x0c:
+        value = Fixed<uint64_t>();
+        break;
+      default:
+        ok_ = false;
+        return 0;
+    }
+    switch (encoding & 0x70) {
+      case 0x00:
+        break;
+      case 0x10:
+        value += field;
+        break;    // pcrel
+      case 0x30:  // datarel
+        if (data_base == 0) ok_ = false;
+        value += data_base;
+        break;
+      default:
+        ok_ = false;  // textrel, funcrel, aligned: not emitted on x86-64 Linux
+    }
+    return value;
+  }
+
+ private:
+  const uint8_t* position_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
+// Why a frame was left to libunwind: the first few are kept for GPUMEM_SELF_TIMING's report.
+enum Reason : uint8_t {
+  kNoFde,
+  kUnreadableFde,
+  kSignalFrame,
+  kUnreadableProgram,
+  kCfaExpression,
+  kCfaRegister,
+  kReturnAddressRule,
+  kRbpRule,
+  kOffsetRange,
+  kOutsideStack,
+  kReasonCount
+};
+constexpr const char* kReasonNames[kReasonCount] = {"no FDE (no module, no .eh_frame_hdr table)",
+                                                    "FDE or CIE unreadable",
+                                                    "signal frame",
+                                                    "CFA program unreadable",
+                                                    "CFA given by an expression",
+                                                    "CFA from a register not rsp/rbp",
+                                                    "return address not at an offset from the CFA",
+                                                    "rbp in a register or an expression",
+                                                    "offsets too large",
+                                                    "CFA outside the thread's stack"};
+
+struct Note {
+  std::atomic<uintptr_t> address{0};
+  std::atomic<uint8_t> reason{0};
+  std::atomic<uint8_t> detail{0};
+};
+constexpr int kMaxNotes = 32;
+Note g_notes[kMaxNotes];
+std::atomic<int> g_note_count{0};
+
+void NoteUnsupported(uintptr_t address, Reason reason, uint8_t detail = 0) {
+  const int count = std::min(g_note_count.load(std::memory_order_relaxed), kMaxNotes);
+  for (int i = 0; i < count; ++i) {
+    if (g_notes[i].address.load(std::memory_order_relaxed) == address) return;
+  }
+  const int slot = g_note_count.fetch_add(1, std::memory_order_relaxed);
+  if (slot >= kMaxNotes) return;
+  g_notes[slot].reason.store(reason, std::memory_order_relaxed);
+  g_notes[slot].detail.store(detail, std::memory_order_relaxed);
+  g_notes[slot].address.store(address, std::memory_order_release);
+}
+
+constexpr uint8_t kEncodingOmit = 0xff;
+constexpr uint8_t kDatarelSdata4 = 0x3b;
+
+struct Cie {
+  uint64_t code_alignment = 1;
+  int64_t data_alignment = -8;
+  uint8_t fde_encoding = 0;  // absptr
+  bool has_augmentation_data = false;
+  bool signal_frame = false;
+  const uint8_t* instructions = nullptr;
+  const uint8_t* end = nullptr;
+};
+
+// Reads one length-prefixed .eh_frame entry's header: its end, and the cursor after the length.
+bool EntryBounds(const uint8_t* entry, Cursor* cursor, const uint8_t** end) {
+  Cursor length_cursor(entry, entry + 12);
+  uint64_t length = length_cursor.Fixed<uint32_t>();
+  if (length == 0xffffffff) length = length_cursor.Fixed<uint64_t>();
+  if (!length_cursor.ok() || length == 0 || length > (uint64_t{1} << 32)) return false;
+  *end = length_cursor.position() + length;
+  *cursor = Cursor(length_cursor.position(), *end);
+  return true;
+}
+
+bool ParseCie(const uint8_t* entry, Cie* cie) {
+  Cursor cursor(nullptr, nullptr);
+  if (!EntryBounds(entry, &cursor, &cie->end)) return false;
+  if (cursor.Fixed<uint32_t>() != 0) return false;  // a CIE's id in .eh_frame
+  const uint8_t version = cursor.Fixed<uint8_t>();
+  if (version != 1 && version != 3) return false;
+  const char* augmentation = reinterpret_cast<const char*>(cursor.position());
+  const size_t augmentation_length = strnlen(augmentation, 8);
+  if (augmentation_length == 8) return false;
+  cursor.Skip(augmentation_length + 1);
+  cie->code_alignment = cursor.Uleb();
+  cie->data_alignment = cursor.Sleb();
+  const uint64_t return_register = version == 1 ? cursor.Fixed<uint8_t>() : cursor.Uleb();
+  if (!cursor.ok() || return_register != kReturnAddress) return false;
+  if (augmentation[0] == 'z') {
+    cie->has_augmentation_data = true;
+    const uint64_t data_length = cursor.Uleb();
+    const uint8_t* data_end = cursor.position() + data_length;
+    // Letters in order, each with its data; an unknown one ends the walk (the length covers
+    // what follows it).
+    bool known = true;
+    for (const char* letter = augmentation + 1; known && *letter != '\0'; ++letter) {
+      switch (*letter) {
+        case 'R':
+          cie->fde_encoding = cursor.Fixed<uint8_t>();
+          break;
+        case 'L':
+          cursor.Fixed<uint8_t>();
+          break;
+        case 'P':
+          cursor.Pointer(cursor.Fixed<uint8_t>() & 0x7f);
+          break;  // never dereferenced
+        case 'S':
+          cie->signal_frame = true;
+          break;
+        default:
+          known = false;
+      }
+    }
+    cursor.SkipTo(data_end);
+  } else if (augmentation[0] != '\0') {
+    return false;  // e.g. "eh": a format from before 'z'
+  }
+  cie->instructions = cursor.position();
+  return cursor.ok();
+}
+
+// How one register is restored in the caller.
+struct RegisterRule {
+  enum Type : uint8_t { kUnchanged, kAtOffset, kAtRbpOffset, kUndefined, kOther } type = kUnchanged;
+  int64_t offset = 0;
+};
+
+struct Row {
+  uint64_t cfa_register = kRsp;
+  int64_t cfa_offset = 8;
+  bool cfa_is_expression = false;  // one this unwinder cannot evaluate
+  bool cfa_at_rbp_offset = false;  // the word at rbp + cfa_offset
+  RegisterRule rbp;
+  RegisterRule return_address;
+
+  // The rule of a register this unwinder follows; null for the others.
+  RegisterRule* Of(uint64_t reg) {
+    if (reg == kRbp) return &rbp;
+    if (reg == kReturnAddress) return &return_address;
+    return nullptr;
+  }
+};
+
+// The one DWARF expression shape this unwinder evaluates, `DW_OP_breg6 (rbp) offset`, optionally
+// followed by `DW_OP_deref`: what GCC emits around a stack realignment. False for anything else.
+bool RbpExpression(Cursor* cursor, int64_t* offset, bool* deref) {
+  const uint64_t length = cursor->Uleb();
+  Cursor expression = *cursor;  // read apart; the program goes on after the block
+  const uint8_t* start = cursor->position();
+  cursor->Skip(length);
+  if (!cursor->ok() || length == 0 || expression.Fixed<uint8_t>() != 0x76) return false;
+  *offset = expression.Sleb();
+  auto read = [&] { return static_cast<uint64_t>(expression.position() - start); };
+  *deref = expression.ok() && read() < length && expression.Fixed<uint8_t>() == 0x06;
+  return expression.ok() && read() == length;
+}
+
+// Runs a CFA program from `location` until the row that covers `target`. `initial` is the row
+// after the CIE's instructions (what DW_CFA_restore returns to). False on what it cannot read.
+bool RunProgram(Cursor cursor, const Cie& cie, uint64_t location, uint64_t target,
+                const Row& initial, Row* row) {
+  constexpr int kMaxRemembered = 8;
+  Row remembered[kMaxRemembered];
+  int remembered_count = 0;
+  auto set_rule = [&](uint64_t reg, RegisterRule::Type type, int64_t offset) {
+    if (RegisterRule* rule = row->Of(reg)) *rule = {type, offset};
+  };
+  Row initial_copy = initial;  // DW_CFA_restore's source
+  auto restore = [&](uint64_t reg) {
+    if (RegisterRule* rule = row->Of(reg)) *rule = *initial_copy.Of(reg);
+  };
+  auto advance = [&](uint64_t delta) {
+    location += delta * cie.code_alignment;
+    return location <= target;
+  };
+  while (!cursor.AtEnd()) {
+    const uint8_t opcode = cursor.Fixed<uint8_t>();
+    const uint8_t operand = opcode & 0x3f;
+    switch (opcode >> 6) {
+      case 1:  // DW_CFA_advance_loc
+        if (!advance(operand)) return true;
+        continue;
+      case 2:  // DW_CFA_offset
+        set_rule(operand, RegisterRule::kAtOffset,
+                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
+        continue;
+      case 3:  // DW_CFA_restore
+        restore(operand);
+        continue;
+      default:
+        break;
+    }
+    switch (opcode) {
+      case 0x00:
+        break;    // DW_CFA_nop
+      case 0x01:  // DW_CFA_set_loc
+        location = cursor.Pointer(cie.fde_encoding);
+        if (location > target) return true;
+        break;
+      case 0x02:
+        if (!advance(cursor.Fixed<uint8_t>())) return true;
+        break;
+      case 0x03:
+        if (!advance(cursor.Fixed<uint16_t>())) return true;
+        break;
+      case 0x04:
+        if (!advance(cursor.Fixed<uint32_t>())) return true;
+        break;
+      case 0x05: {  // DW_CFA_offset_extended
+        const uint64_t reg = cursor.Uleb();
+        set_rule(reg, RegisterRule::kAtOffset,
+                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
+        break;
+      }
+      case 0x06:
+        restore(cursor.Uleb());
+        break;  // DW_CFA_restore_extended
+      case 0x07:
+        set_rule(cursor.Uleb(), RegisterRule::kUndefined, 0);
+        break;
+      case 0x08:
+        set_rule(cursor.Uleb(), RegisterRule::kUnchanged, 0);
+        break;
+      case 0x09: {  // DW_CFA_register
+        const uint64_t reg = cursor.Uleb();
+        cursor.Uleb();
+        set_rule(reg, RegisterRule::kOther, 0);
+        break;
+      }
+      case 0x0a:  // DW_CFA_remember_state
+        if (remembered_count == kMaxRemembered) return false;
+        remembered[remembered_count++] = *row;
+        break;
+      case 0x0b:  // DW_CFA_restore_state: the whole row, CFA included (as GCC's epilogues need)
+        if (remembered_count == 0) return false;
+        *row = remembered[--remembered_count];
+        break;
+      case 0x0c:  // DW_CFA_def_cfa
+        row->cfa_register = cursor.Uleb();
+        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
+        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
+        break;
+      case 0x0d:
+        row->cfa_register = cursor.Uleb();
+        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
+        break;
+      case 0x0e:
+        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
+        break;
+      case 0x0f: {  // DW_CFA_def_cfa_expression
+        int64_t offset = 0;
+        bool deref = false;
+        const bool known = RbpExpression(&cursor, &offset, &deref) && deref;
+        row->cfa_is_expression = !known;
+        row->cfa_at_rbp_offset = known;
+        row->cfa_register = kRbp;
+        row->cfa_offset = offset;
+        break;
+      }
+      case 0x10: {  // DW_CFA_expression: the register is saved at the address it computes
+        const uint64_t reg = cursor.Uleb();
+        int64_t offset = 0;
+        bool deref = false;
+        const bool known = RbpExpression(&cursor, &offset, &deref) && !deref;
+        set_rule(reg, known ? RegisterRule::kAtRbpOffset : RegisterRule::kOther, offset);
+        break;
+      }
+      case 0x11: {  // DW_CFA_offset_extended_sf
+        const uint64_t reg = cursor.Uleb();
+        set_rule(reg, RegisterRule::kAtOffset, cursor.Sleb() * cie.data_alignment);
+        break;
+      }
+      case 0x12:  // DW_CFA_def_cfa_sf
+        row->cfa_register = cursor.Uleb();
+        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
+        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
+        break;
+      case 0x13:
+        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
+        break;
+      case 0x14:    // DW_CFA_val_offset
+      case 0x15: {  // DW_CFA_val_offset_sf
+        const uint64_t reg = cursor.Uleb();
+        if (opcode == 0x14) {
+          cursor.Uleb();
+        } else {
+          cursor.Sleb();
+        }
+        set_rule(reg, RegisterRule::kOther, 0);
+        break;
+      }
+      case 0x16: {  // DW_CFA_val_expression
+        const uint64_t reg = cursor.Uleb();
+        cursor.Skip(cursor.Uleb());
+        set_rule(reg, RegisterRule::kOther, 0);
+        break;
+      }
+      case 0x2e:
+        cursor.Uleb();
+        break;      // DW_CFA_GNU_args_size: only landing pads need it
+      case 0x2f: {  // DW_CFA_GNU_negative_offset_extended
+        const uint64_t reg = cursor.Uleb();
+        set_rule(reg, RegisterRule::kAtOffset,
+                 -static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  return cursor.ok();
+}
+
+using FindObjectFn = int (*)(void*, dl_find_object*);
+FindObjectFn g_find_object = nullptr;  // glibc 2.35's lock-free lookup of an address's module
+
+// The FDE covering `pc` through the module's .eh_frame_hdr search table; null if none.
+const uint8_t* FindFde(uintptr_t pc) {
+  dl_find_object object{};
+  if (g_find_object(reinterpret_cast<void*>(pc), &object) != 0 || object.dlfo_eh_frame == nullptr) {
+    return nullptr;
+  }
+  const auto* header = static_cast<const uint8_t*>(object.dlfo_eh_frame);
+  const auto base = reinterpret_cast<uintptr_t>(header);
+  if (header[0] != 1 || header[3] != kDatarelSdata4) return nullptr;
+  Cursor cursor(header + 4, header + 4 + 2 * 9);
+  cursor.Pointer(header[1], base);  // .eh_frame itself: not needed with the table
+  const uint64_t count = header[2] == kEncodingOmit ? 0 : cursor.Pointer(header[2], base);
+  if (!cursor.ok() || count == 0) return nullptr;
+  const uint8_t* table = cursor.position();
+  auto entry = [&](uint64_t index, int column) {
+    int32_t value;
+    memcpy(&value, table + index * 8 + column * 4, sizeof(value));
+    return base + static_cast<uintptr_t>(static_cast<intptr_t>(value));
+  };
+  // The last entry whose start is at or below pc.
+  uint64_t low = 0;
+  uint64_t high = count;
+  while (high - low > 1) {
+    const uint64_t middle = low + (high - low) / 2;
+    if (entry(middle, 0) <= pc) {
+      low = middle;
+    } else {
+      high = middle;
+    }
+  }
+  if (entry(low, 0) > pc) return nullptr;
+  return reinterpret_cast<const uint8_t*>(entry(low, 1));
+}
+
+Rule ComputeRule(uintptr_t pc) {
+  Rule unsupported;
+  auto fail = [&](Reason reason, uint8_t detail = 0) {
+    NoteUnsupported(pc, reason, detail);
+    return unsupported;
+  };
+  const uint8_t* fde = FindFde(pc);
+  if (fde == nullptr) return fail(kNoFde);
+  Cursor cursor(nullptr, nullptr);
+  const uint8_t* fde_end = nullptr;
+  if (!EntryBounds(fde, &cursor, &fde_end)) return fail(kUnreadableFde);
+  const uint8_t* cie_pointer_field = cursor.position();
+  const uint32_t cie_offset = cursor.Fixed<uint32_t>();
+  if (cie_offset == 0) return fail(kUnreadableFde);  // that is a CIE, not an FDE
+  Cie cie;
+  if (!ParseCie(cie_pointer_field - cie_offset, &cie)) return fail(kUnreadableFde);
+  if (cie.signal_frame) return fail(kSignalFrame);
+  const uint64_t pc_begin = cursor.Pointer(cie.fde_encoding);
+  const uint64_t pc_range = cursor.Pointer(cie.fde_encoding & 0x0f);
+  if (cie.has_augmentation_data) cursor.Skip(cursor.Uleb());
+  if (!cursor.ok() || pc < pc_begin || pc - pc_begin >= pc_range) return fail(kNoFde);
+
+  Row initial;
+  if (!RunProgram(Cursor(cie.instructions, cie.end), cie, 0, ~uint64_t{0}, initial, &initial)) {
+    return fail(kUnreadableProgram);
+  }
+  Row row = initial;
+  if (!RunProgram(cursor, cie, pc_begin, pc, initial, &row)) return fail(kUnreadableProgram);
+
+  Rule rule;
+  if (row.return_address.type == RegisterRule::kUndefined) {
+    rule.kind = kEndOfStack;  // _start, a thread's clone: the outermost frame
+    return rule;
+  }
+  if (row.cfa_is_expression) return fail(kCfaExpression);
+  if (row.cfa_register != kRsp && row.cfa_register != kRbp) {
+    return fail(kCfaRegister, static_cast<uint8_t>(row.cfa_register));
+  }
+  if (row.return_address.type != RegisterRule::kAtOffset) {
+    return fail(kReturnAddressRule, row.return_address.type);
+  }
+  if (row.rbp.type == RegisterRule::kOther || row.rbp.type == RegisterRule::kUndefined) {
+    return fail(kRbpRule);
+  }
+  if (row.cfa_offset < INT32_MIN || row.cfa_offset > INT32_MAX ||
+      row.return_address.offset < INT8_MIN || row.return_address.offset > INT8_MAX ||
+      row.rbp.offset < INT16_MIN || row.rbp.offset > INT16_MAX) {
+    return fail(kOffsetRange);
+  }
+  rule.kind = kFrame;
+  rule.cfa = row.cfa_at_rbp_offset      ? kCfaAtRbpOffset
+             : row.cfa_register == kRbp ? kCfaRbpOffset
+                                        : kCfaRspOffset;
+  rule.cfa_offset = static_cast<int32_t>(row.cfa_offset);
+  rule.return_address_offset = static_cast<int8_t>(row.return_address.offset);
+  rule.rbp = row.rbp.type == RegisterRule::kAtOffset      ? kRbpAtCfaOffset
+             : row.rbp.type == RegisterRule::kAtRbpOffset ? kRbpAtRbpOffset
+                                                          : kRbpUnchanged;
+  rule.rbp_offset = static_cast<int16_t>(row.rbp.offset);
+  return rule;
+}
+
+// The rules by address, shared by all threads: a slot's address is published before its rule,
+// and a reader that finds the address without the rule yet computes the rule itself.
+constexpr int kSlotBits = 15;
+constexpr size_t kSlotMask = (size_t{1} << kSlotBits) - 1;
+constexpr int kProbes = 8;
+struct Slot {
+  std::atomic<uint64_t> address{0};
+  std::atomic<uint64_t> rule{kNotReady};
+};
+Slot g_rules[size_t{1} << kSlotBits];
+
+uint64_t CachedRule(uintptr_t address) {
+  size_t slot = static_cast<size_t>((address * 0x9e3779b97f4a7c15ull) >> (64 - kSlotBits));
+  for (int probe = 0; probe < kProbes; ++probe, slot = (slot + 1) & kSlotMask) {
+    const uint64_t key = g_rules[slot].address.load(std::memory_order_acquire);
+    if (key == address) {
+      const uint64_t rule = g_rules[slot].rule.load(std::memory_order_acquire);
+      if (rule != kNotReady) return rule;
+      break;
+    }
+    if (key == 0) {
+      const uint64_t rule = ComputeRule(address).Pack();
+      uint64_t expected = 0;
+      if (g_rules[slot].address.compare_exchange_strong(expected, address,
+                                                        std::memory_order_acq_rel)) {
+        g_rules[slot].rule.store(rule, std::memory_order_release);
+      }
+      return rule;
+    }
+  }
+  return ComputeRule(address).Pack();  // a crowded neighbourhood: not cached
+}
+
+// The calling thread's stack, so that no read strays outside it whatever a rule says.
+struct StackBounds {
+  uintptr_t low = 0;
+  uintptr_t high = 0;  // 0: not asked yet; 1: unknown
+};
+__thread StackBounds t_stack __attribute__((tls_model("initial-exec")));
+
+const StackBounds& ThreadStack() {
+  if (t_stack.high == 0) {
+    t_stack.high = 1;
+    pthread_attr_t attributes;
+    if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
+      void* address = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attributes, &address, &size) == 0 && size > 0) {
+        t_stack.low = reinterpret_cast<uintptr_t>(address);
+        t_stack.high = t_stack.low + size;
+      }
+      pthread_attr_destroy(&attributes);
+    }
+  }
+  return t_stack;
+}
+
+#endif
+
+}  // namespace
+
+#if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE)
+
+bool Init(void* (*real_dlsym)(void*, const char*)) {
+  g_find_object = reinterpret_cast<FindObjectFn>(real_dlsym(RTLD_DEFAULT, "_dl_find_object"));
+  return g_find_object != nullptr;
+}
+
+__attribute__((noinline)) int Backtrace(void** frames, int capacity) {
+  if (g_find_object == nullptr) return -1;
+  const StackBounds& bounds = ThreadStack();
+  uintptr_t pc;
+  uintptr_t sp;
+  uintptr_t bp;
+  // This frame's own state; the rule of the instruction after the lea describes it.
+  asm volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
+               : "=r"(pc), "=r"(sp), "=r"(bp));
+  if (sp < bounds.low || sp >= bounds.high) return -1;
+  auto readable = [&](uintptr_t address) {
+    return address >= sp && address <= bounds.high - sizeof(uintptr_t);
+  };
+  int depth = 0;
+  uintptr_t lookup = pc;  // then return address - 1: the call, not what follows it
+  while (depth < capacity) {
+    const Rule rule = Rule::Unpack(CachedRule(lookup));
+    if (rule.kind == kEndOfStack) break;
+    if (rule.kind != kFrame) return -1;
+    uintptr_t cfa = (rule.cfa == kCfaRspOffset ? sp : bp) + static_cast<intptr_t>(rule.cfa_offset);
+    if (rule.cfa == kCfaAtRbpOffset) {
+      if (!readable(cfa)) {
+        NoteUnsupported(lookup, kOutsideStack, 3);
+        return -1;
+      }
+      cfa = *reinterpret_cast<const uintptr_t*>(cfa);
+    }
+    const uintptr_t return_address_at = cfa + static_cast<intptr_t>(rule.return_address_offset);
+    if (cfa <= sp || cfa > bounds.high || !readable(return_address_at)) {
+      NoteUnsupported(lookup, kOutsideStack, static_cast<uint8_t>(rule.cfa));
+      return -1;
+    }
+    const uintptr_t return_address = *reinterpret_cast<const uintptr_t*>(return_address_at);
+    if (rule.rbp != kRbpUnchanged) {
+      const uintptr_t rbp_at =
+          (rule.rbp == kRbpAtCfaOffset ? cfa : bp) + static_cast<intptr_t>(rule.rbp_offset);
+      if (!readable(rbp_at)) {
+        NoteUnsupported(lookup, kOutsideStack, 4);
+        return -1;
+      }
+      bp = *reinterpret_cast<const uintptr_t*>(rbp_at);
+    }
+    sp = cfa;
+    if (return_address == 0) break;
+    frames[depth++] = reinterpret_cast<void*>(return_address);
+    lookup = return_address - 1;
+  }
+  return depth;
+}
+
+void PrintUnsupported() {
+  const int count = std::min(g_note_count.load(std::memory_order_acquire), kMaxNotes);
+  for (int i = 0; i < count; ++i) {
+    const uintptr_t address = g_notes[i].address.load(std::memory_order_acquire);
+    if (address == 0) continue;
+    Dl_info info{};
+    const bool known = dladdr(reinterpret_cast<void*>(address), &info) != 0;
+    char line[512];
+    const int n =
+        snprintf(line, sizeof(line), "gpumem:   left to libunwind: %s+0x%lx (%s) %s [%d]\n",
+                 known && info.dli_fname != nullptr ? info.dli_fname : "?",
+                 static_cast<unsigned long>(
+                     address - reinterpret_cast<uintptr_t>(known ? info.dli_fbase : nullptr)),
+                 known && info.dli_sname != nullptr ? info.dli_sname : "?",
+                 kReasonNames[g_notes[i].reason.load(std::memory_order_relaxed)],
+                 g_notes[i].detail.load(std::memory_order_relaxed));
+    if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(std::min(n, 511)));
+  }
+}
+
+void ForgetRules() {
+  for (Slot& slot : g_rules) {
+    slot.rule.store(kNotReady, std::memory_order_relaxed);
+    slot.address.store(0, std::memory_order_release);
+  }
+}
+
+#else
+
+bool Init(void* (*)(void*, const char*)) { return false; }
+int Backtrace(void**, int) { return -1; }
+void PrintUnsupported() {}
+void ForgetRules() {}
+
+#endif
+
+}  // namespace gpumem::eh_frame_unwinder
