@@ -319,6 +319,7 @@ size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated) {
       break;
     }
     PythonFrame& out = frames[count++];
+    out = PythonFrame{};  // the caller's array is left uninitialised
     out.code = code;
     out.filename = Load<uintptr_t>(code + l.code_filename);
     out.name = Load<uintptr_t>(code + l.code_name);

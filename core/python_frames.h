@@ -75,6 +75,7 @@ bool PythonFramesAvailable();
 
 // The calling thread's Python frames, innermost first, at most `capacity` (<= kMaxPythonFrames);
 // *truncated when there were more. 0 when the thread has no Python frames (or none are read).
+// `frames` may be uninitialised: each frame returned is written whole.
 size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated);
 
 // Folds the frames into a stack hash (core/stack_table.h): the same native stack from two
