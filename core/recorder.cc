@@ -568,14 +568,16 @@ void RecordLaunch(const LaunchRecord& record) {
   ThreadState* thread = CurrentThread();
   const KernelQueries queries =
       g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
-  const KernelInfo* kernel =
-      record.function != nullptr
-          ? g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink)
-          : nullptr;
+  const KernelInfo* kernel = nullptr;
+  if (record.function != nullptr) {
+    self_timing::Scope lookup_timing(self_timing::kKernelLookup);
+    kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
+  }
   constexpr size_t kMaxPointerArgs = 32;
   uint64_t pointer_args[kMaxPointerArgs];
   size_t pointer_arg_count = 0;
   if (kernel != nullptr && kernel->params_known) {
+    self_timing::Scope scan_timing(self_timing::kPointerScan);
     pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
   }
   constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);

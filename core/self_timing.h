@@ -16,6 +16,8 @@ enum Phase : int {
   kStackLookup,   // hashing, the per-thread cache, interning a new stack
   kMemoryEvent,   // encoding and writing a memory event
   kLaunchEvent,   // a launch: kernel lookup, parameter scan, encoding and writing
+  kKernelLookup,  // part of a launch event: the kernel's name and parameter layout
+  kPointerScan,   // part of a launch event: its parameters searched for device pointers
   kPoolQuery,     // asking a memory pool its size
   kSinkWrite,     // copying a packet into the trace file's mapping (page faults included); part
                   // of the event phases' time
@@ -27,8 +29,8 @@ enum Phase : int {
 };
 // The phases that contain others: printed apart, not added to the sum.
 constexpr bool IsOuterPhase(int phase) {
-  return phase == kSinkWrite || phase == kAllocationHook || phase == kFreeHook ||
-         phase == kLaunchHook;
+  return phase == kSinkWrite || phase == kKernelLookup || phase == kPointerScan ||
+         phase == kAllocationHook || phase == kFreeHook || phase == kLaunchHook;
 }
 
 // Events counted without a time.
