@@ -78,8 +78,10 @@ struct State {
   // pointer to recorded memory. Grows only.
   std::atomic<uint64_t> span_low{~uint64_t{0}};
   std::atomic<uint64_t> span_high{0};
-  std::atomic<uint64_t> next_seq{1};
-  std::atomic<uint64_t> events_dropped{0};
+  // Written by every event of every thread: a cache line of its own, so that reading what lies
+  // around it (the span, the generation, the options) does not miss after another thread's event.
+  alignas(64) std::atomic<uint64_t> next_seq{1};
+  alignas(64) std::atomic<uint64_t> events_dropped{0};
   std::atomic<uint64_t> stacks_failed{0};
   std::atomic<uint64_t> hook_conflicts{0};
   std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
@@ -337,6 +339,7 @@ size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_
       value = static_cast<const uint8_t*>(record.kernel_params[param.index]);
       if (value == nullptr) continue;
     }
+    self_timing::Count(self_timing::kParamBytesScanned, param.size);
     // Each aligned word: a pointer member of a struct parameter is found too.
     for (size_t at = 0; at + sizeof(uint64_t) <= param.size; at += sizeof(uint64_t)) {
       uint64_t word;

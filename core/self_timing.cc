@@ -15,15 +15,15 @@ struct Total {
 };
 Total g_totals[kPhaseCount];
 
-constexpr const char* kNames[kPhaseCount] = {
-    "native stack", "Python frames",   "stack lookup", "memory event",
-    "launch event", "kernel lookup",   "pointer scan", "pool query",
-    "sink write",   "allocation hook", "free hook",    "launch hook"};
+constexpr const char* kNames[kPhaseCount] = {"native stack",    "Python frames", "stack lookup",
+                                             "memory event",    "launch event",  "kernel lookup",
+                                             "pointer scan",    "pool query",    "sink write",
+                                             "allocation hook", "free hook",     "launch hook"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 std::atomic<uint64_t> g_counts[kCounterCount];
-constexpr const char* kCounterNames[kCounterCount] = {"stacks left to libunwind",
-                                                      "native frames unwound"};
+constexpr const char* kCounterNames[kCounterCount] = {
+    "stacks left to libunwind", "native frames unwound", "kernel parameter bytes scanned"};
 
 }  // namespace
 

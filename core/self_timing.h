@@ -35,8 +35,9 @@ constexpr bool IsOuterPhase(int phase) {
 
 // Events counted without a time.
 enum Counter : int {
-  kUnwindFallback,  // stacks the fast unwinder left to libunwind
-  kFramesUnwound,   // native frames unwound, gpumem's own included
+  kUnwindFallback,     // stacks the fast unwinder left to libunwind
+  kFramesUnwound,      // native frames unwound, gpumem's own included
+  kParamBytesScanned,  // bytes of kernel parameters searched for device pointers
   kCounterCount
 };
 

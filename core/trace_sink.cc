@@ -16,6 +16,9 @@ namespace {
 constexpr size_t kReservedAddressSpace = size_t{1} << 38;  // 256 GiB: the largest trace
 constexpr size_t kSmallestReservation = size_t{64} << 20;
 constexpr uint64_t kGrowStep = uint64_t{16} << 20;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
 
 }  // namespace
 
@@ -65,6 +68,11 @@ bool TraceSink::EnsureFileSize(uint64_t end) {
   void* mapped = mmap(base_ + map_from, new_size - map_from, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_FIXED, fd_, static_cast<off_t>(map_from));
   if (mapped == MAP_FAILED) return false;
+  // The new pages' faults taken here, in one call (~2 ms per 16 MiB), rather than one by one in
+  // the hooks that first write each page: on the H100 machine that took memory events from
+  // 427-460 to 298-318 ns, launch events from 1554-1638 to 1215-1320 ns. Kernels before 5.14
+  // refuse the advice; their hooks take the faults as before.
+  if (!finished_) madvise(mapped, new_size - map_from, MADV_POPULATE_WRITE);
   file_size_.store(new_size, std::memory_order_release);
   return true;
 }
