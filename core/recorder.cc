@@ -212,6 +212,7 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
   WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
+  WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   writer.EndNested(header);
@@ -436,7 +437,8 @@ bool PythonWanted() {
   return g.python_info.supported;
 }
 
-uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
+// `python_skip`: innermost Python frames left out (a caller's own, written in Python).
+uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_skip = 0) {
   if (g.options.stack_depth == 0 || !EnsureOpen()) return 0;
   const bool python = PythonWanted();
   if (!g.stacks_available && !python) return 0;
@@ -454,6 +456,9 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth) {
   if (python) {
     self_timing::Scope timing(self_timing::kPythonFrames);
     python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
+    python_skip = std::min(python_skip, python_count);
+    python_frames += python_skip;
+    python_count -= python_skip;
   }
   uint64_t frames[kMaxStackDepth + 1];
   size_t count = 0;
@@ -667,6 +672,24 @@ void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uin
     writer.Varint(f::kUsedBytes, used_bytes);
     writer.Varint(f::kTimestampNs, timestamp_ns);
     writer.Varint(f::kCorrelationId, correlation_id);
+  });
+}
+
+void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintptr_t caller_pc) {
+  if (!EnsureOpen()) return;
+  const uint64_t seq = NextSeq();
+  const uint64_t stack_id =
+      CaptureStackOfDepth(caller_pc, static_cast<size_t>(g.options.stack_depth), /*python_skip=*/1);
+  ThreadState* thread = CurrentThread();
+  WriteSmallPacket(proto::packet_field::kPythonHolder, [&](wire::Writer& writer) {
+    namespace f = proto::python_holder_field;
+    writer.Varint(f::kSeq, seq);
+    writer.Varint(f::kTimestampNs, MonotonicNs());
+    writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+    writer.Varint(f::kAddress, address);
+    writer.Varint(f::kSize, size);
+    writer.Varint(f::kStackId, stack_id);
+    if (how != nullptr) writer.Bytes(f::kHow, how, strnlen(how, 64));
   });
 }
 

@@ -93,6 +93,9 @@ void RecordKernelTiming(uint64_t correlation_id, uint64_t start_ns, uint64_t end
                         int32_t device);
 void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uint64_t used_bytes,
                      uint64_t timestamp_ns, uint64_t correlation_id);
+// A Python reference taken to recorded memory (gpumem's Python observer, through the exported
+// gpumem_note_python_holder): its stack is the caller's, less the observer's own Python frame.
+void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintptr_t caller_pc);
 // Writes a Device packet the first time `ordinal` is announced.
 bool DeviceKnown(int ordinal);
 void RecordDevice(int ordinal, const char* name, uint64_t total_memory);

@@ -27,6 +27,7 @@ inline constexpr uint32_t kKernelTiming = 13;
 inline constexpr uint32_t kPoolUsage = 14;
 inline constexpr uint32_t kPythonCode = 16;
 inline constexpr uint32_t kPythonStatus = 17;
+inline constexpr uint32_t kPythonHolder = 18;
 }  // namespace packet_field
 
 namespace header_field {
@@ -110,6 +111,16 @@ inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kSupported = 2;
 inline constexpr uint32_t kDetail = 3;
 }  // namespace python_status_field
+
+namespace python_holder_field {
+inline constexpr uint32_t kSeq = 1;
+inline constexpr uint32_t kTimestampNs = 2;
+inline constexpr uint32_t kTid = 3;
+inline constexpr uint32_t kAddress = 4;
+inline constexpr uint32_t kSize = 5;
+inline constexpr uint32_t kStackId = 6;
+inline constexpr uint32_t kHow = 7;
+}  // namespace python_holder_field
 
 namespace memory_field {
 inline constexpr uint32_t kSeq = 1;

@@ -155,6 +155,17 @@ std::map<std::string, fs::file_time_type> ListTraces(const OutputPlan& plan) {
     preload = absl::StrCat(library, ":", old);
   }
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  // gpumem's Python observer (interpose/python/sitecustomize.py), which finds the line that keeps
+  // a tensor alive, lies next to the library; it runs the sitecustomize it shadows itself.
+  const fs::path observer = fs::path(library).parent_path() / "python";
+  std::error_code missing;
+  if (fs::exists(observer / "sitecustomize.py", missing)) {
+    std::string python_path = observer.string();
+    if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') {
+      python_path = absl::StrCat(python_path, ":", old);
+    }
+    setenv("PYTHONPATH", python_path.c_str(), 1);
+  }
   std::string output = plan.env_value;
   if (plan.pid_in_name) output = (plan.dir / DefaultName(host, getpid())).string();
   setenv("GPUMEM_OUTPUT", output.c_str(), 1);

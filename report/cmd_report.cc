@@ -362,7 +362,13 @@ class Analyses {
     if (fragmentation_) fragmentation_->AddPoolUsage(usage);
   }
 
+  // Python references to recorded memory (PythonHolder packets), in file order.
+  void AddPythonHolder(const PythonHolder& holder) {
+    if (growth_ || marker_counter_) holders_.AddHolder(holder);
+  }
+
   void Add(const MemoryEvent& event) {
+    if (growth_ || marker_counter_) holders_.AddMemory(event);
     if (summary_) summary_->Add(event);
     if (oom_) oom_->Add(event);
     if (fragmentation_) fragmentation_->Add(event);
@@ -393,7 +399,13 @@ class Analyses {
           **again, [this](const MemoryEvent& event) { growth_->Add(event); }, kReorderWindow,
           nullptr, [this](const LaunchEvent& launch) { growth_->AddLaunch(launch); });
     }
-    if (growth_) findings->growth = growth_->Finish();
+    if (growth_) {
+      findings->growth = growth_->Finish();
+      holders_.Finish();
+      for (GrowingSite& site : findings->growth->sites) {
+        site.holders = holders_.ForSite(site.stack_id, CallSiteMapping(), CallSiteMapping());
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -425,12 +437,14 @@ class Analyses {
   std::optional<FragmentationAnalysis> fragmentation_;
   std::optional<GrowthAnalysis> growth_;
   std::optional<MarkerCounter> marker_counter_;  // growth without a marker: its first pass
+  PythonHolders holders_;                        // with growth
   std::optional<TimelineBuilder> timeline_;
 };
 
-void AppendFramesText(const std::vector<Frame>& frames, std::string* out) {
-  if (frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
-  for (const Frame& frame : frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
+void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
+                      absl::string_view indent = "      ") {
+  if (frames.empty()) absl::StrAppend(out, indent, "(no stack recorded)\n");
+  for (const Frame& frame : frames) absl::StrAppend(out, indent, frame.ToString(), "\n");
 }
 
 std::string SizeText(uint64_t bytes) {
@@ -633,6 +647,11 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
                       ") after iteration ", report.iterations(), "\n");
     }
     AppendFramesText(sites.Shown(site.stack_id), out);
+    for (const HolderTally& holder : site.holders) {
+      absl::StrAppend(out, "    kept by Python references (list.append) to ", holder.count,
+                      " of its allocations, ", FormatBytes(holder.bytes), ", taken at:\n");
+      AppendFramesText(sites.Shown(holder.stack_id), out, "          ");
+    }
   }
   if (shown < report.sites.size()) {
     absl::StrAppend(out, "  ... ",
@@ -886,10 +905,16 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
     const GrowingSite& site = report.sites[i];
     items.push_back(absl::StrFormat(
         "{%s,\"bytes_per_iteration\":%.1f,\"rises\":%d,\"boundaries\":%d,"
-        "\"judged_iterations\":%d,\"live_bytes\":[%s],\"live_count\":[%s],\"frames\":%s}",
+        "\"judged_iterations\":%d,\"live_bytes\":[%s],\"live_count\":[%s],\"frames\":%s,"
+        "\"held_by\":[%s]}",
         JsonPlace(site.place, trace), site.bytes_per_iteration, site.rises,
         site.judged_iterations - 1, site.judged_iterations, absl::StrJoin(site.live_bytes, ","),
-        absl::StrJoin(site.live_count, ","), JsonFrames(sites.Shown(site.stack_id))));
+        absl::StrJoin(site.live_count, ","), JsonFrames(sites.Shown(site.stack_id)),
+        absl::StrJoin(site.holders, ",", [&sites](std::string* out, const HolderTally& holder) {
+          absl::StrAppend(out, "{\"how\":\"list.append\",\"count\":", holder.count,
+                          ",\"bytes\":", holder.bytes,
+                          ",\"frames\":", JsonFrames(sites.Shown(holder.stack_id)), "}");
+        })));
   }
   absl::StrAppend(&out, ",\"growing_sites\":", report.sites.size(), ",\"sites\":[",
                   absl::StrJoin(items, ","), "]");
@@ -1063,6 +1088,7 @@ int RunReport(const std::vector<std::string>& args) {
         observer.active() ? &observer : nullptr,
         [&analyses](const PacketPosition&, const TracePacket& packet) {
           if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
+          if (packet.has_python_holder()) analyses.AddPythonHolder(packet.python_holder());
         });
     Findings findings;
     std::optional<KernelReport> regrouped;

@@ -40,6 +40,7 @@
 #include "core/trace.pb.h"
 #include "report/event_counts.h"
 #include "report/oom.h"
+#include "report/python_holders.h"
 #include "report/replay.h"
 
 namespace gpumem::report {
@@ -69,6 +70,9 @@ struct GrowingSite {
   // in the last one — it runs into the program's teardown (a list of tensors kept by every
   // iteration and freed at exit still grew through every complete iteration).
   size_t judged_iterations = 0;
+  // Where Python took references to this site's allocations (report/python_holders.h), most
+  // first; empty when the trace has none.
+  std::vector<HolderTally> holders;
 };
 
 struct GrowthReport {

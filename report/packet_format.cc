@@ -239,6 +239,14 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
                       " t=", RelativeTime(pool.timestamp_ns(), header));
       break;
     }
+    case TracePacket::kPythonHolder: {
+      const PythonHolder& holder = packet.python_holder();
+      absl::StrAppend(&line, "python_holder seq=", holder.seq(), " tid=", holder.tid(),
+                      " address=", Address(holder.address()), " size=", holder.size(),
+                      " stack=", holder.stack_id(), " how=", Quoted(holder.how()),
+                      " t=", RelativeTime(holder.timestamp_ns(), header));
+      break;
+    }
     case TracePacket::DATA_NOT_SET:
       if (!packet.padding().empty()) {
         absl::StrAppend(&line, "padding bytes=", packet.padding().size());

@@ -5,7 +5,8 @@
 # interleaved: each round runs every arm once, in turn. Arms (GPUMEM_BENCH_ARMS, default all):
 # plain (without gpumem); default (gpumem's default); pool_records (GPUMEM_CUPTI_POOLS=1: CUPTI
 # memory-pool records on); no_cupti (GPUMEM_CUPTI=0); no_launch_stacks (GPUMEM_LAUNCH_STACKS=0);
-# libunwind (GPUMEM_FAST_UNWIND=0: every stack through libunwind). Every run is pinned to the
+# libunwind (GPUMEM_FAST_UNWIND=0: every stack through libunwind). The recorded arms have
+# gpumem's Python observer on PYTHONPATH, as `gpumem record` gives it. Every run is pinned to the
 # same CPUs (GPUMEM_BENCH_CPUS, default 2-5, when taskset exists): where the process lands
 # otherwise moved its step time by ±25 % on the H100 machine. Each run reports four figures
 # (train_mlp.py): the mean step, the median of its 25-step windows (a burst of noise moves one
@@ -48,7 +49,8 @@ for ((round = 0; round < rounds; round++)); do
       # shellcheck disable=SC2086  # settings are VAR=value words for env
       env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ${settings[$arm]} \
         ${cuda_libs:+LD_LIBRARY_PATH=$cuda_libs} LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
-        GPUMEM_OUTPUT="$trace" "${pin[@]}" $python "$script" "$steps" | step_ms >>"$out/step_$arm.txt"
+        PYTHONPATH="$PWD/$build/lib/python" GPUMEM_OUTPUT="$trace" "${pin[@]}" $python "$script" \
+        "$steps" | step_ms >>"$out/step_$arm.txt"
     fi
   done
 done

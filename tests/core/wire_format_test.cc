@@ -259,6 +259,7 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {TracePacket::descriptor(), "pool_usage", proto::packet_field::kPoolUsage},
       {TracePacket::descriptor(), "python_code", proto::packet_field::kPythonCode},
       {TracePacket::descriptor(), "python_status", proto::packet_field::kPythonStatus},
+      {TracePacket::descriptor(), "python_holder", proto::packet_field::kPythonHolder},
       {KernelName::descriptor(), "id", proto::kernel_name_field::kId},
       {KernelName::descriptor(), "name", proto::kernel_name_field::kName},
       {LaunchEvent::descriptor(), "seq", l::kSeq},
@@ -306,6 +307,13 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {PythonStatus::descriptor(), "version", proto::python_status_field::kVersion},
       {PythonStatus::descriptor(), "supported", proto::python_status_field::kSupported},
       {PythonStatus::descriptor(), "detail", proto::python_status_field::kDetail},
+      {PythonHolder::descriptor(), "seq", proto::python_holder_field::kSeq},
+      {PythonHolder::descriptor(), "timestamp_ns", proto::python_holder_field::kTimestampNs},
+      {PythonHolder::descriptor(), "tid", proto::python_holder_field::kTid},
+      {PythonHolder::descriptor(), "address", proto::python_holder_field::kAddress},
+      {PythonHolder::descriptor(), "size", proto::python_holder_field::kSize},
+      {PythonHolder::descriptor(), "stack_id", proto::python_holder_field::kStackId},
+      {PythonHolder::descriptor(), "how", proto::python_holder_field::kHow},
   };
   for (const Mirror& mirror : mirrors) {
     const auto* field = mirror.message->FindFieldByName(mirror.field);

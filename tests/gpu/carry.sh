@@ -16,6 +16,7 @@ for expected in samples/*/expected.txt; do
   cp "$build/bin/$name" "$carry/bin/"
 done
 cp "$build/lib/libgpumem.so" "$build/lib/libunwind.so.8" "$carry/lib/"
+cp -r "$build/lib/python" "$carry/lib/"  # gpumem's Python observer
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
   "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" "$carry/tests/bench/"

@@ -29,8 +29,10 @@ record_one() {
   shift
   mkdir -p "$out/$name"
   local start=$(date +%s%N)
+  # PYTHONPATH: gpumem's Python observer, as `gpumem record` adds it.
   env "${env[@]}" LD_LIBRARY_PATH="$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/$name/$name.trace" \
+    PYTHONPATH="$PWD/$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$@" >"$out/$name/stdout" 2>"$out/$name/stderr"
   echo $? >"$out/$name/exit_code"
   printf '%-28s exit %s  %5.1fs  %s\n' "$name" "$(cat "$out/$name/exit_code")" \
@@ -158,6 +160,11 @@ check() {
   grep -A4 "call site grows\|call sites grow" "$out/torch_leak_growth.txt" | head -8 | sed 's/^/   /'
   sed -n '/call sites\{0,1\} grows\{0,1\}$/,$p' "$out/torch_leak_growth.txt" | grep -q "leak_train.py:$leak_line" ||
     fail "growth does not name leak_train.py:$leak_line (hidden = body(x), the tensor kept each step)"
+  # ... and, under it, the line of the append that keeps them (the Python observer, 3.12+).
+  local append_line=$(grep -n "history.append(hidden)" samples/pytorch/leak_train.py | cut -d: -f1)
+  grep -m1 -A12 "kept by Python references" "$out/torch_leak_growth.txt" | sed 's/^/   /' | grep -v "^ *[a-z_0-9]*\.so\|(.*\.c:[0-9]*)$" | head -6
+  sed -n '/kept by Python references/,$p' "$out/torch_leak_growth.txt" | grep -q "leak_train.py:$append_line" ||
+    fail "growth does not name leak_train.py:$append_line (history.append(hidden)) as what keeps the memory"
   "$build/bin/gpumem" report --peak --top 3 "$out"/torch_async/*.trace >"$out/torch_async_peak.txt"
   grep -m3 "train_mlp.py:" "$out/torch_async_peak.txt" | sed 's/^/   /'
   grep -q "train_mlp.py:" "$out/torch_async_peak.txt" || fail "the peak report names no line of train_mlp.py"

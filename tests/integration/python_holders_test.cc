@@ -1,0 +1,118 @@
+// The line that keeps memory alive: a Python script that appends each iteration's buffer to a
+// list is recorded under the real preload library (fake CUDA), and `gpumem report --growth` names,
+// under the growing call site, the script's line where the references were taken. "note" runs on
+// any CPython (the script reports its appends itself, as the observer would); "observer" runs
+// gpumem's Python observer (interpose/python/sitecustomize.py) under every CPython 3.12+ found
+// (skipped where there is none, e.g. Debian's 3.11 alone).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "tests/support/test_support.h"
+
+namespace gpumem {
+namespace {
+
+using testing::BuildPath;
+using testing::ProgramRun;
+using testing::RecordingEnvironment;
+using testing::RunProgram;
+using testing::SourcePath;
+using testing::TempDir;
+
+std::string Script() { return SourcePath("tests/integration/programs/python_holders.py"); }
+
+uint32_t MarkedLine(const std::string& name) {
+  std::ifstream in(Script());
+  uint32_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.find("# line: " + name) != std::string::npos) return number;
+  }
+  ADD_FAILURE() << "no marker " << name;
+  return 0;
+}
+
+bool AtLeast312(const std::string& python) {
+  return RunProgram({python, "-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"})
+             .exit_code == 0;
+}
+
+// CPython 3.12+ interpreters of this machine: GPUMEM_TEST_PYTHONS (colon-separated), python3, and
+// pyenv's (CI's Debian has 3.11 only; a machine with pyenv has newer ones).
+std::vector<std::string> ObserverInterpreters() {
+  std::vector<std::string> candidates = {"python3"};
+  if (const char* extra = getenv("GPUMEM_TEST_PYTHONS")) {
+    std::stringstream list(extra);
+    for (std::string path; std::getline(list, path, ':');) {
+      if (!path.empty()) candidates.push_back(path);
+    }
+  }
+  std::string pyenv_root;
+  if (const char* root = getenv("PYENV_ROOT")) {
+    pyenv_root = root;
+  } else if (const char* home = getenv("HOME")) {
+    pyenv_root = std::string(home) + "/.pyenv";
+  }
+  std::error_code error;
+  for (const auto& version : std::filesystem::directory_iterator(pyenv_root + "/versions", error)) {
+    const std::filesystem::path python = version.path() / "bin" / "python3";
+    if (std::filesystem::exists(python, error)) candidates.push_back(python.string());
+  }
+  std::vector<std::string> found;
+  for (const std::string& python : candidates) {
+    if (AtLeast312(python)) found.push_back(python);
+  }
+  return found;
+}
+
+// The growth report of the script run in `mode`.
+std::string GrowthOf(const std::string& python, const std::string& mode, const TempDir& dir) {
+  const std::string trace = dir.File("holders.trace");
+  std::map<std::string, std::string> environment = RecordingEnvironment(trace);
+  environment["PYTHONPATH"] = BuildPath("lib/python");  // what `gpumem record` adds
+  const ProgramRun run = RunProgram({python, Script(), mode, "libcudart.so.13"}, environment);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const ProgramRun report = RunProgram({BuildPath("bin/gpumem"), "report", "--growth", trace});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  return report.out;
+}
+
+TEST(PythonHolders, GrowthNamesTheLineThatKeepsTheMemory) {
+  TempDir dir;
+  const std::string growth = GrowthOf("python3", "note", dir);
+  const std::string script = "python_holders.py:";
+  // The growing site is the allocating line; under it, the line where references were taken.
+  const size_t site = growth.find(script + std::to_string(MarkedLine("hidden")));
+  ASSERT_NE(site, std::string::npos) << growth;
+  const size_t kept = growth.find("kept by Python references (list.append) to 12 of its", site);
+  ASSERT_NE(kept, std::string::npos) << growth;
+  const size_t line = growth.find(script + std::to_string(MarkedLine("note")), kept);
+  EXPECT_NE(line, std::string::npos) << growth;
+  // The stand-in's own frame (the observer's, in real use) is not part of that stack.
+  EXPECT_EQ(growth.find("observer_stand_in", kept), std::string::npos) << growth;
+}
+
+TEST(PythonHolders, TheObserverSeesListAppend) {
+  const std::vector<std::string> pythons = ObserverInterpreters();
+  if (pythons.empty())
+    GTEST_SKIP() << "no CPython 3.12+ here (sys.monitoring); see GPUMEM_TEST_PYTHONS";
+  for (const std::string& python : pythons) {
+    SCOPED_TRACE(python);
+    TempDir dir;
+    const std::string growth = GrowthOf(python, "observer", dir);
+    const size_t kept = growth.find("kept by Python references (list.append) to 12 of its");
+    ASSERT_NE(kept, std::string::npos) << growth;
+    EXPECT_NE(growth.find("python_holders.py:" + std::to_string(MarkedLine("append")), kept),
+              std::string::npos)
+        << growth;
+    EXPECT_EQ(growth.find("sitecustomize.py", kept), std::string::npos) << growth;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem
