@@ -50,29 +50,34 @@ def _install_observer():
             return callable_.__self__  # f = history.append; f(x)
         return None
 
+    # Both callbacks swallow every error: an exception raised here would surface in the program
+    # (e.g. while torch is half imported, torch.Tensor does not exist yet).
     def on_call(code, offset, callable_, arg0):
-        if list_of(callable_, arg0) is None:
-            return disable  # this call site never calls list.append: never look again
-        if appends_without_tensor.get((code, offset), 0) >= give_up_after:
+        try:
+            if list_of(callable_, arg0) is None:
+                return disable  # this call site never calls list.append: never look again
+            if appends_without_tensor.get((code, offset), 0) >= give_up_after:
+                return disable
+        except Exception:
             return disable
         return None
 
     def on_c_return(code, offset, callable_, arg0):
-        target = list_of(callable_, arg0)
-        if target is None or not target:
-            return None
-        torch = sys.modules.get("torch")
-        item = target[-1]
-        if torch is not None and isinstance(item, torch.Tensor) and item.is_cuda:
-            try:
+        try:
+            target = list_of(callable_, arg0)
+            if not target:
+                return None
+            tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+            item = target[-1]
+            key = (code, offset)
+            if tensor_type is not None and isinstance(item, tensor_type) and item.is_cuda:
                 storage = item.untyped_storage()
                 note(storage.data_ptr(), storage.nbytes())
-            except Exception:  # a tensor without storage (meta, sparse): nothing to name
-                pass
-            appends_without_tensor.pop((code, offset), None)
-        else:
-            key = (code, offset)
-            appends_without_tensor[key] = appends_without_tensor.get(key, 0) + 1
+                appends_without_tensor.pop(key, None)
+            else:
+                appends_without_tensor[key] = appends_without_tensor.get(key, 0) + 1
+        except Exception:  # a tensor without storage (meta, sparse), a list emptied meanwhile
+            pass
         return None
 
     events = monitoring.events

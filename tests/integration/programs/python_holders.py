@@ -27,8 +27,13 @@ def observer_stand_in(address, size):
     note(address, size)
 
 
-# What the observer recognises as a CUDA tensor: torch.Tensor of a module named torch.
+# What the observer recognises as a CUDA tensor: torch.Tensor of a module named torch. Appends
+# while the module is still being set up (no Tensor yet, as inside `import torch`) must pass.
 torch = types.ModuleType("torch")
+sys.modules["torch"] = torch
+half_imported = []
+for value in range(3):
+    half_imported.append(value)
 
 
 class Tensor:
