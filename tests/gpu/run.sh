@@ -27,6 +27,7 @@ record_one() {
   local env=()
   while [[ $1 != -- ]]; do env+=("$1"); shift; done
   shift
+  rm -rf "${out:?}/$name"  # traces of an earlier run there would be counted as this run's
   mkdir -p "$out/$name"
   local start=$(date +%s%N)
   # PYTHONPATH: gpumem's Python observer, as `gpumem record` adds it.
