@@ -185,6 +185,25 @@ TEST_F(RecordTest, PreloadsTheLibraryKeepingExistingEntries) {
   EXPECT_EQ(ReadFile(dir_ + "/preload.txt"), expected + ":" + existing + "\n");
 }
 
+// gpumem's Python observer goes first on PYTHONPATH, before what the user had there, and the
+// sitecustomize it shadows (the user's own, here) still runs.
+TEST_F(RecordTest, PutsThePythonObserverFirstOnPythonPathAndRunsTheOneItShadows) {
+  const std::string observer = fs::absolute(GPUMEM_BUILD_DIR "/lib/python").string();
+  const std::string user_dir = dir_ + "/user";
+  fs::create_directories(user_dir);
+  std::ofstream(user_dir + "/sitecustomize.py")
+      << "open('shadowed.txt', 'w').write('the user sitecustomize ran')\n";
+  const ProgramRun result =
+      Record({"python3", "-c",
+              "import os, sys; open('path.txt', 'w').write(os.environ['PYTHONPATH']); "
+              "open('module.txt', 'w').write(sys.modules['sitecustomize'].__file__)"},
+             {{"PYTHONPATH", user_dir}});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ReadFile(dir_ + "/path.txt"), observer + ":" + user_dir);
+  EXPECT_EQ(ReadFile(dir_ + "/module.txt"), observer + "/sitecustomize.py");
+  EXPECT_EQ(ReadFile(dir_ + "/shadowed.txt"), "the user sitecustomize ran");
+}
+
 TEST_F(RecordTest, MissingPreloadLibraryIsAnError) {
   const ProgramRun result = Record({"true"}, {{"GPUMEM_LIBRARY", "/nonexistent/libgpumem.so"}});
   EXPECT_EQ(result.exit_code, 2);
