@@ -62,16 +62,25 @@ void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay)
   if (event.action() != ALLOC && event.action() != FREE) return;
   // The peak window of the event's place: open at each new peak, closed by the first decrease.
   const int32_t place = event.action() == ALLOC ? PlaceOf(event) : event.device();
-  for (auto& [known, window] : peaks_) {
-    if (place >= 0 && known != place) continue;
-    const uint64_t live = replay.LiveBytes(known);
-    if (live < window.peak_bytes) window.at_peak = false;
+  if (open_windows_ > 0) {  // most events: every window closed, nothing to close
+    for (auto& [known, window] : peaks_) {
+      if (!window.at_peak || (place >= 0 && known != place)) continue;
+      if (replay.LiveBytes(known) < window.peak_bytes) {
+        window.at_peak = false;
+        --open_windows_;
+      }
+    }
   }
   if (event.action() == ALLOC) {
-    PeakWindow& window = peaks_[place];
+    if (last_window_ == nullptr || last_window_place_ != place) {
+      last_window_ = &peaks_[place];
+      last_window_place_ = place;
+    }
+    PeakWindow& window = *last_window_;
     const uint64_t live = replay.LiveBytes(place);
     if (live > window.peak_bytes) {
       window.peak_bytes = live;
+      if (!window.at_peak) ++open_windows_;
       window.at_peak = true;
       window.kernels.clear();
     }

@@ -101,6 +101,10 @@ class KernelAnalysis final : public ReplayObserver {
   absl::flat_hash_map<uint64_t, Kernel> kernels_;  // by kernel key
   absl::flat_hash_map<uint64_t, Use> uses_;        // by allocation seq, while live
   std::map<int32_t, PeakWindow> peaks_;
+  size_t open_windows_ = 0;  // of peaks_, those at_peak
+  // peaks_'s entry looked up last (map nodes do not move): consecutive events share a place.
+  PeakWindow* last_window_ = nullptr;
+  int32_t last_window_place_ = 0;
   // By (place, stack id). Hashed: one is looked up per allocation that ends.
   absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> never_used_;
   absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> idle_;
