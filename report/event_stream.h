@@ -129,8 +129,13 @@ class SeqReorderBuffer {
     Entry& next = At(0);
     Note(next);
     release(static_cast<const MemoryEventFields&>(next.event));
-    if (++ring_head_ == ring_.size()) ring_head_ = 0;
-    --ring_count_;
+    // Emptied, the ring starts over at its first entry: events then keep to the few entries
+    // in cache, not the whole ring (8 MiB once a gap has grown it to the window).
+    if (--ring_count_ == 0) {
+      ring_head_ = 0;
+    } else if (++ring_head_ == ring_.size()) {
+      ring_head_ = 0;
+    }
   }
   void Note(const Entry& entry) {
     last_released_seq_ = entry.event.seq;
