@@ -362,6 +362,10 @@ class Analyses {
     if (fragmentation_) fragmentation_->AddPoolUsage(usage);
   }
 
+  // Whether any analysis takes memory events: without one, the replay is not asked to pass them on.
+  bool wants_events() const {
+    return summary_ || oom_ || fragmentation_ || growth_ || marker_counter_ || timeline_;
+  }
   void Add(const MemoryEvent& event) {
     if (summary_) summary_->Add(event);
     if (oom_) oom_->Add(event);
@@ -1058,12 +1062,15 @@ int RunReport(const std::vector<std::string>& args) {
     KernelAnalysis kernels(file->get());
     ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,
                             analyses.wants_launches() ? &analyses : nullptr);
-    const TraceReplay replay = ReplayTrace(
-        *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
-        observer.active() ? &observer : nullptr,
-        [&analyses](const PacketPosition&, const TracePacket& packet) {
-          if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
-        });
+    MemoryEventVisitor analyses_events;
+    if (analyses.wants_events()) {
+      analyses_events = [&analyses](const MemoryEvent& event) { analyses.Add(event); };
+    }
+    const TraceReplay replay =
+        ReplayTrace(*std::move(file), analyses_events, observer.active() ? &observer : nullptr,
+                    [&analyses](const PacketPosition&, const TracePacket& packet) {
+                      if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
+                    });
     Findings findings;
     std::optional<KernelReport> regrouped;
     if (options.peak || options.kernels) {

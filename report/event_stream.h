@@ -59,6 +59,13 @@ class SeqReorderBuffer {
   template <typename Release>
   void Commit(Release&& release) {
     Entry& entry = At(ring_count_);
+    if (ring_count_ == 0 && heap_.empty() && entry.event.seq == last_released_seq_ + 1) {
+      // Nearly always: nothing held, and this is the next seq, which leaves at once.
+      ++next_order_;
+      Note(entry);
+      release(static_cast<const MemoryEventFields&>(entry.event));
+      return;
+    }
     if (released_any_ && entry.event.seq < last_released_seq_) {
       ++out_of_order_;
       release(static_cast<const MemoryEventFields&>(entry.event));
