@@ -133,28 +133,33 @@ class AddressMap {
  private:
   static constexpr size_t kMaxChunk = 128;
 
-  // Binary searches without branches on the data (a mispredicted branch per step costs more than
-  // the step): the index of the first of `n` sorted keys that is >= `key` (FirstAtLeast) or
-  // > `key` (FirstAbove); n when there is none.
-  static size_t FirstAtLeast(const uint64_t* keys, size_t n, uint64_t key) {
-    if (n == 0) return 0;
-    const uint64_t* base = keys;
-    while (n > 1) {
+  // How many of the `n` sorted keys come before `key`: those < `key` (FirstAtLeast: the index of
+  // the first >= `key`) or <= `key` (FirstAbove). Compared sixteen at a time, from every sixteenth
+  // key first: the loads do not wait on one another, where each step of a binary search waits on
+  // the load of the step before (the two searches of an allocation were most of its time). Binary
+  // steps, without branches on the data, narrow a long run down first.
+  template <typename Before>
+  static size_t CountBefore(const uint64_t* keys, size_t n, Before before) {
+    constexpr size_t kGroup = 16;
+    const uint64_t* const first = keys;
+    while (n > kGroup * kGroup) {
       const size_t half = n / 2;
-      base += half & (size_t{0} - static_cast<size_t>(base[half - 1] < key));
+      keys += half & (size_t{0} - static_cast<size_t>(before(keys[half - 1])));
       n -= half;
     }
-    return static_cast<size_t>(base - keys) + static_cast<size_t>(*base < key);
+    size_t groups = 0;  // whole groups before `key`
+    for (size_t last = kGroup - 1; last < n; last += kGroup) groups += before(keys[last]);
+    keys += groups * kGroup;
+    const size_t rest = std::min(kGroup, n - groups * kGroup);
+    size_t count = 0;
+    for (size_t i = 0; i < rest; ++i) count += before(keys[i]);
+    return static_cast<size_t>(keys - first) + count;
+  }
+  static size_t FirstAtLeast(const uint64_t* keys, size_t n, uint64_t key) {
+    return CountBefore(keys, n, [key](uint64_t k) { return k < key; });
   }
   static size_t FirstAbove(const uint64_t* keys, size_t n, uint64_t key) {
-    if (n == 0) return 0;
-    const uint64_t* base = keys;
-    while (n > 1) {
-      const size_t half = n / 2;
-      base += half & (size_t{0} - static_cast<size_t>(base[half - 1] <= key));
-      n -= half;
-    }
-    return static_cast<size_t>(base - keys) + static_cast<size_t>(*base <= key);
+    return CountBefore(keys, n, [key](uint64_t k) { return k <= key; });
   }
 
   struct Chunk {

@@ -367,6 +367,10 @@ class Analyses {
     if (growth_ || marker_counter_) holders_.AddHolder(holder);
   }
 
+  // Whether any analysis takes memory events: without one, the replay is not asked to pass them on.
+  bool wants_events() const {
+    return summary_ || oom_ || fragmentation_ || growth_ || marker_counter_ || timeline_;
+  }
   void Add(const MemoryEvent& event) {
     if (growth_ || marker_counter_) holders_.AddMemory(event);
     if (summary_) summary_->Add(event);
@@ -1083,13 +1087,18 @@ int RunReport(const std::vector<std::string>& args) {
     KernelAnalysis kernels(file->get());
     ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,
                             analyses.wants_launches() ? &analyses : nullptr);
-    const TraceReplay replay = ReplayTrace(
-        *std::move(file), [&analyses](const MemoryEvent& event) { analyses.Add(event); },
-        observer.active() ? &observer : nullptr,
-        [&analyses](const PacketPosition&, const TracePacket& packet) {
-          if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
-          if (packet.has_python_holder()) analyses.AddPythonHolder(packet.python_holder());
-        });
+    MemoryEventVisitor analyses_events;
+    if (analyses.wants_events()) {
+      analyses_events = [&analyses](const MemoryEvent& event) { analyses.Add(event); };
+    }
+    const TraceReplay replay =
+        ReplayTrace(*std::move(file), analyses_events, observer.active() ? &observer : nullptr,
+                    [&analyses](const PacketPosition&, const TracePacket& packet) {
+                      if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
+                      if (packet.has_python_holder()) {
+                        analyses.AddPythonHolder(packet.python_holder());
+                      }
+                    });
     Findings findings;
     std::optional<KernelReport> regrouped;
     if (options.peak || options.kernels) {

@@ -59,6 +59,13 @@ class SeqReorderBuffer {
   template <typename Release>
   void Commit(Release&& release) {
     Entry& entry = At(ring_count_);
+    if (ring_count_ == 0 && heap_.empty() && entry.event.seq == last_released_seq_ + 1) {
+      // Nearly always: nothing held, and this is the next seq, which leaves at once.
+      ++next_order_;
+      Note(entry);
+      release(static_cast<const MemoryEventFields&>(entry.event));
+      return;
+    }
     if (released_any_ && entry.event.seq < last_released_seq_) {
       ++out_of_order_;
       release(static_cast<const MemoryEventFields&>(entry.event));
@@ -129,8 +136,13 @@ class SeqReorderBuffer {
     Entry& next = At(0);
     Note(next);
     release(static_cast<const MemoryEventFields&>(next.event));
-    if (++ring_head_ == ring_.size()) ring_head_ = 0;
-    --ring_count_;
+    // Emptied, the ring starts over at its first entry: events then keep to the few entries
+    // in cache, not the whole ring (8 MiB once a gap has grown it to the window).
+    if (--ring_count_ == 0) {
+      ring_head_ = 0;
+    } else if (++ring_head_ == ring_.size()) {
+      ring_head_ = 0;
+    }
   }
   void Note(const Entry& entry) {
     last_released_seq_ = entry.event.seq;

@@ -17,10 +17,39 @@ namespace {
 // Graph launches are keyed apart from kernel ids (which the recorder numbers from 1).
 constexpr uint64_t kGraphKeyBit = uint64_t{1} << 63;
 
-template <typename Map>
-std::vector<UnusedSite> Largest(const Map& sites) {
+}  // namespace
+
+UnusedSite& KernelAnalysis::SiteTable::At(int32_t place, uint64_t stack_id) {
+  if (stack_id >= kDenseStackIds) {
+    UnusedSite& site = sparse_[{place, stack_id}];
+    site.place = place;
+    site.stack_id = stack_id;
+    return site;
+  }
+  if (last_place_ >= places_.size() || places_[last_place_].place != place) {
+    auto same = [place](const Place& known) { return known.place == place; };
+    last_place_ =
+        static_cast<size_t>(std::find_if(places_.begin(), places_.end(), same) - places_.begin());
+    if (last_place_ == places_.size()) places_.push_back({place, {}});
+  }
+  std::vector<UnusedSite>& by_stack = places_[last_place_].by_stack;
+  if (stack_id >= by_stack.size()) {
+    by_stack.resize(std::max<size_t>(stack_id + 1, 2 * by_stack.size()));
+  }
+  UnusedSite& site = by_stack[stack_id];
+  site.place = place;
+  site.stack_id = stack_id;
+  return site;
+}
+
+std::vector<UnusedSite> KernelAnalysis::SiteTable::Largest() const {
   std::vector<UnusedSite> out;
-  for (const auto& [key, site] : sites) out.push_back(site);
+  for (const Place& place : places_) {
+    for (const UnusedSite& site : place.by_stack) {
+      if (site.tally.count > 0) out.push_back(site);
+    }
+  }
+  for (const auto& [key, site] : sparse_) out.push_back(site);
   // Largest first; ties by place and stack, so the output does not depend on hashing.
   std::sort(out.begin(), out.end(), [](const UnusedSite& a, const UnusedSite& b) {
     if (a.tally.bytes != b.tally.bytes) return a.tally.bytes > b.tally.bytes;
@@ -29,8 +58,6 @@ std::vector<UnusedSite> Largest(const Map& sites) {
   });
   return out;
 }
-
-}  // namespace
 
 uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
   const bool graph = launch.api() == CU_GRAPH_LAUNCH;
@@ -62,16 +89,25 @@ void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay)
   if (event.action() != ALLOC && event.action() != FREE) return;
   // The peak window of the event's place: open at each new peak, closed by the first decrease.
   const int32_t place = event.action() == ALLOC ? PlaceOf(event) : event.device();
-  for (auto& [known, window] : peaks_) {
-    if (place >= 0 && known != place) continue;
-    const uint64_t live = replay.LiveBytes(known);
-    if (live < window.peak_bytes) window.at_peak = false;
+  if (open_windows_ > 0) {  // most events: every window closed, nothing to close
+    for (auto& [known, window] : peaks_) {
+      if (!window.at_peak || (place >= 0 && known != place)) continue;
+      if (replay.LiveBytes(known) < window.peak_bytes) {
+        window.at_peak = false;
+        --open_windows_;
+      }
+    }
   }
   if (event.action() == ALLOC) {
-    PeakWindow& window = peaks_[place];
+    if (last_window_ == nullptr || last_window_place_ != place) {
+      last_window_ = &peaks_[place];
+      last_window_place_ = place;
+    }
+    PeakWindow& window = *last_window_;
     const uint64_t live = replay.LiveBytes(place);
     if (live > window.peak_bytes) {
       window.peak_bytes = live;
+      if (!window.at_peak) ++open_windows_;
       window.at_peak = true;
       window.kernels.clear();
     }
@@ -107,20 +143,14 @@ void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) 
 }
 
 void KernelAnalysis::Classify(const LiveAllocation& live, const Use& use) {
-  const std::pair<int32_t, uint64_t> key{live.place, live.stack_id};
   if (use.launches == 0) {
-    UnusedSite& site = never_used_[key];
-    site.place = live.place;
-    site.stack_id = live.stack_id;
-    site.tally.Add(live.size);
+    never_used_.At(live.place, live.stack_id).tally.Add(live.size);
     return;
   }
   const uint64_t lifetime = launch_index_ - use.first_launch;
   const uint64_t idle = launch_index_ - use.last_use_launch;
   if (idle >= kIdleLaunches && static_cast<double>(idle) >= kIdleShare * lifetime) {
-    UnusedSite& site = idle_[key];
-    site.place = live.place;
-    site.stack_id = live.stack_id;
+    UnusedSite& site = idle_.At(live.place, live.stack_id);
     site.tally.Add(live.size);
     site.idle_launches += idle;
   }
@@ -144,8 +174,8 @@ void KernelAnalysis::Finished(const Replay& replay) {
       auto it = uses_.find(live.seq);
       if (it != uses_.end()) Classify(live, it->second);
     });
-    report.never_used = Largest(never_used_);
-    report.idle = Largest(idle_);
+    report.never_used = never_used_.Largest();
+    report.idle = idle_.Largest();
   }
   for (auto& [key, kernel] : kernels_) {
     KernelStats stats;

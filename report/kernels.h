@@ -90,6 +90,28 @@ class KernelAnalysis final : public ReplayObserver {
     absl::flat_hash_map<uint64_t, uint64_t> kernels;  // kernel key -> launches at the peak
   };
 
+  // UnusedSites by (place, stack id), one looked up per allocation that ends. Indexed by stack id
+  // in a vector per place, which stays small and in cache since a recorder numbers its stacks from
+  // 1 (a hash map's probes cost `gpumem report` a twentieth of its time); hashed beyond
+  // kDenseStackIds.
+  class SiteTable {
+   public:
+    // The site, with place and stack id set; its tally is zero when new.
+    UnusedSite& At(int32_t place, uint64_t stack_id);
+    // Every site with a tally, largest first (ties by place and stack id).
+    std::vector<UnusedSite> Largest() const;
+
+   private:
+    static constexpr uint64_t kDenseStackIds = uint64_t{1} << 16;
+    struct Place {
+      int32_t place = 0;
+      std::vector<UnusedSite> by_stack;  // by stack id; a site never added to has a zero tally
+    };
+    std::vector<Place> places_;
+    size_t last_place_ = 0;  // index in places_ of At()'s last place
+    absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> sparse_;
+  };
+
   uint64_t KernelKey(const LaunchEvent& launch);
   void Classify(const LiveAllocation& live, const Use& use);
 
@@ -101,9 +123,12 @@ class KernelAnalysis final : public ReplayObserver {
   absl::flat_hash_map<uint64_t, Kernel> kernels_;  // by kernel key
   absl::flat_hash_map<uint64_t, Use> uses_;        // by allocation seq, while live
   std::map<int32_t, PeakWindow> peaks_;
-  // By (place, stack id). Hashed: one is looked up per allocation that ends.
-  absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> never_used_;
-  absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> idle_;
+  size_t open_windows_ = 0;  // of peaks_, those at_peak
+  // peaks_'s entry looked up last (map nodes do not move): consecutive events share a place.
+  PeakWindow* last_window_ = nullptr;
+  int32_t last_window_place_ = 0;
+  SiteTable never_used_;
+  SiteTable idle_;
 };
 
 // The "kernels" section of `gpumem report --kernels`, and its JSON object (report/README.md).

@@ -113,6 +113,8 @@ class Replay {
   uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
   // Bytes live now on `place` (0 for a place that saw no allocation): cheap, for timelines.
   uint64_t LiveBytes(int32_t place) const {
+    // Nearly always the place of the event just replayed: no search.
+    if (last_state_ != nullptr && last_place_ == place) return last_state_->usage.live.bytes;
     const auto it = places_.find(place);
     return it == places_.end() ? 0 : it->second.usage.live.bytes;
   }

@@ -332,23 +332,28 @@ class SummaryAnalysis::Builder {
     if (failed) state.pending = Pending{event.size(), event.api()};
   }
 
-  // A device-memory allocation made with `event`: what this mode counts of it (to be passed to
-  // Count()), its attempt and its holding noted.
-  Live Begin(const MemoryEvent& event) {
+  // A device-memory allocation made with `event`: what this mode counts of it, into *live (to be
+  // passed to Count()), its attempt and its holding noted. Field by field: a Live built whole and
+  // copied in stalls on store forwarding (its fields' narrow stores cannot feed the copy's wide
+  // loads), which cost `report --summary` a seventh of its time.
+  void Begin(const MemoryEvent& event, Live* live) {
     const MemoryHolder* holder = nullptr;
     const Role role = RoleOf(event, &holder);
     DeviceState& state = StateOf(event.device());
     if (role != Role::kHeld) Attempt(state, event, false);
-    Live live{event.size(), event.device(), role, IsStreamOrdered(event), -1};
-    if (role == Role::kPlain && live.stream_ordered) {
+    live->size = event.size();
+    live->device = event.device();
+    live->role = role;
+    live->stream_ordered = IsStreamOrdered(event);
+    live->holding = -1;
+    if (role == Role::kPlain && live->stream_ordered) {
       ++state.summary.pool_allocations;
       state.summary.pool_allocation_bytes += event.size();
     }
     if (role == Role::kHeld || (role == Role::kPlain && holder != nullptr)) {
-      live.holding = HoldingOf(state, holder);
-      state.holdings[live.holding].NoteApi(event.api());
+      live->holding = HoldingOf(state, holder);
+      state.holdings[live->holding].NoteApi(event.api());
     }
-    return live;
   }
 
   void Failed(const MemoryEvent& event) {
@@ -496,7 +501,7 @@ void SummaryAnalysis::Add(const MemoryEvent& event) {
         Tables::Shared shared;
         shared.size = event.size();
         candidates_.ForEach([&](std::unique_ptr<Builder>& builder) {
-          shared.by_mode[static_cast<size_t>(builder->mode())] = builder->Begin(event);
+          builder->Begin(event, &shared.by_mode[static_cast<size_t>(builder->mode())]);
         });
         tables_->Allocate(event, shared, count);
       }
