@@ -89,9 +89,13 @@ def _install_observer():
 
 def _run_shadowed_sitecustomize():
     """Runs the sitecustomize.py that this one hides (Debian's, a virtualenv's), if any."""
-    import importlib.machinery
-    import importlib.util
     import os
+
+    try:
+        import importlib.machinery
+        import importlib.util
+    except ImportError:
+        return  # Python 2: nothing to chain to
 
     here = os.path.dirname(os.path.abspath(__file__))
     others = [p for p in sys.path if os.path.abspath(p or ".") != here]
@@ -102,8 +106,9 @@ def _run_shadowed_sitecustomize():
     spec.loader.exec_module(module)
 
 
+# Never break the program being recorded (plain syntax: any Python may read this file).
 try:
     _install_observer()
-except Exception as error:  # never break the program being recorded
-    sys.stderr.write(f"gpumem: warning: the Python observer is off: {error}\n")
+except Exception as error:
+    sys.stderr.write("gpumem: warning: the Python observer is off: %s\n" % error)
 _run_shadowed_sitecustomize()
