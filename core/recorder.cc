@@ -459,6 +459,9 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
     python_skip = std::min(python_skip, python_count);
     python_frames += python_skip;
     python_count -= python_skip;
+    // Activations are numbered from the innermost kept frame's.
+    const uint32_t first_group = python_count > 0 ? python_frames[0].group : 0;
+    for (size_t i = 0; i < python_count; ++i) python_frames[i].group -= first_group;
   }
   uint64_t frames[kMaxStackDepth + 1];
   size_t count = 0;
@@ -678,8 +681,9 @@ void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uin
 void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintptr_t caller_pc) {
   if (!EnsureOpen()) return;
   const uint64_t seq = NextSeq();
-  const uint64_t stack_id =
-      CaptureStackOfDepth(caller_pc, static_cast<size_t>(g.options.stack_depth), /*python_skip=*/1);
+  // Python frames only: the native frames under the observer's call are ctypes and the
+  // interpreter, the same for every holder, and tell the user nothing.
+  const uint64_t stack_id = CaptureStackOfDepth(caller_pc, /*depth=*/0, /*python_skip=*/1);
   ThreadState* thread = CurrentThread();
   WriteSmallPacket(proto::packet_field::kPythonHolder, [&](wire::Writer& writer) {
     namespace f = proto::python_holder_field;

@@ -93,8 +93,10 @@ TEST(PythonHolders, GrowthNamesTheLineThatKeepsTheMemory) {
   ASSERT_NE(kept, std::string::npos) << growth;
   const size_t line = growth.find(script + std::to_string(MarkedLine("note")), kept);
   EXPECT_NE(line, std::string::npos) << growth;
-  // The stand-in's own frame (the observer's, in real use) is not part of that stack.
+  // The stand-in's own frame (the observer's, in real use) is not part of that stack, nor are the
+  // native frames under it (ctypes, the interpreter): Python frames only.
   EXPECT_EQ(growth.find("observer_stand_in", kept), std::string::npos) << growth;
+  EXPECT_EQ(growth.find(".so", kept), std::string::npos) << growth;
 }
 
 TEST(PythonHolders, TheObserverSeesListAppend) {
