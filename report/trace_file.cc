@@ -197,6 +197,8 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kPythonStatus:
       python_status_ = packet.python_status();
       break;
+    case TracePacket::kPythonHolder:
+      break;  // an event: the growth analysis takes holders from the packet visitor
     case TracePacket::kPoolUsage:
       AddPoolUsage(packet.pool_usage());
       break;
