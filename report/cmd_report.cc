@@ -661,6 +661,15 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
     absl::StrAppend(out, "  ... ",
                     Plural(report.sites.size() - shown, "more call site", "more call sites"), "\n");
   }
+  // A Python program whose growth names no holder: say where that line would come from.
+  const bool any_holder =
+      std::any_of(report.sites.begin(), report.sites.end(),
+                  [](const GrowingSite& site) { return !site.holders.empty(); });
+  if (!any_holder && trace.python_status() && trace.python_status()->supported()) {
+    absl::StrAppend(out,
+                    "  (no list.append of these allocations was recorded: the line that keeps them "
+                    "is named when gpumem record's Python observer runs, on CPython 3.12+)\n");
+  }
 }
 
 // "kernels while at the peak: ..." under a place's peak, when launches were recorded.

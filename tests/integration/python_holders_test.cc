@@ -71,10 +71,12 @@ std::vector<std::string> ObserverInterpreters() {
 }
 
 // The growth report of the script run in `mode`.
-std::string GrowthOf(const std::string& python, const std::string& mode, const TempDir& dir) {
+std::string GrowthOf(const std::string& python, const std::string& mode, const TempDir& dir,
+                     const std::map<std::string, std::string>& extra = {}) {
   const std::string trace = dir.File("holders.trace");
   std::map<std::string, std::string> environment = RecordingEnvironment(trace);
   environment["PYTHONPATH"] = BuildPath("lib/python");  // what `gpumem record` adds
+  environment.insert(extra.begin(), extra.end());
   const ProgramRun run = RunProgram({python, Script(), mode, "libcudart.so.13"}, environment);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   const ProgramRun report = RunProgram({BuildPath("bin/gpumem"), "report", "--growth", trace});
@@ -114,6 +116,17 @@ TEST(PythonHolders, TheObserverSeesListAppend) {
         << growth;
     EXPECT_EQ(growth.find("sitecustomize.py", kept), std::string::npos) << growth;
   }
+}
+
+TEST(PythonHolders, WithoutTheObserverTheReportSaysWhatWouldNameTheLine) {
+  TempDir dir;
+  const std::string growth = GrowthOf("python3", "observer", dir, {{"GPUMEM_PYTHON_HOLDERS", "0"}});
+  ASSERT_NE(growth.find("python_holders.py:" + std::to_string(MarkedLine("hidden"))),
+            std::string::npos)
+      << growth;
+  EXPECT_EQ(growth.find("kept by"), std::string::npos) << growth;
+  EXPECT_NE(growth.find("no list.append of these allocations was recorded"), std::string::npos)
+      << growth;
 }
 
 }  // namespace
