@@ -27,14 +27,10 @@ using testing::TempDir;
 std::string Script() { return SourcePath("tests/integration/programs/python_holders.py"); }
 
 uint32_t MarkedLine(const std::string& name) {
-  std::ifstream in(Script());
-  uint32_t number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++number;
-    if (line.find("# line: " + name) != std::string::npos) return number;
-  }
-  ADD_FAILURE() << "no marker " << name;
-  return 0;
+  const std::map<std::string, uint32_t> markers = testing::MarkedLines(Script());
+  auto it = markers.find(name);
+  if (it == markers.end()) ADD_FAILURE() << "no marker " << name;
+  return it == markers.end() ? 0 : it->second;
 }
 
 bool AtLeast312(const std::string& python) {

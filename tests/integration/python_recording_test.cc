@@ -37,18 +37,7 @@ constexpr size_t kMaxPythonFrames = 128;  // core/python_frames.h
 
 std::string Script() { return SourcePath("tests/integration/programs/python_allocs.py"); }
 
-// The script's `# line: NAME` markers: NAME -> line number.
-std::map<std::string, uint32_t> Markers() {
-  std::map<std::string, uint32_t> markers;
-  std::ifstream in(Script());
-  uint32_t number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++number;
-    const size_t at = line.find("# line: ");
-    if (at != std::string::npos && at > 0) markers[line.substr(at + 8)] = number;
-  }
-  return markers;
-}
+std::map<std::string, uint32_t> Markers() { return testing::MarkedLines(Script()); }
 
 std::vector<std::string> Interpreters() {
   std::vector<std::string> found;

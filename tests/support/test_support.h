@@ -56,6 +56,20 @@ class TempDir {
   std::string path_;
 };
 
+// A test program's `# line: NAME` markers: NAME -> line number, so that a test names the lines
+// it expects by marker and an edit of the program needs no edit of the test.
+inline std::map<std::string, uint32_t> MarkedLines(const std::string& path) {
+  std::map<std::string, uint32_t> markers;
+  std::ifstream in(path);
+  uint32_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const size_t at = line.find("# line: ");
+    if (at != std::string::npos && at > 0) markers[line.substr(at + 8)] = number;
+  }
+  return markers;
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
