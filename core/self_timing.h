@@ -36,7 +36,8 @@ constexpr bool IsOuterPhase(int phase) {
 // Events counted without a time.
 enum Counter : int {
   kUnwindFallback,     // stacks the fast unwinder left to libunwind
-  kFramesUnwound,      // native frames unwound, gpumem's own included
+  kUnwindReplayed,     // stacks the fast unwinder replayed from an earlier one of the thread
+  kFramesUnwound,      // native frames captured (unwound or replayed), gpumem's own included
   kParamBytesScanned,  // bytes of kernel parameters searched for device pointers
   kCounterCount
 };

@@ -152,6 +152,32 @@ TEST_F(EhFrameUnwinderTest, CachedRulesGiveTheSameStackAgain) {
   ExpectSameBelowFirst(Recurse(30, 256));
 }
 
+// Two callers with the same frame layout, called from one place: the unwinder starts from the same
+// registers both times, so only the words on the stack tell the stacks apart.
+__attribute__((noinline)) Stacks ViaFirst(int capacity) {
+  Stacks stacks = TakeBoth(capacity);
+  g_sink = g_sink + 1;
+  return stacks;
+}
+__attribute__((noinline)) Stacks ViaSecond(int capacity) {
+  Stacks stacks = TakeBoth(capacity);
+  g_sink = g_sink + 2;
+  return stacks;
+}
+
+TEST_F(EhFrameUnwinderTest, AReplayedUnwindChecksEveryWordItRead) {
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    const Stacks first = ViaFirst(64);
+    const Stacks second = ViaSecond(64);
+    ExpectSameBelowFirst(first);
+    ExpectSameBelowFirst(second);
+    ASSERT_GT(first.fast.size(), 2u);
+    ASSERT_GT(second.fast.size(), 2u);
+    EXPECT_NE(first.fast[1], second.fast[1]);  // the return addresses into ViaFirst, ViaSecond
+  }
+}
+
 int g_in_handler_depth = 0;
 int g_in_handler_libunwind = 0;
 void Handler(int) {
