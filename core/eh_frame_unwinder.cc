@@ -630,9 +630,11 @@ __thread StackBounds t_stack __attribute__((tls_model("initial-exec")));
 // the same word gives the same frames. Checking that reads the same stack words but none of the
 // rule cache, whose lookups were most of an unwind's cost inside PyTorch on the H100 machine (a
 // cache miss a frame).
-constexpr int kMemoSlots = 16;
-constexpr int kMaxMemoReads = 128;
-constexpr int kMaxMemoFrames = 96;
+// 64 memos a thread (~130 KiB, touched as used) in pairs: a training step's stacks from one
+// thread mostly fit, and two stacks that start from registers of the same pair both stay.
+constexpr int kMemoSlots = 64;
+constexpr int kMaxMemoReads = 96;
+constexpr int kMaxMemoFrames = 64;
 struct Memo {
   uintptr_t sp;  // 0: empty
   uintptr_t bp;
@@ -667,8 +669,10 @@ Memo* ThreadMemos() {
   return t_memos == MAP_FAILED ? nullptr : t_memos;
 }
 
-Memo* MemoSlot(Memo* memos, uintptr_t sp, uintptr_t bp) {
-  return &memos[((sp >> 4) ^ (bp * 0x9e3779b97f4a7c15ull >> 40)) % kMemoSlots];
+// The pair of memos for these registers.
+Memo* MemoPair(Memo* memos, uintptr_t sp, uintptr_t bp) {
+  const uint64_t hash = ((sp >> 4) ^ bp) * 0x9e3779b97f4a7c15ull;
+  return &memos[2 * ((hash >> 40) % (kMemoSlots / 2))];
 }
 
 // The memo's frames if every word it read is still there; -1 otherwise.
@@ -724,19 +728,27 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
                : "=r"(pc), "=r"(sp), "=r"(bp));
   if (sp < bounds.low || sp >= bounds.high) return -1;
   Memo* memos = ThreadMemos();
-  Memo* memo = memos != nullptr ? MemoSlot(memos, sp, bp) : nullptr;
-  if (memo != nullptr) {
-    const int replayed = Replay(*memo, sp, bp, capacity, frames);
-    if (replayed >= 0) {
-      self_timing::Count(self_timing::kUnwindReplayed);
-      return replayed;
+  Memo* memo = nullptr;
+  if (memos != nullptr) {
+    Memo* pair = MemoPair(memos, sp, bp);
+    for (int way = 0; way < 2; ++way) {
+      const int replayed = Replay(pair[way], sp, bp, capacity, frames);
+      if (replayed >= 0) {
+        self_timing::Count(self_timing::kUnwindReplayed);
+        return replayed;
+      }
     }
+    // Overwrite the one with other registers, else the first; the other way keeps its stack.
+    memo = pair[0].sp == sp && pair[0].bp == bp   ? &pair[0]
+           : pair[1].sp == sp && pair[1].bp == bp ? &pair[1]
+           : pair[0].sp == 0                      ? &pair[0]
+                                                  : &pair[1];
     memo->sp = 0;  // rewritten below, kept only if the unwind completes
     memo->reads = 0;
   }
   const uintptr_t start_sp = sp;
   const uintptr_t start_bp = bp;
-  bool memo_fits = memo != nullptr && capacity <= kMaxMemoFrames;
+  bool memo_fits = memo != nullptr;  // and, at the end, no deeper than kMaxMemoFrames
   auto readable = [&](uintptr_t address) {
     return address >= sp && address <= bounds.high - sizeof(uintptr_t);
   };
@@ -786,7 +798,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     frames[depth++] = reinterpret_cast<void*>(return_address);
     lookup = return_address - 1;
   }
-  if (memo_fits) {
+  if (memo_fits && depth <= kMaxMemoFrames) {
     memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));
     memo->bp = start_bp;
     memo->generation = g_rules_generation.load(std::memory_order_relaxed);

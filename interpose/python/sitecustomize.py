@@ -7,8 +7,9 @@ training-loop leak (`history.append(loss)`) is then reported at the line of the 
 the line that allocated the memory. Anywhere else it does nothing. Then it runs the
 sitecustomize this one shadows, if there is one.
 
-Cost: every call site is looked at once and switched off unless it calls list.append; an append
-site that has not appended a CUDA tensor in its first 64 calls is switched off too.
+Cost: every call site is looked at once and switched off unless it calls list.append in the
+program's own code (not the standard library's, not an installed package's); an append site that
+has not appended a CUDA tensor in its first 64 calls is switched off too.
 """
 
 import sys
@@ -40,6 +41,28 @@ def _install_observer():
         return
     append = list.append
     disable = monitoring.DISABLE
+    # Only the program's own code: lists that libraries fill and drop every step (the optimizer's
+    # lists of parameters and gradients) are not the leak a user looks for, and each report costs.
+    import os
+    import site
+
+    library_dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    try:
+        library_dirs.update(site.getsitepackages())
+        library_dirs.add(site.getusersitepackages())
+    except AttributeError:  # a virtualenv's old site.py
+        pass
+    library_dirs = tuple(os.path.join(os.path.abspath(d), "") for d in library_dirs if d)
+    own_code = {}  # code object -> whether it is the program's own
+
+    def is_own(code):
+        own = own_code.get(code)
+        if own is None:
+            name = code.co_filename
+            own = not name.startswith("<") and not os.path.abspath(name).startswith(library_dirs)
+            own_code[code] = own
+        return own
+
     appends_without_tensor = {}  # (code, offset) -> count, until a CUDA tensor is seen there
     give_up_after = 64
 
@@ -54,8 +77,8 @@ def _install_observer():
     # (e.g. while torch is half imported, torch.Tensor does not exist yet).
     def on_call(code, offset, callable_, arg0):
         try:
-            if list_of(callable_, arg0) is None:
-                return disable  # this call site never calls list.append: never look again
+            if list_of(callable_, arg0) is None or not is_own(code):
+                return disable  # not list.append in the program's own code: never look again
             if appends_without_tensor.get((code, offset), 0) >= give_up_after:
                 return disable
         except Exception:
