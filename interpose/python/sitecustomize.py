@@ -88,7 +88,8 @@ def _install_observer():
     def on_c_return(code, offset, callable_, arg0):
         try:
             target = list_of(callable_, arg0)
-            if not target:
+            # (A call site's first call still returns here after on_call disabled the site.)
+            if not target or not is_own(code):
                 return None
             tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
             item = target[-1]

@@ -111,6 +111,7 @@ TEST(PythonHolders, TheObserverSeesListAppend) {
               std::string::npos)
         << growth;
     EXPECT_EQ(growth.find("sitecustomize.py", kept), std::string::npos) << growth;
+    EXPECT_EQ(growth.find("fake_library"), std::string::npos) << growth;  // not the program's
   }
 }
 

@@ -50,8 +50,16 @@ torch.Tensor = Tensor
 sys.modules["torch"] = torch
 
 
+# A library's code (its file under sys.prefix, as an installed package's is) that also keeps the
+# tensors in a list: the observer looks at the program's own code only.
+library = {}
+exec(compile("def keep(kept, item):\n    kept.append(item)\n",
+             sys.prefix + "/lib/fake_library.py", "exec"), library)
+
+
 def train(mode):
     history = []
+    library_list = []
     for step in range(STEPS):
         hidden = allocate(SIZE)  # line: hidden
         if mode == "note":
@@ -59,6 +67,7 @@ def train(mode):
             observer_stand_in(hidden, SIZE)  # line: note
         else:
             history.append(Tensor(hidden, SIZE))  # line: append
+            library["keep"](library_list, history[-1])
         history.append(step)  # not a tensor: nothing to note
     return history
 
