@@ -630,11 +630,12 @@ __thread StackBounds t_stack __attribute__((tls_model("initial-exec")));
 // the same word gives the same frames. Checking that reads the same stack words but none of the
 // rule cache, whose lookups were most of an unwind's cost inside PyTorch on the H100 machine (a
 // cache miss a frame).
-// 64 memos a thread (~130 KiB, touched as used) in pairs: a training step's stacks from one
-// thread mostly fit, and two stacks that start from registers of the same pair both stay.
+// 64 memos a thread (~200 KiB, touched as used) in pairs: a training step's stacks from one
+// thread mostly fit, and two stacks that start from registers of the same pair both stay. A memo
+// holds a stack of up to 80 frames, two reads a frame (frame-pointer code restores rbp).
 constexpr int kMemoSlots = 64;
-constexpr int kMaxMemoReads = 96;
-constexpr int kMaxMemoFrames = 64;
+constexpr int kMaxMemoReads = 160;
+constexpr int kMaxMemoFrames = 80;
 struct Memo {
   uintptr_t sp;  // 0: empty
   uintptr_t bp;
@@ -797,6 +798,9 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     if (return_address == 0) break;
     frames[depth++] = reinterpret_cast<void*>(return_address);
     lookup = return_address - 1;
+  }
+  if (memo != nullptr && !(memo_fits && depth <= kMaxMemoFrames)) {
+    self_timing::Count(self_timing::kUnwindTooDeepToReplay);
   }
   if (memo_fits && depth <= kMaxMemoFrames) {
     memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));

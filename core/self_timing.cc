@@ -23,7 +23,8 @@ static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 std::atomic<uint64_t> g_counts[kCounterCount];
 constexpr const char* kCounterNames[kCounterCount] = {
-    "stacks left to libunwind", "stacks replayed from an earlier unwind", "native frames captured",
+    "stacks left to libunwind", "stacks replayed from an earlier unwind",
+    "stacks too deep to keep for a replay", "native frames captured",
     "kernel parameter bytes scanned"};
 
 }  // namespace

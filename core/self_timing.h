@@ -35,10 +35,11 @@ constexpr bool IsOuterPhase(int phase) {
 
 // Events counted without a time.
 enum Counter : int {
-  kUnwindFallback,     // stacks the fast unwinder left to libunwind
-  kUnwindReplayed,     // stacks the fast unwinder replayed from an earlier one of the thread
-  kFramesUnwound,      // native frames captured (unwound or replayed), gpumem's own included
-  kParamBytesScanned,  // bytes of kernel parameters searched for device pointers
+  kUnwindFallback,         // stacks the fast unwinder left to libunwind
+  kUnwindReplayed,         // stacks the fast unwinder replayed from an earlier one of the thread
+  kUnwindTooDeepToReplay,  // stacks it unwound too deep (frames or reads) to keep for a replay
+  kFramesUnwound,          // native frames captured (unwound or replayed), gpumem's own included
+  kParamBytesScanned,      // bytes of kernel parameters searched for device pointers
   kCounterCount
 };
 
