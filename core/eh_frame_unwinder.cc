@@ -638,7 +638,8 @@ constexpr int kMaxMemoReads = 160;
 constexpr int kMaxMemoFrames = 80;
 struct Memo {
   uintptr_t sp;  // 0: empty
-  uintptr_t bp;
+  uintptr_t bp;  // compared only when bp_used: some rule read the starting rbp
+  bool bp_used;
   uint32_t generation;
   int capacity;
   int depth;
@@ -670,15 +671,15 @@ Memo* ThreadMemos() {
   return t_memos == MAP_FAILED ? nullptr : t_memos;
 }
 
-// The pair of memos for these registers.
-Memo* MemoPair(Memo* memos, uintptr_t sp, uintptr_t bp) {
-  const uint64_t hash = ((sp >> 4) ^ bp) * 0x9e3779b97f4a7c15ull;
+// The pair of memos for this stack pointer.
+Memo* MemoPair(Memo* memos, uintptr_t sp) {
+  const uint64_t hash = (sp >> 4) * 0x9e3779b97f4a7c15ull;
   return &memos[2 * ((hash >> 40) % (kMemoSlots / 2))];
 }
 
 // The memo's frames if every word it read is still there; -1 otherwise.
 int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** frames) {
-  if (memo.sp != sp || memo.bp != bp || memo.capacity != capacity ||
+  if (memo.sp != sp || (memo.bp_used && memo.bp != bp) || memo.capacity != capacity ||
       memo.generation != g_rules_generation.load(std::memory_order_relaxed)) {
     return -1;
   }
@@ -731,7 +732,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
   Memo* memos = ThreadMemos();
   Memo* memo = nullptr;
   if (memos != nullptr) {
-    Memo* pair = MemoPair(memos, sp, bp);
+    Memo* pair = MemoPair(memos, sp);
     for (int way = 0; way < 2; ++way) {
       const int replayed = Replay(pair[way], sp, bp, capacity, frames);
       if (replayed >= 0) {
@@ -739,11 +740,12 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
         return replayed;
       }
     }
-    // Overwrite the one with other registers, else the first; the other way keeps its stack.
-    memo = pair[0].sp == sp && pair[0].bp == bp   ? &pair[0]
-           : pair[1].sp == sp && pair[1].bp == bp ? &pair[1]
-           : pair[0].sp == 0                      ? &pair[0]
-                                                  : &pair[1];
+    // Overwrite the one from this stack pointer, else an empty one, else the first; the other
+    // way keeps its stack.
+    memo = pair[0].sp == sp   ? &pair[0]
+           : pair[1].sp == sp ? &pair[1]
+           : pair[0].sp == 0  ? &pair[0]
+                              : &pair[1];
     memo->sp = 0;  // rewritten below, kept only if the unwind completes
     memo->reads = 0;
   }
@@ -753,17 +755,34 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
   auto readable = [&](uintptr_t address) {
     return address >= sp && address <= bounds.high - sizeof(uintptr_t);
   };
+  auto log = [&](uintptr_t address, uintptr_t value) {
+    if (!memo_fits) return;
+    if (memo->reads == kMaxMemoReads) {
+      memo_fits = false;
+      return;
+    }
+    memo->read_address[memo->reads] = address;
+    memo->read_value[memo->reads++] = value;
+  };
   auto load = [&](uintptr_t address) {
     const uintptr_t value = *reinterpret_cast<const uintptr_t*>(address);
-    if (memo_fits) {
-      if (memo->reads == kMaxMemoReads) {
-        memo_fits = false;
-      } else {
-        memo->read_address[memo->reads] = address;
-        memo->read_value[memo->reads++] = value;
-      }
-    }
+    log(address, value);
     return value;
+  };
+  // rbp is logged only once a rule uses it: a saved rbp that nothing uses does not change the
+  // stack, and in code built without frame pointers it holds data that differs call to call.
+  bool bp_is_start = true;  // still the starting register
+  bool start_bp_used = false;
+  bool bp_read_pending = false;  // the read that gave bp its value, not logged yet
+  uintptr_t bp_read_address = 0;
+  auto use_bp = [&] {
+    if (bp_is_start) {
+      start_bp_used = true;
+    } else if (bp_read_pending) {
+      log(bp_read_address, bp);
+      bp_read_pending = false;
+    }
+    return bp;
   };
   int depth = 0;
   uintptr_t lookup = pc;  // then return address - 1: the call, not what follows it
@@ -771,7 +790,8 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     const Rule rule = Rule::Unpack(CachedRule(lookup));
     if (rule.kind == kEndOfStack) break;
     if (rule.kind != kFrame) return -1;
-    uintptr_t cfa = (rule.cfa == kCfaRspOffset ? sp : bp) + static_cast<intptr_t>(rule.cfa_offset);
+    uintptr_t cfa =
+        (rule.cfa == kCfaRspOffset ? sp : use_bp()) + static_cast<intptr_t>(rule.cfa_offset);
     if (rule.cfa == kCfaAtRbpOffset) {
       if (!readable(cfa)) {
         NoteUnsupported(lookup, kOutsideStack, 3);
@@ -787,12 +807,15 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     const uintptr_t return_address = load(return_address_at);
     if (rule.rbp != kRbpUnchanged) {
       const uintptr_t rbp_at =
-          (rule.rbp == kRbpAtCfaOffset ? cfa : bp) + static_cast<intptr_t>(rule.rbp_offset);
+          (rule.rbp == kRbpAtCfaOffset ? cfa : use_bp()) + static_cast<intptr_t>(rule.rbp_offset);
       if (!readable(rbp_at)) {
         NoteUnsupported(lookup, kOutsideStack, 4);
         return -1;
       }
-      bp = load(rbp_at);
+      bp = *reinterpret_cast<const uintptr_t*>(rbp_at);
+      bp_is_start = false;
+      bp_read_pending = true;
+      bp_read_address = rbp_at;
     }
     sp = cfa;
     if (return_address == 0) break;
@@ -805,6 +828,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
   if (memo_fits && depth <= kMaxMemoFrames) {
     memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));
     memo->bp = start_bp;
+    memo->bp_used = start_bp_used;
     memo->generation = g_rules_generation.load(std::memory_order_relaxed);
     memo->capacity = capacity;
     memo->depth = depth;
