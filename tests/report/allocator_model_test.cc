@@ -1,0 +1,141 @@
+// report/allocator_model.h against cases computed by hand from the rules of PyTorch's native
+// caching allocator: rounding, the small and large pools and their segment sizes, splitting,
+// merging, streams, max_split_size, and the empty-the-cache retry before an out-of-memory error.
+#include "report/allocator_model.h"
+
+#include <gtest/gtest.h>
+
+namespace gpumem::report {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * 1024;
+
+TEST(NativeAllocatorModel, RoundsRequestsTo512Bytes) {
+  EXPECT_EQ(NativeAllocatorModel::RoundSize(1), 512u);
+  EXPECT_EQ(NativeAllocatorModel::RoundSize(512), 512u);
+  EXPECT_EQ(NativeAllocatorModel::RoundSize(513), 1024u);
+  NativeAllocatorModel model;
+  ASSERT_TRUE(model.Allocate(1, 1, 0));
+  EXPECT_EQ(model.stats().allocated, 512u);
+  EXPECT_EQ(model.stats().requested, 1u);
+}
+
+TEST(NativeAllocatorModel, SegmentSizesPerPool) {
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(512), 2 * kMiB);       // small pool
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(1 * kMiB), 2 * kMiB);  // 1 MiB is still small
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(1 * kMiB + 512), 20 * kMiB);
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(10 * kMiB - 512), 20 * kMiB);
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(10 * kMiB), 10 * kMiB);  // large: to 2 MiB
+  EXPECT_EQ(NativeAllocatorModel::SegmentSize(11 * kMiB), 12 * kMiB);
+}
+
+TEST(NativeAllocatorModel, SmallRequestsShareASegmentBySplitting) {
+  NativeAllocatorModel model;
+  ASSERT_TRUE(model.Allocate(1, 100 * kKiB, 0));
+  ASSERT_TRUE(model.Allocate(2, 300 * kKiB, 0));
+  EXPECT_EQ(model.stats().reserved, 2 * kMiB);
+  EXPECT_EQ(model.stats().segments, 1u);
+  EXPECT_EQ(model.stats().allocated, 400 * kKiB);
+  EXPECT_EQ(model.NonReleasable(), 2 * kMiB - 400 * kKiB);
+  // Both freed: one free block again, and empty_cache gives the segment back.
+  model.Free(1);
+  model.Free(2);
+  EXPECT_EQ(model.LargestFreeBlock(), 2 * kMiB);
+  EXPECT_EQ(model.NonReleasable(), 0u);
+  model.EmptyCache();
+  EXPECT_EQ(model.stats().reserved, 0u);
+  EXPECT_EQ(model.stats().reserved_peak, 2 * kMiB);
+}
+
+TEST(NativeAllocatorModel, LargePoolSplitsOnlyWhenMoreThan1MiBIsLeft) {
+  NativeAllocatorModel model;
+  // 19.5 MiB from a 20 MiB segment: 0.5 MiB left, not split, the whole block counts.
+  ASSERT_TRUE(model.Allocate(1, 19 * kMiB + 512 * kKiB, 0));
+  EXPECT_EQ(model.stats().reserved, 20 * kMiB);
+  EXPECT_EQ(model.stats().allocated, 20 * kMiB);
+  // 5 MiB from another 20 MiB segment: 15 MiB left, split; a 14 MiB request then fits in it.
+  ASSERT_TRUE(model.Allocate(2, 5 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+  ASSERT_TRUE(model.Allocate(3, 14 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+  EXPECT_EQ(model.stats().segment_allocations, 2u);
+  EXPECT_EQ(model.stats().allocated, 20 * kMiB + 5 * kMiB + 15 * kMiB);  // 1 MiB left: unsplit
+}
+
+TEST(NativeAllocatorModel, BestFitAndMergingWithNeighbours) {
+  NativeAllocatorModel model;
+  // A 20 MiB segment cut in 4 + 4 + 4 + 8 MiB.
+  ASSERT_TRUE(model.Allocate(1, 4 * kMiB, 0));
+  ASSERT_TRUE(model.Allocate(2, 4 * kMiB, 0));
+  ASSERT_TRUE(model.Allocate(3, 4 * kMiB, 0));
+  EXPECT_EQ(model.stats().segments, 1u);
+  model.Free(1);  // free: 4 MiB at the start, 8 MiB at the end
+  EXPECT_EQ(model.LargestFreeBlock(), 8 * kMiB);
+  // 3 MiB goes to the 4 MiB block (the smallest that fits), not the 8 MiB one.
+  ASSERT_TRUE(model.Allocate(4, 3 * kMiB, 0));
+  EXPECT_EQ(model.LargestFreeBlock(), 8 * kMiB);
+  model.Free(4);
+  model.Free(2);  // 4 + 4 MiB merge at the start
+  EXPECT_EQ(model.LargestFreeBlock(), 8 * kMiB);
+  model.Free(3);  // and everything merges into the segment
+  EXPECT_EQ(model.LargestFreeBlock(), 20 * kMiB);
+  EXPECT_EQ(model.NonReleasable(), 0u);
+}
+
+TEST(NativeAllocatorModel, StreamsHaveTheirOwnBlocks) {
+  NativeAllocatorModel model;
+  ASSERT_TRUE(model.Allocate(1, 4 * kMiB, /*stream=*/1));
+  model.Free(1);
+  ASSERT_TRUE(model.Allocate(2, 4 * kMiB, /*stream=*/2));  // the stream-1 block is not used
+  EXPECT_EQ(model.stats().segments, 2u);
+  ASSERT_TRUE(model.Allocate(3, 4 * kMiB, /*stream=*/1));  // this one is
+  EXPECT_EQ(model.stats().segments, 2u);
+}
+
+TEST(NativeAllocatorModel, MaxSplitSizeKeepsLargeBlocksWhole) {
+  NativeAllocatorConfig config;
+  config.max_split_size = 16 * kMiB;
+  NativeAllocatorModel model(config);
+  ASSERT_TRUE(model.Allocate(1, 30 * kMiB, 0));  // a 30 MiB segment
+  model.Free(1);
+  // A smaller request never takes an oversize block: a 20 MiB segment of its own.
+  ASSERT_TRUE(model.Allocate(2, 5 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 50 * kMiB);
+  // An oversize request takes it whole when it wastes less than 20 MiB (not split): 5 MiB
+  // (split off its segment) + 30 MiB.
+  ASSERT_TRUE(model.Allocate(3, 17 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 50 * kMiB);
+  EXPECT_EQ(model.stats().allocated, 35 * kMiB);
+  // One that would waste 20 MiB or more does not take it.
+  model.Free(3);
+  ASSERT_TRUE(model.Allocate(4, 16 * kMiB, 0));  // 30 >= 16 + 20? no: taken
+  model.Free(4);
+  NativeAllocatorModel strict(config);
+  ASSERT_TRUE(strict.Allocate(1, 40 * kMiB, 0));
+  strict.Free(1);
+  ASSERT_TRUE(strict.Allocate(2, 18 * kMiB, 0));  // 40 >= 18 + 20: a new 18 MiB segment
+  EXPECT_EQ(strict.stats().reserved, 58 * kMiB);
+}
+
+TEST(NativeAllocatorModel, EmptiesTheCacheBeforeRunningOutOfMemory) {
+  NativeAllocatorConfig config;
+  config.device_memory = 24 * kMiB;
+  NativeAllocatorModel model(config);
+  ASSERT_TRUE(model.Allocate(1, 1536 * kKiB, 0));  // large pool: a 20 MiB segment
+  ASSERT_TRUE(model.Allocate(2, 100 * kKiB, 0));   // small pool: 2 MiB; 22 MiB reserved
+  model.Free(1);                                   // the 20 MiB segment stays cached
+  // 22 MiB does not fit in the cached block, nor next to it: the cache goes, then it fits.
+  ASSERT_TRUE(model.Allocate(3, 22 * kMiB, 0));
+  EXPECT_EQ(model.stats().retries, 1u);
+  EXPECT_EQ(model.stats().reserved, 24 * kMiB);
+  EXPECT_EQ(model.stats().reserved_peak, 24 * kMiB);
+  // Nothing left to give back: 2 MiB more is out of memory, and nothing changes.
+  EXPECT_FALSE(model.Allocate(4, 2 * kMiB, 0));
+  EXPECT_EQ(model.stats().ooms, 1u);
+  EXPECT_EQ(model.stats().reserved, 24 * kMiB);
+  EXPECT_EQ(model.stats().allocated, 22 * kMiB + 512 * 200);
+}
+
+}  // namespace
+}  // namespace gpumem::report
