@@ -29,6 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
+#include "report/allocator_model.h"
 #include "report/memory_holders.h"
 #include "report/trace_file.h"
 
@@ -44,9 +45,10 @@ std::string FormatSummarySize(uint64_t bytes, uint64_t reference);
 std::string FormatSummaryCount(uint64_t count, uint64_t reference);
 
 // The 1 MiB rule of PyTorch's caching allocator: an allocation of at most this size comes from
-// the small pool. Its small-pool segments are 2 MiB (kSmallBuffer), its large-pool segments larger.
-inline constexpr uint64_t kSmallAllocationLimit = uint64_t{1} << 20;
-inline constexpr uint64_t kSmallSegmentLimit = uint64_t{2} << 20;
+// the small pool. Its small-pool segments are 2 MiB, its large-pool segments larger. The values are
+// the allocator model's (report/allocator_model.h), the one place that states PyTorch's rules.
+inline constexpr uint64_t kSmallAllocationLimit = NativeAllocatorModel::kSmallSize;
+inline constexpr uint64_t kSmallSegmentLimit = NativeAllocatorModel::kSmallBuffer;
 
 // One statistic, as PyTorch keeps it: now, highest, total increase, total decrease.
 struct SummaryStat {
