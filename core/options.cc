@@ -90,6 +90,19 @@ void LoadRecorderOptions(RecorderOptions* options) {
   if (const char* v = getenv("GPUMEM_CUPTI_LIB"); v != nullptr) {
     CopyString(v, options->cupti_path, sizeof(options->cupti_path));
   }
+  struct Text {
+    const char* name;
+    char* value;
+    size_t capacity;
+  };
+  for (const Text& text :
+       {Text{"GPUMEM_TENSORS", options->tensors, sizeof(options->tensors)},
+        Text{"PYTORCH_CUDA_ALLOC_CONF", options->pytorch_alloc_conf,
+             sizeof(options->pytorch_alloc_conf)},
+        Text{"XLA_PYTHON_CLIENT_ALLOCATOR", options->xla_allocator, sizeof(options->xla_allocator)},
+        Text{"TF_GPU_ALLOCATOR", options->tf_allocator, sizeof(options->tf_allocator)}}) {
+    if (const char* v = getenv(text.name); v != nullptr) CopyString(v, text.value, text.capacity);
+  }
 }
 
 }  // namespace gpumem

@@ -25,6 +25,14 @@ struct RecorderOptions {
   char cupti_path[4096] = {};  // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
   bool python_frames = true;   // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
   bool self_timing = false;    // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
+  // GPUMEM_TENSORS: set by `gpumem record --tensors` to what it changed to see every tensor
+  // (each variable's value before, "(unset)" when it had none); "" when it changed nothing.
+  char tensors[1024] = {};
+  // The frameworks' allocator settings in force, as the header records them: they say which
+  // allocator made the trace's allocations, and the native allocator's options for its model.
+  char pytorch_alloc_conf[1024] = {};  // PYTORCH_CUDA_ALLOC_CONF
+  char xla_allocator[64] = {};         // XLA_PYTHON_CLIENT_ALLOCATOR
+  char tf_allocator[64] = {};          // TF_GPU_ALLOCATOR
 };
 
 inline constexpr int kMaxStackDepth = 256;

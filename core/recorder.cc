@@ -213,6 +213,17 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
   WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
+  if (g.options.tensors[0] != '\0') WriteOption(writer, "GPUMEM_TENSORS", g.options.tensors);
+  // The frameworks' allocator settings, only where set: what made the trace's allocations.
+  if (g.options.pytorch_alloc_conf[0] != '\0') {
+    WriteOption(writer, "PYTORCH_CUDA_ALLOC_CONF", g.options.pytorch_alloc_conf);
+  }
+  if (g.options.xla_allocator[0] != '\0') {
+    WriteOption(writer, "XLA_PYTHON_CLIENT_ALLOCATOR", g.options.xla_allocator);
+  }
+  if (g.options.tf_allocator[0] != '\0') {
+    WriteOption(writer, "TF_GPU_ALLOCATOR", g.options.tf_allocator);
+  }
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   writer.EndNested(header);

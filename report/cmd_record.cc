@@ -28,11 +28,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report/commands.h"
+#include "report/tensor_mode.h"
 
 namespace gpumem::report {
 
 const char kRecordUsage[] =
-    R"usage(usage: gpumem record [-o PATH] [--] PROGRAM [ARGS...]
+    R"usage(usage: gpumem record [-o PATH] [--tensors] [--] PROGRAM [ARGS...]
 
 Runs PROGRAM under gpumem and records its GPU memory operations. Exits with PROGRAM's exit
 status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are passed on.
@@ -41,6 +42,12 @@ status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are pa
                      A process PROGRAM starts writes PATH's name with -<pid> added before
                      .trace; if PATH is a directory, every process writes
                      PATH/gpumem-<host>-<pid>.trace. An old file at PATH is deleted first.
+  --tensors          make the framework's allocator ask the driver for every tensor, so
+                     the trace sees tensors instead of cached segments (what
+                     `gpumem whatif` replays): PyTorch backend:cudaMallocAsync merged
+                     into PYTORCH_CUDA_ALLOC_CONF, JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform,
+                     TensorFlow TF_GPU_ALLOCATOR=cuda_malloc_async. The trace header
+                     records what was changed (GPUMEM_TENSORS).
   -h, --help         print this text
 
 The preload library is <gpumem's dir>/../lib/libgpumem.so, or GPUMEM_LIBRARY if set.
@@ -149,7 +156,12 @@ std::map<std::string, fs::file_time_type> ListTraces(const OutputPlan& plan) {
 
 // The child side of fork(): never returns. Reports an exec failure's errno through `report_fd`.
 [[noreturn]] void ExecProgram(const std::vector<std::string>& program, const std::string& library,
-                              const OutputPlan& plan, const std::string& host, int report_fd) {
+                              const OutputPlan& plan, const std::string& host,
+                              const std::vector<EnvironmentChange>& changes, int report_fd) {
+  for (const EnvironmentChange& change : changes) {
+    setenv(change.name.c_str(), change.after.c_str(), 1);
+  }
+  if (!changes.empty()) setenv("GPUMEM_TENSORS", DescribeChanges(changes).c_str(), 1);
   std::string preload = library;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
     preload = absl::StrCat(library, ":", old);
@@ -182,7 +194,8 @@ std::map<std::string, fs::file_time_type> ListTraces(const OutputPlan& plan) {
 
 // Runs the program and returns its wait status; nullopt (error printed) if it could not start.
 std::optional<int> RunProgram(const std::vector<std::string>& program, const std::string& library,
-                              const OutputPlan& plan, const std::string& host, pid_t* pid_out) {
+                              const OutputPlan& plan, const std::string& host,
+                              const std::vector<EnvironmentChange>& changes, pid_t* pid_out) {
   int exec_report[2];
   // Closed by a successful exec; an errno written into it means exec failed.
   if (pipe2(exec_report, O_CLOEXEC) != 0) {
@@ -197,7 +210,7 @@ std::optional<int> RunProgram(const std::vector<std::string>& program, const std
   }
   if (pid == 0) {
     close(exec_report[0]);
-    ExecProgram(program, library, plan, host, exec_report[1]);
+    ExecProgram(program, library, plan, host, changes, exec_report[1]);
   }
   running_child.store(pid);
   *pid_out = pid;
@@ -224,6 +237,7 @@ std::optional<int> RunProgram(const std::vector<std::string>& program, const std
 
 int RunRecord(const std::vector<std::string>& args) {
   std::string output;
+  bool tensors = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -238,6 +252,8 @@ int RunRecord(const std::vector<std::string>& args) {
       output = args[++i];
     } else if (absl::StartsWith(arg, "--output=")) {
       output = arg.substr(std::strlen("--output="));
+    } else if (arg == "--tensors") {
+      tensors = true;
     } else if (arg == "-h" || arg == "--help") {
       std::fputs(kRecordUsage, stdout);
       return kExitOk;
@@ -283,9 +299,22 @@ int RunRecord(const std::vector<std::string>& args) {
   const std::map<std::string, fs::file_time_type> before =
       plan.pid_in_name ? std::map<std::string, fs::file_time_type>{} : ListTraces(plan);
 
+  std::vector<EnvironmentChange> changes;
+  if (tensors) {
+    changes = TensorLevelEnvironment([](const std::string& name) -> std::optional<std::string> {
+      const char* value = std::getenv(name.c_str());
+      if (value == nullptr) return std::nullopt;
+      return std::string(value);
+    });
+    for (const EnvironmentChange& change : changes) {
+      std::fprintf(stderr, "gpumem: --tensors: %s=%s (was %s)\n", change.name.c_str(),
+                   change.after.c_str(),
+                   change.before ? absl::StrCat("'", *change.before, "'").c_str() : "unset");
+    }
+  }
   pid_t pid = 0;
   const std::optional<int> status =
-      RunProgram(program, fs::absolute(library, error).string(), plan, host, &pid);
+      RunProgram(program, fs::absolute(library, error).string(), plan, host, changes, &pid);
   if (!status) return kExitBadInput;
   if (plan.pid_in_name) {
     plan.shown = DefaultName(host, pid);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "report/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -202,6 +203,38 @@ TEST_F(RecordTest, PutsThePythonObserverFirstOnPythonPathAndRunsTheOneItShadows)
   EXPECT_EQ(ReadFile(dir_ + "/path.txt"), observer + ":" + user_dir);
   EXPECT_EQ(ReadFile(dir_ + "/module.txt"), observer + "/sitecustomize.py");
   EXPECT_EQ(ReadFile(dir_ + "/shadowed.txt"), "the user sitecustomize ran");
+}
+
+// --tensors sets each framework's per-tensor allocator for the program, says so, and the
+// recorder copies what it changed into the trace header (recorded here against the fake CUDA).
+TEST_F(RecordTest, TensorsSwitchesTheAllocatorsAndTheHeaderSaysWhatChanged) {
+  const ProgramRun result =
+      Record({"-o", "run.trace", "--tensors", "--", "/bin/sh", "-c",
+              "echo \"$PYTORCH_CUDA_ALLOC_CONF|$XLA_PYTHON_CLIENT_ALLOCATOR|$TF_GPU_ALLOCATOR\" "
+              "> env.txt; exec " +
+                  BuildPath("bin/stream_ordered")},
+             {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64"},
+              {"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ReadFile(dir_ + "/env.txt"), "backend:cudaMallocAsync|platform|cuda_malloc_async\n");
+  EXPECT_NE(result.err.find("gpumem: --tensors: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "
+                            "(was 'max_split_size_mb:64')\n"),
+            std::string::npos)
+      << result.err;
+  std::map<std::string, std::string> options;
+  auto file = report::TraceFile::Read(
+      dir_ + "/run.trace", [&](const report::PacketPosition&, const TracePacket& packet) {
+        if (!packet.has_header()) return;
+        for (const Option& option : packet.header().option()) {
+          options[option.name()] = option.value();
+        }
+      });
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(options["GPUMEM_TENSORS"],
+            "PYTORCH_CUDA_ALLOC_CONF was 'max_split_size_mb:64'; XLA_PYTHON_CLIENT_ALLOCATOR was "
+            "unset; TF_GPU_ALLOCATOR was unset");
+  EXPECT_EQ(options["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync");
+  EXPECT_EQ(options["TF_GPU_ALLOCATOR"], "cuda_malloc_async");
 }
 
 TEST_F(RecordTest, MissingPreloadLibraryIsAnError) {
