@@ -341,6 +341,7 @@ size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_
     return 0;
   }
   size_t count = 0;
+  size_t scanned = 0;  // counted once a launch: a count per parameter cost more than the scan
   for (size_t p = 0; p < kernel.param_count; ++p) {
     const PointerSizedParam& param = kernel.params[p];
     const uint8_t* value;
@@ -351,7 +352,7 @@ size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_
       value = static_cast<const uint8_t*>(record.kernel_params[param.index]);
       if (value == nullptr) continue;
     }
-    self_timing::Count(self_timing::kParamBytesScanned, param.size);
+    scanned += param.size;
     // Each aligned word: a pointer member of a struct parameter is found too.
     for (size_t at = 0; at + sizeof(uint64_t) <= param.size; at += sizeof(uint64_t)) {
       uint64_t word;
@@ -360,10 +361,11 @@ size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_
       bool seen = false;
       for (size_t i = 0; i < count && !seen; ++i) seen = out[i] == word;
       if (seen) continue;
-      if (count == capacity) return count;
+      if (count == capacity) break;
       out[count++] = word;
     }
   }
+  self_timing::Count(self_timing::kParamBytesScanned, scanned);
   return count;
 }
 

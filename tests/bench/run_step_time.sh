@@ -5,7 +5,10 @@
 # interleaved: each round runs every arm once, in turn. Arms (GPUMEM_BENCH_ARMS, default all):
 # plain (without gpumem); default (gpumem's default); pool_records (GPUMEM_CUPTI_POOLS=1: CUPTI
 # memory-pool records on); no_cupti (GPUMEM_CUPTI=0); no_launch_stacks (GPUMEM_LAUNCH_STACKS=0);
-# libunwind (GPUMEM_FAST_UNWIND=0: every stack through libunwind). The recorded arms have
+# libunwind (GPUMEM_FAST_UNWIND=0: every stack through libunwind); and, to tell where the cost
+# lies, disabled (GPUMEM_ENABLE=0: loaded, every hook a pass-through), no_stacks
+# (GPUMEM_STACK_DEPTH=0 and no Python frames), no_launches (GPUMEM_LAUNCHES=0), no_python_frames
+# (GPUMEM_PYTHON_FRAMES=0), no_observer (GPUMEM_PYTHON_HOLDERS=0). The recorded arms have
 # gpumem's Python observer on PYTHONPATH, as `gpumem record` gives it. Every run is pinned to the
 # same CPUs (GPUMEM_BENCH_CPUS, default 2-5, when taskset exists): where the process lands
 # otherwise moved its step time by ±25 % on the H100 machine. Each run reports four figures
@@ -34,6 +37,11 @@ declare -A settings=(
   [no_cupti]="GPUMEM_CUPTI=0"
   [no_launch_stacks]="GPUMEM_LAUNCH_STACKS=0"
   [libunwind]="GPUMEM_FAST_UNWIND=0"
+  [disabled]="GPUMEM_ENABLE=0"
+  [no_stacks]="GPUMEM_STACK_DEPTH=0 GPUMEM_PYTHON_FRAMES=0"
+  [no_launches]="GPUMEM_LAUNCHES=0"
+  [no_python_frames]="GPUMEM_PYTHON_FRAMES=0"
+  [no_observer]="GPUMEM_PYTHON_HOLDERS=0"
 )
 for arm in "${arms[@]:1}"; do
   [[ -v settings[$arm] ]] || { echo "run_step_time.sh: unknown arm '$arm'" >&2; exit 2; }
@@ -65,7 +73,10 @@ print(f"step_time: train_mlp.py, backend:cudaMallocAsync, {steps} steps, {rounds
       f"{pin}; ratio = median over rounds of arm / without gpumem")
 names = {"plain": "without gpumem", "default": "gpumem default (all stacks)",
          "pool_records": "GPUMEM_CUPTI_POOLS=1", "no_cupti": "GPUMEM_CUPTI=0",
-         "no_launch_stacks": "GPUMEM_LAUNCH_STACKS=0", "libunwind": "GPUMEM_FAST_UNWIND=0"}
+         "no_launch_stacks": "GPUMEM_LAUNCH_STACKS=0", "libunwind": "GPUMEM_FAST_UNWIND=0",
+         "disabled": "GPUMEM_ENABLE=0", "no_stacks": "no stacks at all",
+         "no_launches": "GPUMEM_LAUNCHES=0", "no_python_frames": "GPUMEM_PYTHON_FRAMES=0",
+         "no_observer": "GPUMEM_PYTHON_HOLDERS=0"}
 for arm in arms:
     parts = []
     for key, label in figures:
