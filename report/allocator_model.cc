@@ -162,7 +162,7 @@ uint64_t NativeAllocatorModel::LargestFreeBlock() const {
 // ---- expandable segments ----
 
 std::set<ExpandableSegmentsModel::SizeOffset>* ExpandableSegmentsModel::SetOf(Segment& segment,
-                                                                             State state) {
+                                                                              State state) {
   switch (state) {
     case State::kFree:
       return &segment.free;
@@ -237,8 +237,7 @@ bool ExpandableSegmentsModel::MapAndPlace(Segment& segment, uint64_t id, uint64_
       covered += it->second.size;
       continue;
     }
-    const uint64_t bytes =
-        std::min(RoundUp(rounded - covered, segment.page), it->second.size);
+    const uint64_t bytes = std::min(RoundUp(rounded - covered, segment.page), it->second.size);
     to_map.push_back({bytes, it->first});
     pages += bytes;
     covered += bytes;

@@ -1,10 +1,10 @@
 // Models of the allocators PyTorch can run on, behind one interface (AllocatorModel), so that the
 // replay (report/allocator_replay.h) and `gpumem whatif` serve all of them with one code path.
 //
-// NativeAllocatorModel: PyTorch's native CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, the rules
-// of PyTorch 2.x): fed the tensor allocations and frees a `--tensors` trace recorded, it says what
-// the native allocator would have reserved from the driver, how much of that it could not give
-// back, and whether a device of a given size would have run out. The rules it keeps:
+// NativeAllocatorModel: PyTorch's native CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
+// the rules of PyTorch 2.x): fed the tensor allocations and frees a `--tensors` trace recorded, it
+// says what the native allocator would have reserved from the driver, how much of that it could not
+// give back, and whether a device of a given size would have run out. The rules it keeps:
 //
 // - requests round up to 512 bytes; up to 1 MiB they come from the small pool, above from the large
 //   one; pools are per stream;
@@ -180,8 +180,7 @@ class ExpandableSegmentsModel final : public AllocatorModel {
   // device has memory.
   static constexpr uint64_t kAddressSpace = uint64_t{1} << 48;
 
-  explicit ExpandableSegmentsModel(
-      uint64_t device_memory = std::numeric_limits<uint64_t>::max())
+  explicit ExpandableSegmentsModel(uint64_t device_memory = std::numeric_limits<uint64_t>::max())
       : device_memory_(device_memory) {}
 
   bool Allocate(uint64_t id, uint64_t size, uint64_t stream) override;
@@ -217,8 +216,7 @@ class ExpandableSegmentsModel final : public AllocatorModel {
   // Maps the pages that give a free block of `rounded` bytes, if the device has room, and places
   // the allocation there.
   bool MapAndPlace(Segment& segment, uint64_t id, uint64_t rounded, uint64_t requested);
-  void Place(Segment& segment, uint64_t id, uint64_t offset, uint64_t rounded,
-             uint64_t requested);
+  void Place(Segment& segment, uint64_t id, uint64_t offset, uint64_t rounded, uint64_t requested);
   // Sets the block at `offset` to `state` (kept in the right set) and merges it with neighbours in
   // the same state (free with free, unmapped with unmapped); returns the merged block's offset.
   uint64_t SetState(Segment& segment, uint64_t offset, State state);

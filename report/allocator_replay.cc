@@ -104,8 +104,8 @@ class AllocatorReplay::Candidate {
     std::unique_ptr<AllocatorModel> model;
     ModelledDevice result;
     BucketedTimeline timeline;
-    uint64_t outside = 0;      // live bytes not replayed
-    uint64_t peak_noted = 0;   // the highest reserved so far
+    uint64_t outside = 0;     // live bytes not replayed
+    uint64_t peak_noted = 0;  // the highest reserved so far
   };
 
   DeviceState& StateOf(int32_t device) {
@@ -233,7 +233,8 @@ std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
     for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->Add(event);
   });
   std::vector<AllocatorReplayResult> results;
-  for (const std::unique_ptr<AllocatorReplay>& replay : replays) results.push_back(replay->Finish());
+  for (const std::unique_ptr<AllocatorReplay>& replay : replays)
+    results.push_back(replay->Finish());
   return results;
 }
 

@@ -39,9 +39,8 @@
 namespace gpumem::report {
 
 enum class AllocatorKind { kNative, kExpandable, kAsync };
-inline constexpr AllocatorKind kAllAllocators[] = {AllocatorKind::kNative,
-                                                   AllocatorKind::kExpandable,
-                                                   AllocatorKind::kAsync};
+inline constexpr AllocatorKind kAllAllocators[] = {
+    AllocatorKind::kNative, AllocatorKind::kExpandable, AllocatorKind::kAsync};
 // "native", "expandable", "async": as --allocator names them.
 const char* AllocatorKindName(AllocatorKind kind);
 // "PyTorch's native caching allocator", ...: for people.
@@ -73,8 +72,8 @@ struct ModelledDevice {
   uint64_t free_in_segments_at_peak = 0;
   // Reserved and allocated (in_use) at kFragmentationSamples evenly spaced times.
   std::vector<FragmentationPoint> timeline;
-  uint64_t allocations = 0;      // replayed
-  uint64_t outside_peak = 0;     // highest live device memory not replayed (cuBLAS, ...)
+  uint64_t allocations = 0;   // replayed
+  uint64_t outside_peak = 0;  // highest live device memory not replayed (cuBLAS, ...)
   std::optional<ModelledOom> oom;
 };
 

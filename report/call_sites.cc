@@ -44,7 +44,6 @@ void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
   for (const Frame& frame : frames) absl::StrAppend(out, indent, frame.ToString(), "\n");
 }
 
-
 void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
                      std::string* out) {
   const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
@@ -83,7 +82,6 @@ std::string JsonFrames(const std::vector<Frame>& frames) {
   }
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
-
 
 std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share_of) {
   const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());

@@ -650,7 +650,6 @@ class ReportObserver final : public ReplayObserver {
 
 // ---- JSON ----
 
-
 std::string JsonPlace(int32_t place, const TraceFile& trace) {
   std::string out = absl::StrCat("\"memory\":", place == kPinnedHost ? "\"host\"" : "\"device\"",
                                  ",\"device\":", place == kPinnedHost ? -1 : place);

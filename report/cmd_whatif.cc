@@ -142,7 +142,8 @@ void AppendDeviceText(const AllocatorAnswers& answers, size_t i, const TraceFile
                         "allocated then %s, allocated peak %s\n",
                         SizeText(peak.stats.reserved_peak), peak.peak_seq,
                         MillisecondsSinceStart(peak.peak_timestamp_ns, trace),
-                        FormatBytes(peak.allocated_at_peak), FormatBytes(peak.stats.allocated_peak));
+                        FormatBytes(peak.allocated_at_peak),
+                        FormatBytes(peak.stats.allocated_peak));
   if (peak.knows_blocks) {
     absl::StrAppend(out, "  at that peak: ", Plural(peak.stats.segments, "segment", "segments"),
                     "; free inside them ", FormatBytes(peak.free_in_segments_at_peak),
@@ -182,8 +183,8 @@ void AppendDeviceText(const AllocatorAnswers& answers, size_t i, const TraceFile
 
 std::string TextAnswer(const std::string& path, const std::vector<AllocatorAnswers>& all,
                        const TraceFile& trace, CallSites& sites, const Options& options) {
-  std::string out = absl::StrCat("whatif: ", SizeText(options.device_memory), " per device: ",
-                                 kLimitNote, "\n");
+  std::string out =
+      absl::StrCat("whatif: ", SizeText(options.device_memory), " per device: ", kLimitNote, "\n");
   absl::StrAppend(&out, "trace: ", path, ": ", ModeDescription(all.front().limited.mode), "\n");
   if (all.front().unlimited.devices.empty()) {
     absl::StrAppend(&out, "\nwhatif: nothing to replay: no allocation\n");
@@ -196,8 +197,8 @@ std::string TextAnswer(const std::string& path, const std::vector<AllocatorAnswe
   }
   std::vector<std::string> verdicts;
   for (const AllocatorAnswers& answers : all) {
-    verdicts.push_back(absl::StrCat(AllocatorKindName(answers.kind), " ",
-                                    answers.Fits() ? "fits" : "runs out"));
+    verdicts.push_back(
+        absl::StrCat(AllocatorKindName(answers.kind), " ", answers.Fits() ? "fits" : "runs out"));
   }
   absl::StrAppend(&out, "\nwhatif: ", absl::StrJoin(verdicts, ", "), "\n");
   return out;
@@ -211,18 +212,18 @@ std::string JsonDevice(const AllocatorAnswers& answers, size_t i, const TraceFil
   const ModelledDevice* limited = answers.LimitedOf(i);
   std::string out = absl::StrCat("{\"device\":", peak.device);
   for (const Device& known : trace.devices()) {
-    if (known.ordinal() == peak.device) absl::StrAppend(&out, ",\"name\":", JsonString(known.name()));
+    if (known.ordinal() == peak.device)
+      absl::StrAppend(&out, ",\"name\":", JsonString(known.name()));
   }
-  absl::StrAppend(&out, ",\"fits\":", limited == nullptr || !limited->oom ? "true" : "false",
-                  ",\"smallest_fit_bytes\":", answers.smallest_fit[i],
-                  ",\"allocations\":", peak.allocations,
-                  ",\"reserved_peak_bytes\":", peak.stats.reserved_peak,
-                  ",\"peak_seq\":", peak.peak_seq,
-                  ",\"peak_time_ns\":", SinceStart(peak.peak_timestamp_ns, trace),
-                  ",\"allocated_at_peak_bytes\":", peak.allocated_at_peak,
-                  ",\"allocated_peak_bytes\":", peak.stats.allocated_peak,
-                  ",\"num_alloc_retries\":", peak.stats.retries, ",\"num_ooms\":", peak.stats.ooms,
-                  ",\"outside_allocator_peak_bytes\":", peak.outside_peak);
+  absl::StrAppend(
+      &out, ",\"fits\":", limited == nullptr || !limited->oom ? "true" : "false",
+      ",\"smallest_fit_bytes\":", answers.smallest_fit[i], ",\"allocations\":", peak.allocations,
+      ",\"reserved_peak_bytes\":", peak.stats.reserved_peak, ",\"peak_seq\":", peak.peak_seq,
+      ",\"peak_time_ns\":", SinceStart(peak.peak_timestamp_ns, trace),
+      ",\"allocated_at_peak_bytes\":", peak.allocated_at_peak,
+      ",\"allocated_peak_bytes\":", peak.stats.allocated_peak,
+      ",\"num_alloc_retries\":", peak.stats.retries, ",\"num_ooms\":", peak.stats.ooms,
+      ",\"outside_allocator_peak_bytes\":", peak.outside_peak);
   if (peak.knows_blocks) {
     absl::StrAppendFormat(&out,
                           ",\"segments\":%d,\"free_in_segments_bytes\":%d,"
@@ -242,14 +243,13 @@ std::string JsonDevice(const AllocatorAnswers& answers, size_t i, const TraceFil
   if (limited != nullptr && limited->oom) {
     const ModelledOom& oom = *limited->oom;
     const std::vector<Site> live = OomSites(oom, sites);
-    absl::StrAppend(&out, ",\"oom\":{\"seq\":", oom.seq,
-                    ",\"time_ns\":", SinceStart(oom.timestamp_ns, trace), ",\"size\":", oom.size,
-                    ",\"stream\":", oom.stream, ",\"retries\":", limited->stats.retries,
-                    ",\"reserved_bytes\":", limited->stats.reserved,
-                    ",\"frames\":", JsonFrames(sites.Shown(oom.stack_id)),
-                    ",\"live_bytes\":", oom.live.bytes, ",\"live_count\":", oom.live.count,
-                    ",\"call_sites\":", live.size(),
-                    ",\"sites\":", JsonSites(live, options.top, oom.live.bytes), "}");
+    absl::StrAppend(
+        &out, ",\"oom\":{\"seq\":", oom.seq, ",\"time_ns\":", SinceStart(oom.timestamp_ns, trace),
+        ",\"size\":", oom.size, ",\"stream\":", oom.stream, ",\"retries\":", limited->stats.retries,
+        ",\"reserved_bytes\":", limited->stats.reserved,
+        ",\"frames\":", JsonFrames(sites.Shown(oom.stack_id)), ",\"live_bytes\":", oom.live.bytes,
+        ",\"live_count\":", oom.live.count, ",\"call_sites\":", live.size(),
+        ",\"sites\":", JsonSites(live, options.top, oom.live.bytes), "}");
   }
   return out + "}";
 }
@@ -262,15 +262,16 @@ std::string JsonAnswer(const std::string& path, const std::vector<AllocatorAnswe
     for (size_t i = 0; i < answers.unlimited.devices.size(); ++i) {
       devices.push_back(JsonDevice(answers, i, trace, sites, options));
     }
-    allocators.push_back(absl::StrCat("{\"allocator\":", JsonString(AllocatorKindName(answers.kind)),
-                                      ",\"fits\":", answers.Fits() ? "true" : "false",
-                                      ",\"devices\":[", absl::StrJoin(devices, ","), "]}"));
+    allocators.push_back(absl::StrCat(
+        "{\"allocator\":", JsonString(AllocatorKindName(answers.kind)), ",\"fits\":",
+        answers.Fits() ? "true" : "false", ",\"devices\":[", absl::StrJoin(devices, ","), "]}"));
   }
   return absl::StrCat("{\"gpumem_whatif\":1,\"path\":", JsonString(path),
                       ",\"mode\":", JsonString(SummaryModeName(all.front().limited.mode)),
                       ",\"device_memory\":", options.device_memory,
-                      ",\"limit_note\":", JsonString(kLimitNote), ",\"step_bytes\":",
-                      kFitSearchStep, ",\"allocators\":[", absl::StrJoin(allocators, ","), "]}\n");
+                      ",\"limit_note\":", JsonString(kLimitNote),
+                      ",\"step_bytes\":", kFitSearchStep, ",\"allocators\":[",
+                      absl::StrJoin(allocators, ","), "]}\n");
 }
 
 // The kinds to replay for a trace of `mode`, or an error line.
@@ -285,7 +286,8 @@ absl::StatusOr<std::vector<AllocatorKind>> KindsFor(SummaryMode mode, const Opti
         if (kind != AllocatorKind::kAsync) {
           return absl::InvalidArgumentError(absl::StrCat(
               "a plain CUDA program (no PyTorch allocator in its stacks): --allocator ",
-              AllocatorKindName(kind), " models PyTorch's allocator, which it does not use; "
+              AllocatorKindName(kind),
+              " models PyTorch's allocator, which it does not use; "
               "only --allocator async applies"));
         }
       }
@@ -308,15 +310,18 @@ int RunWhatif(const std::vector<std::string>& args) {
     if (walker.TakesValue("--device-memory", &value, &missing)) {
       if (missing) return UsageError("whatif: --device-memory needs a size", "whatif");
       absl::StatusOr<uint64_t> size = ParseSize(value);
-      if (!size.ok()) return UsageError(absl::StrCat("whatif: --device-memory: ",
-                                                     size.status().message()), "whatif");
+      if (!size.ok())
+        return UsageError(absl::StrCat("whatif: --device-memory: ", size.status().message()),
+                          "whatif");
       options.device_memory = *size;
       options.device_memory_given = true;
     } else if (walker.TakesValue("--allocator", &value, &missing)) {
       AllocatorKind kind = AllocatorKind::kNative;
       if (missing || (value != "all" && !ParseAllocatorKind(value, &kind))) {
         return UsageError(absl::StrCat("whatif: --allocator: not native, expandable, async or "
-                                       "all: '", value, "'"), "whatif");
+                                       "all: '",
+                                       value, "'"),
+                          "whatif");
       }
       options.kinds.clear();
       if (value != "all") options.kinds.push_back(kind);

@@ -393,8 +393,8 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
   EXPECT_NE(run.out.find("'summary' is a required property"), std::string::npos) << run.out;
 }
 
-// `gpumem whatif --json` on the bundled H100 traces: every allocator fitting, every allocator out of
-// memory (the OOM objects with their frames and sites), and a plain CUDA program (async only);
+// `gpumem whatif --json` on the bundled H100 traces: every allocator fitting, every allocator out
+// of memory (the OOM objects with their frames and sites), and a plain CUDA program (async only);
 // and a document with a field the schema does not name, which it must reject.
 TEST(JsonSchemaTest, WhatifOutputValidates) {
   SKIP_WITHOUT_JSONSCHEMA();

@@ -452,8 +452,9 @@ TEST(SizesTest, ParseSize) {
     ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
     EXPECT_EQ(*parsed, bytes) << text;
   }
-  for (const char* text : {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra",
-                           "99999999999999999999GiB", "18446744073709551616", "1..5MiB", "G", "8X"}) {
+  for (const char* text :
+       {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra", "99999999999999999999GiB",
+        "18446744073709551616", "1..5MiB", "G", "8X"}) {
     EXPECT_FALSE(ParseSize(text).ok()) << text;
   }
 }

@@ -117,17 +117,17 @@ TEST(WhatifCommand, SmallestFitFitsAndTwoMiBLessRunsOut) {
   } kCases[] = {{"native", 92274688}, {"expandable", 109051904}, {"async", 88080384}};
   for (const auto& [allocator, smallest] : kCases) {
     const std::string trace = Sample("train_mlp-async-h100.trace");
-    const ProgramRun at = Whatif({"--device-memory", std::to_string(smallest), "--allocator",
-                                  allocator, trace});
+    const ProgramRun at =
+        Whatif({"--device-memory", std::to_string(smallest), "--allocator", allocator, trace});
     EXPECT_EQ(at.exit_code, 0) << allocator << ": " << at.err;
     EXPECT_NE(at.out.find(std::string("smallest device memory it fits: ") +
-                          std::to_string(smallest / kMiB) + ".00 MiB (" +
-                          std::to_string(smallest) + " bytes)"),
+                          std::to_string(smallest / kMiB) + ".00 MiB (" + std::to_string(smallest) +
+                          " bytes)"),
               std::string::npos)
         << at.out;
     EXPECT_NE(at.out.find(std::string("whatif: ") + allocator + " fits\n"), std::string::npos);
-    const ProgramRun below = Whatif({"--device-memory", std::to_string(smallest - 2 * kMiB),
-                                     "--allocator", allocator, trace});
+    const ProgramRun below = Whatif(
+        {"--device-memory", std::to_string(smallest - 2 * kMiB), "--allocator", allocator, trace});
     EXPECT_EQ(below.exit_code, 1) << allocator << ": " << below.err;
     EXPECT_NE(below.out.find("OUT OF MEMORY"), std::string::npos) << below.out;
     EXPECT_NE(below.out.find(std::string("whatif: ") + allocator + " runs out\n"),
@@ -154,7 +154,8 @@ TEST(WhatifCommand, NamesTheFailingRequestAndWhatWasLiveByCallSite) {
 }
 
 TEST(WhatifCommand, EveryAllocatorByDefaultAndSizesAsElsewhere) {
-  const ProgramRun run = Whatif({"--device-memory", "1.5GiB", Sample("train_mlp-async-h100.trace")});
+  const ProgramRun run =
+      Whatif({"--device-memory", "1.5GiB", Sample("train_mlp-async-h100.trace")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("1.50 GiB (1610612736 bytes) per device"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("whatif: native fits, expandable fits, async fits\n"), std::string::npos);
@@ -189,9 +190,11 @@ TEST(WhatifCommand, BadInputIsOneLineAndExitTwo) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{trace}, {"--device-memory", "lots", trace},
+       {std::vector<std::string>{trace},
+        {"--device-memory", "lots", trace},
         {"--device-memory", "8GiB", "--allocator", "tlsf", trace},
-        {"--device-memory", "8GiB", "--bogus", trace}, {"--device-memory", "8GiB"}}) {
+        {"--device-memory", "8GiB", "--bogus", trace},
+        {"--device-memory", "8GiB"}}) {
     const ProgramRun run = Whatif(args);
     EXPECT_EQ(run.exit_code, 2) << args.size();
     EXPECT_EQ(run.err.rfind("gpumem: error: whatif: ", 0), 0u) << run.err;
