@@ -2,18 +2,37 @@
 
 #include <algorithm>
 #include <iterator>
+#include <vector>
 
 namespace gpumem::report {
 
+namespace {
+
+uint64_t RoundUp(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit * unit; }
+uint64_t RoundDown(uint64_t value, uint64_t unit) { return value / unit * unit; }
+
+}  // namespace
+
+void AllocatorModel::Reserve(uint64_t size) {
+  stats_.reserved += size;
+  stats_.reserved_peak = std::max(stats_.reserved_peak, stats_.reserved);
+}
+
+void AllocatorModel::CountAllocated(uint64_t size, uint64_t requested) {
+  stats_.allocated += size;
+  stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
+  stats_.requested += requested;
+}
+
 uint64_t NativeAllocatorModel::RoundSize(uint64_t size) {
   if (size < kMinBlockSize) return kMinBlockSize;
-  return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  return RoundUp(size, kMinBlockSize);
 }
 
 uint64_t NativeAllocatorModel::SegmentSize(uint64_t rounded) {
   if (rounded <= kSmallSize) return kSmallBuffer;
   if (rounded < kMinLargeAlloc) return kLargeBuffer;
-  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  return RoundUp(rounded, kRoundLarge);
 }
 
 bool NativeAllocatorModel::Allocate(uint64_t id, uint64_t size, uint64_t stream) {
@@ -48,15 +67,14 @@ bool NativeAllocatorModel::TakeFreeBlock(uint64_t id, uint64_t rounded, uint64_t
 bool NativeAllocatorModel::NewSegment(uint64_t id, uint64_t rounded, uint64_t requested,
                                       uint64_t stream, bool small) {
   const uint64_t size = SegmentSize(rounded);
-  if (size > config_.device_memory || stats_.reserved > config_.device_memory - size) return false;
+  if (!DeviceHasRoom(config_.device_memory, size)) return false;
   const uint64_t segment_id = next_segment_++;
   Segment& segment = segments_[segment_id];
   segment.size = size;
   segment.stream = stream;
   segment.small = small;
   segment.blocks[0] = Block{size, false};
-  stats_.reserved += size;
-  stats_.reserved_peak = std::max(stats_.reserved_peak, stats_.reserved);
+  Reserve(size);
   ++stats_.segments;
   ++stats_.segment_allocations;
   Place(id, segment_id, 0, rounded, requested, small);  // the new segment's block, not a search
@@ -77,9 +95,7 @@ void NativeAllocatorModel::Place(uint64_t id, uint64_t segment_id, uint64_t offs
   }
   block.allocated = true;
   ++segment.allocated_blocks;
-  stats_.allocated += block.size;  // an unsplit block counts whole, as PyTorch counts it
-  stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
-  stats_.requested += requested;
+  CountAllocated(block.size, requested);  // an unsplit block counts whole, as PyTorch counts it
   allocations_[id] = Allocation{segment_id, offset, requested};
 }
 
@@ -141,6 +157,228 @@ uint64_t NativeAllocatorModel::LargestFreeBlock() const {
     for (const FreeKey& key : *pool) largest = std::max(largest, std::get<1>(key));
   }
   return largest;
+}
+
+// ---- expandable segments ----
+
+std::set<ExpandableSegmentsModel::SizeOffset>* ExpandableSegmentsModel::SetOf(Segment& segment,
+                                                                              State state) {
+  switch (state) {
+    case State::kFree:
+      return &segment.free;
+    case State::kUnmapped:
+      return &segment.unmapped;
+    case State::kAllocated:
+      break;
+  }
+  return nullptr;
+}
+
+ExpandableSegmentsModel::Segment& ExpandableSegmentsModel::SegmentFor(uint64_t stream, bool small) {
+  auto [it, inserted] = segments_.try_emplace({stream, small});
+  Segment& segment = it->second;
+  if (inserted) {
+    segment.page = small ? kSmallPage : kLargePage;
+    segment.blocks[0] = Block{kAddressSpace, State::kUnmapped};
+    segment.unmapped.insert({kAddressSpace, 0});
+  }
+  return segment;
+}
+
+bool ExpandableSegmentsModel::Allocate(uint64_t id, uint64_t size, uint64_t stream) {
+  const uint64_t rounded = NativeAllocatorModel::RoundSize(size);
+  Segment& segment = SegmentFor(stream, rounded <= NativeAllocatorModel::kSmallSize);
+  if (TakeFreeBlock(segment, id, rounded, size)) return true;
+  if (MapAndPlace(segment, id, rounded, size)) return true;
+  // The driver said no: unmap the free pages everywhere, and map once more.
+  ++stats_.retries;
+  EmptyCache();
+  if (MapAndPlace(segment, id, rounded, size)) return true;
+  ++stats_.ooms;
+  return false;
+}
+
+bool ExpandableSegmentsModel::TakeFreeBlock(Segment& segment, uint64_t id, uint64_t rounded,
+                                            uint64_t requested) {
+  auto it = segment.free.lower_bound({rounded, 0});
+  if (it == segment.free.end()) return false;
+  Place(segment, id, it->second, rounded, requested);
+  return true;
+}
+
+bool ExpandableSegmentsModel::MapAndPlace(Segment& segment, uint64_t id, uint64_t rounded,
+                                          uint64_t requested) {
+  // The first unmapped range (smallest first) that, with the free block before it and the free or
+  // unmapped blocks after it, spans the request.
+  uint64_t start = 0;
+  bool found = false;
+  for (const auto& [size, offset] : segment.unmapped) {
+    auto it = segment.blocks.find(offset);
+    if (it != segment.blocks.begin() && std::prev(it)->second.state == State::kFree) --it;
+    start = it->first;
+    uint64_t span = 0;
+    for (; it != segment.blocks.end() && it->second.state != State::kAllocated && span < rounded;
+         ++it) {
+      span += it->second.size;
+    }
+    if (span >= rounded) {
+      found = true;
+      break;
+    }
+  }
+  if (!found) return false;
+  // The pages to map: of each unmapped range in the chain, what the request still lacks, in whole
+  // pages, from its start.
+  std::vector<SizeOffset> to_map;  // (bytes, offset)
+  uint64_t pages = 0;
+  uint64_t covered = 0;
+  for (auto it = segment.blocks.find(start); covered < rounded; ++it) {
+    if (it->second.state == State::kFree) {
+      covered += it->second.size;
+      continue;
+    }
+    const uint64_t bytes = std::min(RoundUp(rounded - covered, segment.page), it->second.size);
+    to_map.push_back({bytes, it->first});
+    pages += bytes;
+    covered += bytes;
+  }
+  if (!DeviceHasRoom(device_memory_, pages)) return false;
+  for (const auto& [bytes, offset] : to_map) {
+    Split(segment, offset, bytes);
+    SetState(segment, offset, State::kFree);
+    Reserve(bytes);
+    stats_.segment_allocations += bytes / segment.page;
+  }
+  if (segment.mapped == 0) ++stats_.segments;
+  segment.mapped += pages;
+  Place(segment, id, start, rounded, requested);
+  return true;
+}
+
+void ExpandableSegmentsModel::Split(Segment& segment, uint64_t offset, uint64_t size) {
+  Block& block = segment.blocks[offset];
+  if (size >= block.size) return;
+  const Block rest{block.size - size, block.state};
+  if (std::set<SizeOffset>* set = SetOf(segment, block.state)) {
+    set->erase({block.size, offset});
+    set->insert({size, offset});
+    set->insert({rest.size, offset + size});
+  }
+  block.size = size;
+  segment.blocks[offset + size] = rest;
+}
+
+uint64_t ExpandableSegmentsModel::SetState(Segment& segment, uint64_t offset, State state) {
+  auto it = segment.blocks.find(offset);
+  if (std::set<SizeOffset>* old = SetOf(segment, it->second.state)) {
+    old->erase({it->second.size, offset});
+  }
+  it->second.state = state;
+  std::set<SizeOffset>* set = SetOf(segment, state);
+  if (set != nullptr) {
+    if (auto next = std::next(it); next != segment.blocks.end() && next->second.state == state) {
+      set->erase({next->second.size, next->first});
+      it->second.size += next->second.size;
+      segment.blocks.erase(next);
+    }
+    if (it != segment.blocks.begin()) {
+      if (auto previous = std::prev(it); previous->second.state == state) {
+        set->erase({previous->second.size, previous->first});
+        previous->second.size += it->second.size;
+        segment.blocks.erase(it);
+        it = previous;
+      }
+    }
+    set->insert({it->second.size, it->first});
+  }
+  return it->first;
+}
+
+void ExpandableSegmentsModel::Place(Segment& segment, uint64_t id, uint64_t offset,
+                                    uint64_t rounded, uint64_t requested) {
+  // Split whenever 512 bytes are left, in both pools.
+  if (segment.blocks[offset].size - rounded >= NativeAllocatorModel::kMinBlockSize) {
+    Split(segment, offset, rounded);
+  }
+  SetState(segment, offset, State::kAllocated);
+  CountAllocated(segment.blocks[offset].size, requested);
+  allocations_[id] = Allocation{&segment, offset, requested};
+}
+
+void ExpandableSegmentsModel::Free(uint64_t id) {
+  auto found = allocations_.find(id);
+  if (found == allocations_.end()) return;
+  const Allocation allocation = found->second;
+  allocations_.erase(found);
+  Segment& segment = *allocation.segment;
+  stats_.allocated -= segment.blocks[allocation.offset].size;
+  stats_.requested -= allocation.requested;
+  SetState(segment, allocation.offset, State::kFree);
+}
+
+void ExpandableSegmentsModel::EmptyCache() {
+  for (auto& [key, segment] : segments_) {
+    const std::vector<SizeOffset> free(segment.free.begin(), segment.free.end());
+    for (const auto& [size, offset] : free) {
+      const uint64_t first = RoundUp(offset, segment.page);
+      const uint64_t end = RoundDown(offset + size, segment.page);
+      if (end <= first) continue;
+      Split(segment, offset, first - offset);  // no-op when the block starts on a page
+      Split(segment, first, end - first);
+      SetState(segment, first, State::kUnmapped);
+      stats_.reserved -= end - first;
+      segment.mapped -= end - first;
+    }
+    if (segment.mapped == 0 && !free.empty()) --stats_.segments;
+  }
+}
+
+uint64_t ExpandableSegmentsModel::NonReleasable() const {
+  uint64_t bytes = 0;
+  for (const auto& [key, segment] : segments_) {
+    for (const auto& [size, offset] : segment.free) {
+      const uint64_t first = RoundUp(offset, segment.page);
+      const uint64_t end = RoundDown(offset + size, segment.page);
+      bytes += size - (end > first ? end - first : 0);
+    }
+  }
+  return bytes;
+}
+
+uint64_t ExpandableSegmentsModel::LargestFreeBlock() const {
+  uint64_t largest = 0;
+  for (const auto& [key, segment] : segments_) {
+    if (!segment.free.empty()) largest = std::max(largest, segment.free.rbegin()->first);
+  }
+  return largest;
+}
+
+// ---- the stream-ordered pool ----
+
+bool AsyncPoolModel::Allocate(uint64_t id, uint64_t size, uint64_t /*stream*/) {
+  const uint64_t needed = RoundUp(stats_.allocated + size, kGranularity);
+  if (needed > device_memory_) {
+    ++stats_.ooms;
+    return false;
+  }
+  if (needed > stats_.reserved) Reserve(needed - stats_.reserved);
+  stats_.segments = stats_.reserved > 0 ? 1 : 0;
+  CountAllocated(size, size);
+  sizes_[id] = size;
+  return true;
+}
+
+void AsyncPoolModel::Free(uint64_t id) {
+  auto found = sizes_.find(id);
+  if (found == sizes_.end()) return;
+  stats_.allocated -= found->second;
+  stats_.requested -= found->second;
+  sizes_.erase(found);
+}
+
+void AsyncPoolModel::EmptyCache() {
+  stats_.reserved = RoundUp(stats_.allocated, kGranularity);
+  stats_.segments = stats_.reserved > 0 ? 1 : 0;
 }
 
 }  // namespace gpumem::report

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/arguments.h"
+#include "report/call_sites.h"
 #include "report/combined.h"
 #include "report/commands.h"
 #include "report/event_stream.h"
@@ -109,22 +110,6 @@ struct Options {
   bool python_only = false;
 };
 
-// One call site: the symbolized stack and what it held.
-struct Site {
-  std::vector<Frame> frames;
-  Tally tally;
-  const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
-};
-
-double MillisecondsSinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
-  const uint64_t start = trace.header().start_time_mono_ns();
-  return timestamp_ns >= start ? static_cast<double>(timestamp_ns - start) / 1e6 : 0.0;
-}
-
-std::string Plural(uint64_t count, const char* one, const char* many) {
-  return absl::StrCat(count, " ", count == 1 ? one : many);
-}
-
 std::string DescribeAnomalies(const ReplayAnomalies& anomalies) {
   if (anomalies.total() == 0) return "none";
   std::vector<std::string> parts;
@@ -146,32 +131,6 @@ constexpr char kNotCleanExit[] =
     "the process did not exit cleanly: what was live when it stopped, not necessarily leaked";
 
 // ---- text ----
-
-void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
-                     std::string* out) {
-  const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
-  for (size_t i = 0; i < shown; ++i) {
-    const Site& site = sites[i];
-    absl::StrAppend(out, "  ", FormatBytes(site.tally.bytes));
-    if (share_of > 0) {
-      absl::StrAppendFormat(
-          out, "  %5.1f%%",
-          100.0 * static_cast<double>(site.tally.bytes) / static_cast<double>(share_of));
-    }
-    absl::StrAppend(out, "  ", Plural(site.tally.count, "allocation", "allocations"));
-    if (site.holder != nullptr) absl::StrAppend(out, "  [held by ", site.holder->name, "]");
-    absl::StrAppend(out, "\n");
-    if (site.frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
-    for (const Frame& frame : site.frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
-  }
-  if (shown < sites.size()) {
-    Tally rest;
-    for (size_t i = shown; i < sites.size(); ++i) rest.Add(sites[i].tally);
-    absl::StrAppend(
-        out, "  ... ", Plural(sites.size() - shown, "more call site", "more call sites"), ": ",
-        FormatBytes(rest.bytes), " in ", Plural(rest.count, "allocation", "allocations"), "\n");
-  }
-}
 
 // Under a place's leaks: how much of it allocators and libraries hold, by holder, and the rest.
 void AppendHeldText(const std::vector<Site>& sites, std::string* out) {
@@ -198,91 +157,6 @@ void AppendHeldText(const std::vector<Site>& sites, std::string* out) {
 }
 
 // ---- call sites, OOM and growth ----
-
-// Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site
-// (without Python frames: stacks whose symbolized frames read the same), named by the first such
-// stack id seen.
-class CallSites {
- public:
-  CallSites(Symbolizer* symbolizer, const Options& options)
-      : symbolizer_(symbolizer), group_by_(options.group_by), python_only_(options.python_only) {}
-
-  // The whole stack, Python frames spliced in.
-  const std::vector<Frame>& Frames(uint64_t stack_id) {
-    auto it = frames_.find(stack_id);
-    if (it == frames_.end()) it = frames_.emplace(stack_id, symbolizer_->Symbolize(stack_id)).first;
-    return it->second;
-  }
-  // The frames to print: only the Python ones with --python-only.
-  std::vector<Frame> Shown(uint64_t stack_id) { return ShownOf(Frames(stack_id)); }
-  std::vector<Frame> ShownOf(const std::vector<Frame>& frames) const {
-    return python_only_ ? PythonOnly(frames) : frames;
-  }
-  std::string Key(uint64_t stack_id) { return CallSiteKey(Frames(stack_id), group_by_); }
-  uint64_t Of(uint64_t stack_id) {
-    auto it = site_of_.find(stack_id);
-    if (it != site_of_.end()) return it->second;
-    const uint64_t site = by_key_.try_emplace(Key(stack_id), stack_id).first->second;
-    site_of_.emplace(stack_id, site);
-    return site;
-  }
-  // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
-  // python; every other stack its own, as the kernel analysis counts them.
-  uint64_t KernelSiteOf(uint64_t stack_id) {
-    if (group_by_ == GroupBy::kStack || !HasPythonFrames(Frames(stack_id))) return stack_id;
-    return Of(stack_id);
-  }
-  bool AnyFunctionContains(uint64_t stack_id, absl::string_view text) {
-    for (const Frame& frame : Frames(stack_id)) {
-      if (absl::StrContains(frame.function, text)) return true;
-    }
-    return false;
-  }
-  // The frame that names the call site (the innermost, or the user's Python frame: CallSiteFrame),
-  // as printed; "(no stack recorded)" without one.
-  std::string Label(uint64_t stack_id) {
-    const Frame* frame = CallSiteFrame(Frames(stack_id), group_by_);
-    return frame == nullptr ? "(no stack recorded)" : frame->ToString();
-  }
-
- private:
-  Symbolizer* symbolizer_;
-  GroupBy group_by_;
-  bool python_only_;
-  absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
-  absl::flat_hash_map<uint64_t, uint64_t> site_of_;
-  absl::flat_hash_map<std::string, uint64_t> by_key_;
-};
-
-// Per-stack tallies grouped by call site (CallSites: the whole symbolized stack, or the Python
-// part of it under --group-by), largest first. Stacks an allocator or library holds stay apart
-// from the program's own at the same call site. A site shows the stack of its largest member.
-std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
-                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks) {
-  std::vector<Site> sites;
-  std::vector<uint64_t> largest;  // per site: the bytes of the member whose frames it shows
-  absl::flat_hash_map<std::string, size_t> by_key;
-  for (const SiteTally& entry : tallies) {
-    const std::vector<Frame>& frames = call_sites.Frames(entry.stack_id);
-    const MemoryHolder* holder =
-        FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
-    std::string key = call_sites.Key(entry.stack_id);
-    // Grouped by Python frames, what a holder keeps stays apart from the program's own memory.
-    if (holder != nullptr && HasPythonFrames(frames)) key = absl::StrCat(holder->id, "\n", key);
-    auto [it, inserted] = by_key.try_emplace(std::move(key), sites.size());
-    if (inserted) {
-      sites.push_back({call_sites.ShownOf(frames), {}, holder});
-      largest.push_back(entry.tally.bytes);
-    } else if (entry.tally.bytes > largest[it->second]) {
-      sites[it->second].frames = call_sites.ShownOf(frames);
-      largest[it->second] = entry.tally.bytes;
-    }
-    sites[it->second].tally.Add(entry.tally);
-  }
-  std::stable_sort(sites.begin(), sites.end(),
-                   [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
-  return sites;
-}
 
 // The kernel report with its call sites merged as CallSites::KernelSiteOf says (unchanged without
 // Python frames or under --group-by stack).
@@ -444,16 +318,6 @@ class Analyses {
   PythonHolders holders_;                        // with growth
   std::optional<TimelineBuilder> timeline_;
 };
-
-void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
-                      absl::string_view indent = "      ") {
-  if (frames.empty()) absl::StrAppend(out, indent, "(no stack recorded)\n");
-  for (const Frame& frame : frames) absl::StrAppend(out, indent, frame.ToString(), "\n");
-}
-
-std::string SizeText(uint64_t bytes) {
-  return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
-}
 
 // Memory on the device that the trace does not show live: total - free - live (0 when free/total
 // were not recorded, or when they do not add up).
@@ -786,39 +650,6 @@ class ReportObserver final : public ReplayObserver {
 
 // ---- JSON ----
 
-std::string JsonFrames(const std::vector<Frame>& frames) {
-  std::vector<std::string> items;
-  for (const Frame& frame : frames) {
-    items.push_back(absl::StrCat(
-        "{\"text\":", JsonString(frame.ToString()), ",\"function\":", JsonString(frame.function),
-        ",\"file\":", JsonString(frame.file), ",\"line\":", frame.line,
-        ",\"module\":", JsonString(frame.module), ",\"module_offset\":", frame.module_offset,
-        ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false",
-        frame.python ? ",\"python\":true" : "", "}"));
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-}
-
-std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share_of) {
-  const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
-  std::vector<std::string> items;
-  for (size_t i = 0; i < shown; ++i) {
-    std::string item =
-        absl::StrCat("{\"bytes\":", sites[i].tally.bytes, ",\"count\":", sites[i].tally.count);
-    if (share_of > 0) {
-      absl::StrAppendFormat(
-          &item, ",\"share\":%.6f",
-          static_cast<double>(sites[i].tally.bytes) / static_cast<double>(share_of));
-    }
-    if (sites[i].holder != nullptr) {
-      absl::StrAppend(&item, ",\"held_by\":", JsonString(sites[i].holder->id));
-    }
-    absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), "}");
-    items.push_back(std::move(item));
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-}
-
 std::string JsonPlace(int32_t place, const TraceFile& trace) {
   std::string out = absl::StrCat("\"memory\":", place == kPinnedHost ? "\"host\"" : "\"device\"",
                                  ",\"device\":", place == kPinnedHost ? -1 : place);
@@ -829,11 +660,6 @@ std::string JsonPlace(int32_t place, const TraceFile& trace) {
     }
   }
   return out;
-}
-
-uint64_t SinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
-  const uint64_t start = trace.header().start_time_mono_ns();
-  return timestamp_ns >= start ? timestamp_ns - start : 0;
 }
 
 std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& sites,
@@ -1091,7 +917,7 @@ int RunReport(const std::vector<std::string>& args) {
     }
     // One pass over the file: the replay (peak, leaks) and every analysis asked for.
     Symbolizer symbolizer(file->get());
-    CallSites sites(&symbolizer, options);
+    CallSites sites(&symbolizer, options.group_by, options.python_only);
     Analyses analyses(**file, options, sites, paths->size() > 1);
     KernelAnalysis kernels(file->get());
     ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,

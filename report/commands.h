@@ -21,12 +21,14 @@ int RunDump(const std::vector<std::string>& args);
 int RunRecord(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunSymbolize(const std::vector<std::string>& args);
+int RunWhatif(const std::vector<std::string>& args);
 
 extern const char kCheckUsage[];
 extern const char kDumpUsage[];
 extern const char kRecordUsage[];
 extern const char kReportUsage[];
 extern const char kSymbolizeUsage[];
+extern const char kWhatifUsage[];
 
 // Prints "gpumem: error: <message>" to stderr.
 void PrintError(absl::string_view message);

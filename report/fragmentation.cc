@@ -21,10 +21,15 @@ const char kBlockFragmentationNotKnown[] =
 
 namespace {
 
-// The value at each of `samples` evenly spaced times from `first` to `last`: the last point at or
-// before it (points in replay order), zeros before the first.
-std::vector<FragmentationPoint> Sample(const std::vector<FragmentationPoint>& points,
-                                       uint64_t first, uint64_t last, size_t samples) {
+std::string Time(uint64_t timestamp_ns, uint64_t start) {
+  return absl::StrFormat(
+      "%.3f ms", static_cast<double>(timestamp_ns >= start ? timestamp_ns - start : 0) / 1e6);
+}
+
+}  // namespace
+
+std::vector<FragmentationPoint> SampleTimeline(const std::vector<FragmentationPoint>& points,
+                                               uint64_t first, uint64_t last, size_t samples) {
   std::vector<FragmentationPoint> out;
   size_t next = 0;
   FragmentationPoint value;
@@ -41,13 +46,6 @@ std::vector<FragmentationPoint> Sample(const std::vector<FragmentationPoint>& po
   }
   return out;
 }
-
-std::string Time(uint64_t timestamp_ns, uint64_t start) {
-  return absl::StrFormat(
-      "%.3f ms", static_cast<double>(timestamp_ns >= start ? timestamp_ns - start : 0) / 1e6);
-}
-
-}  // namespace
 
 BucketedTimeline::BucketedTimeline(size_t buckets) : max_buckets_(std::max<size_t>(buckets, 2)) {}
 
@@ -195,7 +193,7 @@ Fragmentation FragmentationAnalysis::Finish() {
     if (chosen.PoolsKnown()) entry.end.reserved = pool_sizes_.Current(device);
     entry.end.timestamp_ns = last_timestamp_ns_;
     entry.timeline =
-        Sample(track.timeline.Points(), first_timestamp_ns_, last_timestamp_ns_, samples_);
+        SampleTimeline(track.timeline.Points(), first_timestamp_ns_, last_timestamp_ns_, samples_);
     result.devices.push_back(std::move(entry));
   }
   std::stable_partition(result.devices.begin(), result.devices.end(),

@@ -84,6 +84,11 @@ class BucketedTimeline {
   std::vector<Bucket> buckets_;
 };
 
+// The value at each of `samples` evenly spaced times from `first` to `last`: the last of `points`
+// (in replay order) at or before it, zeros before the first.
+std::vector<FragmentationPoint> SampleTimeline(const std::vector<FragmentationPoint>& points,
+                                               uint64_t first, uint64_t last, size_t samples);
+
 // Fragmentation of one process's memory events, fed one at a time in seq order. The recording
 // mode is known only at the end, so the replay of each mode still possible runs in the same pass
 // (ModeCandidates, report/summary_table.h); memory is bounded by the live set and a

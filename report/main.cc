@@ -26,6 +26,9 @@ Commands:
                                             memory budgets for CI (exit 1 when one is broken)
   symbolize [-o OUT] TRACE...               record function/file/line in the trace, so it reads
                                             the same where the binaries are absent
+  whatif --device-memory SIZE [--allocator native|expandable|async|all] [--json] TRACE
+                                            would the run fit in SIZE under PyTorch's allocators
+                                            (exit 1 when one runs out), and the smallest that fits
   help [COMMAND]                            print this text, or a command's
 
 Options:
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   if (command == "report") return RunReport(rest);
   if (command == "check") return RunCheck(rest);
   if (command == "symbolize") return RunSymbolize(rest);
+  if (command == "whatif") return RunWhatif(rest);
   if (command == "--version" || command == "version") {
     std::printf("gpumem %s\n", GPUMEM_VERSION);
     return kExitOk;
@@ -67,6 +71,8 @@ int main(int argc, char** argv) {
       std::fputs(kCheckUsage, stdout);
     } else if (topic == "symbolize") {
       std::fputs(kSymbolizeUsage, stdout);
+    } else if (topic == "whatif") {
+      std::fputs(kWhatifUsage, stdout);
     } else if (topic.empty()) {
       std::fputs(kUsage, stdout);
     } else {

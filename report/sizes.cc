@@ -24,6 +24,10 @@ std::string FormatBytes(uint64_t bytes) {
   return absl::StrFormat("%.2f %s", value, kUnits[unit]);
 }
 
+std::string Plural(uint64_t count, const char* one, const char* many) {
+  return absl::StrCat(count, " ", count == 1 ? one : many);
+}
+
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   static constexpr std::pair<const char*, double> kUnits[] = {{"KiB", 1024.0},
                                                               {"MiB", 1024.0 * 1024},
@@ -33,6 +37,12 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
                                                               {"MB", 1e6},
                                                               {"GB", 1e9},
                                                               {"TB", 1e12},
+                                                              // One letter, as nvidia-smi and
+                                                              // ulimit mean it: binary.
+                                                              {"K", 1024.0},
+                                                              {"M", 1024.0 * 1024},
+                                                              {"G", 1024.0 * 1024 * 1024},
+                                                              {"T", 1024.0 * 1024 * 1024 * 1024},
                                                               {"B", 1.0}};
   const absl::string_view original = text;
   text = absl::StripAsciiWhitespace(text);
@@ -49,7 +59,7 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   auto invalid = [&] {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid size '", original,
-                     "' (expected bytes or a number with KiB, MiB, GiB, KB, MB, GB)"));
+                     "' (expected bytes or a number with KiB, MiB, GiB, K, M, G, KB, MB, GB)"));
   };
   if (text.empty() || !(absl::ascii_isdigit(text.front()))) return invalid();
   uint64_t whole = 0;

@@ -566,10 +566,6 @@ constexpr char kNonReleasableAllocs[] = "Non-releasable allocs";
 constexpr char kOversizeAllocations[] = "Oversize allocations";
 constexpr char kOversizeSegments[] = "Oversize GPU segments";
 
-std::string Plural(uint64_t count, const char* one, const char* many) {
-  return absl::StrCat(count, " ", count == 1 ? one : many);
-}
-
 // What the trace says of the device's stream-ordered memory pools' own size.
 std::string PoolReservedNote(const DeviceSummary& device) {
   if (!device.pool_reserved_known) {

@@ -1,6 +1,7 @@
 // report/allocator_model.h against cases computed by hand from the rules of PyTorch's native
 // caching allocator: rounding, the small and large pools and their segment sizes, splitting,
-// merging, streams, max_split_size, and the empty-the-cache retry before an out-of-memory error.
+// merging, streams, max_split_size, and the empty-the-cache retry before an out-of-memory error;
+// and the expandable-segments and cudaMallocAsync-pool models beside it.
 #include "report/allocator_model.h"
 
 #include <gtest/gtest.h>
@@ -135,6 +136,120 @@ TEST(NativeAllocatorModel, EmptiesTheCacheBeforeRunningOutOfMemory) {
   EXPECT_EQ(model.stats().ooms, 1u);
   EXPECT_EQ(model.stats().reserved, 24 * kMiB);
   EXPECT_EQ(model.stats().allocated, 22 * kMiB + 512 * 200);
+}
+
+// ---- expandable segments ----
+
+TEST(ExpandableSegmentsModel, MapsWholePagesAndSplitsDownTo512Bytes) {
+  ExpandableSegmentsModel model;
+  ASSERT_TRUE(model.Allocate(1, 5 * kMiB, 0));  // large pool: one 20 MiB page
+  EXPECT_EQ(model.stats().reserved, 20 * kMiB);
+  EXPECT_EQ(model.stats().segments, 1u);
+  EXPECT_EQ(model.stats().segment_allocations, 1u);
+  EXPECT_EQ(model.stats().allocated, 5 * kMiB);
+  // 14 MiB of the 15 MiB left: the 1 MiB rest is split off too (the native allocator would hand
+  // out the whole 15 MiB block).
+  ASSERT_TRUE(model.Allocate(2, 14 * kMiB, 0));
+  EXPECT_EQ(model.stats().allocated, 19 * kMiB);
+  EXPECT_EQ(model.LargestFreeBlock(), 1 * kMiB);
+  // 3 MiB: the free 1 MiB at the end of the mapped part grows into one more page (2 MiB lacking,
+  // one 20 MiB page), and the request takes it from there: 18 MiB stay free after it.
+  ASSERT_TRUE(model.Allocate(3, 3 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+  EXPECT_EQ(model.stats().segments, 1u);  // still one segment: it grew
+  EXPECT_EQ(model.stats().segment_allocations, 2u);
+  EXPECT_EQ(model.LargestFreeBlock(), 18 * kMiB);
+  // [22 MiB, 40 MiB) holds no whole page (pages start at 0, 20, 40 MiB): none of it can go back.
+  EXPECT_EQ(model.NonReleasable(), 18 * kMiB);
+  EXPECT_EQ(model.FreeInSegments(), 18 * kMiB);
+  model.Free(1);
+  model.Free(2);
+  model.Free(3);
+  EXPECT_EQ(model.LargestFreeBlock(), 40 * kMiB);  // merged into one block again
+  EXPECT_EQ(model.NonReleasable(), 0u);
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);  // freed pages stay mapped
+  model.EmptyCache();
+  EXPECT_EQ(model.stats().reserved, 0u);
+  EXPECT_EQ(model.stats().segments, 0u);
+  EXPECT_EQ(model.stats().reserved_peak, 40 * kMiB);
+}
+
+TEST(ExpandableSegmentsModel, LargeRequestsMapWholePagesAndPoolsAndStreamsHaveSegmentsOfTheirOwn) {
+  ExpandableSegmentsModel model;
+  ASSERT_TRUE(model.Allocate(1, 50 * kMiB, 0));  // 3 pages of 20 MiB (native: a 50 MiB segment)
+  EXPECT_EQ(model.stats().reserved, 60 * kMiB);
+  EXPECT_EQ(model.stats().segment_allocations, 3u);
+  ASSERT_TRUE(model.Allocate(2, 100 * kKiB, 0));  // small pool: a 2 MiB page of its own
+  ASSERT_TRUE(model.Allocate(3, 100 * kKiB, 7));  // another stream: another segment
+  EXPECT_EQ(model.stats().reserved, 64 * kMiB);
+  EXPECT_EQ(model.stats().segments, 3u);
+  // The 10 MiB left after the 50 MiB serves a 10 MiB request of its stream, not of another.
+  ASSERT_TRUE(model.Allocate(4, 10 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 64 * kMiB);
+  ASSERT_TRUE(model.Allocate(5, 10 * kMiB, 7));
+  EXPECT_EQ(model.stats().reserved, 84 * kMiB);
+}
+
+TEST(ExpandableSegmentsModel, UnmapsFreePagesBeforeRunningOutOfMemory) {
+  ExpandableSegmentsModel model(40 * kMiB);
+  ASSERT_TRUE(model.Allocate(1, 30 * kMiB, 0));  // 2 pages
+  model.Free(1);                                 // they stay mapped: 40 MiB reserved
+  // Another stream's 10 MiB needs a page of its own: the device is full, so stream 0's free pages
+  // are unmapped first (one retry), then it fits.
+  ASSERT_TRUE(model.Allocate(2, 10 * kMiB, 1));
+  EXPECT_EQ(model.stats().retries, 1u);
+  EXPECT_EQ(model.stats().reserved, 20 * kMiB);
+  EXPECT_EQ(model.stats().segments, 1u);
+  // 30 MiB on stream 1: its free 10 MiB grows by one page into 30 MiB.
+  ASSERT_TRUE(model.Allocate(3, 30 * kMiB, 1));
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+  EXPECT_EQ(model.FreeInSegments(), 0u);
+  // Nothing free to unmap: 2 MiB more is out of memory after one more retry.
+  EXPECT_FALSE(model.Allocate(4, 2 * kMiB, 1));
+  EXPECT_EQ(model.stats().retries, 2u);
+  EXPECT_EQ(model.stats().ooms, 1u);
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+}
+
+TEST(ExpandableSegmentsModel, UnmappedHolesAreMappedAgainBeforeTheEnd) {
+  ExpandableSegmentsModel model;
+  ASSERT_TRUE(model.Allocate(1, 40 * kMiB, 0));  // pages [0, 40 MiB)
+  ASSERT_TRUE(model.Allocate(2, 20 * kMiB, 0));  // page [40, 60 MiB)
+  model.Free(1);
+  model.EmptyCache();  // [0, 40 MiB) unmapped: a hole before the allocation
+  EXPECT_EQ(model.stats().reserved, 20 * kMiB);
+  // The hole is the smallest unmapped range that fits: 20 MiB is mapped there, at its start.
+  ASSERT_TRUE(model.Allocate(3, 20 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 40 * kMiB);
+  EXPECT_EQ(model.LargestFreeBlock(), 0u);
+  model.Free(3);
+  model.Free(2);
+  // [0, 20) and [40, 60 MiB) are free, [20, 40) unmapped between them: two blocks, not one.
+  EXPECT_EQ(model.LargestFreeBlock(), 20 * kMiB);
+  EXPECT_EQ(model.FreeInSegments(), 40 * kMiB);
+  EXPECT_EQ(model.NonReleasable(), 0u);
+}
+
+// ---- the cudaMallocAsync pool ----
+
+TEST(AsyncPoolModel, HoldsTheLiveBytesRoundedTo2MiBAtTheirHighest) {
+  AsyncPoolModel model(4 * kMiB);
+  const AllocatorModel& base = model;
+  EXPECT_FALSE(base.KnowsBlocks());
+  ASSERT_TRUE(model.Allocate(1, 1 * kMiB, 0));
+  EXPECT_EQ(model.stats().reserved, 2 * kMiB);
+  ASSERT_TRUE(model.Allocate(2, 1536 * kKiB, 0));  // 2.5 MiB live: 4 MiB
+  EXPECT_EQ(model.stats().reserved, 4 * kMiB);
+  EXPECT_EQ(model.stats().allocated, 2560 * kKiB);  // exact bytes: no rounding per request
+  model.Free(1);
+  EXPECT_EQ(model.stats().reserved, 4 * kMiB);  // the pool keeps what it took
+  model.EmptyCache();
+  EXPECT_EQ(model.stats().reserved, 2 * kMiB);  // trimmed to the live 1.5 MiB, rounded
+  // 1.5 + 3 MiB live would need 6 MiB of a 4 MiB device.
+  EXPECT_FALSE(model.Allocate(3, 3 * kMiB, 0));
+  EXPECT_EQ(model.stats().ooms, 1u);
+  EXPECT_EQ(model.stats().retries, 0u);
+  EXPECT_EQ(model.stats().reserved_peak, 4 * kMiB);
 }
 
 }  // namespace

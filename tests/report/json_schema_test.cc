@@ -37,7 +37,7 @@ const std::vector<std::string> kSections = {"summary", "peak",          "leaks",
 // duplicate key, NaN or Infinity is an error. Exit 0: all valid; 1: a document is not; 3: the
 // schema is not valid.
 constexpr char kValidator[] = R"py(
-import json, sys
+import json, os, sys
 import jsonschema
 
 def strict_object(pairs):
@@ -63,7 +63,10 @@ if sections:
     schema["$defs"]["trace"]["required"] += sections.split(",")
 if combined == "combined":
     schema["required"].append("combined")
-validator = cls(schema)
+# References to the schema's siblings (whatif.schema.json uses report.schema.json's frames) resolve
+# against its own path.
+resolver = jsonschema.RefResolver("file://" + os.path.abspath(schema_path), schema)
+validator = cls(schema, resolver=resolver)
 bad = 0
 for path in sys.argv[4:]:
     try:
@@ -109,15 +112,16 @@ std::string Join(const std::vector<std::string>& parts) {
   return out;
 }
 
-// Writes `documents` to files and validates them; ProgramRun.out says what failed, where.
-ProgramRun Validate(const std::vector<std::string>& documents,
-                    const std::vector<std::string>& required_sections = {},
-                    bool require_combined = false) {
+// Writes `documents` to files and validates them against `schema` (a path in the sources);
+// ProgramRun.out says what failed, where.
+ProgramRun ValidateAgainst(const std::string& schema, const std::vector<std::string>& documents,
+                           const std::vector<std::string>& required_sections = {},
+                           bool require_combined = false) {
   TempDir dir;
   std::vector<std::string> argv = {Python(),
                                    "-c",
                                    kValidator,
-                                   SourcePath("report/report.schema.json"),
+                                   SourcePath(schema),
                                    Join(required_sections),
                                    require_combined ? "combined" : "-"};
   for (size_t i = 0; i < documents.size(); ++i) {
@@ -128,6 +132,14 @@ ProgramRun Validate(const std::vector<std::string>& documents,
   ProgramRun run = RunProgram(argv);
   if (run.spawn_error != 0) ADD_FAILURE() << "cannot run " << argv[0];
   return run;
+}
+
+// The same against report/report.schema.json.
+ProgramRun Validate(const std::vector<std::string>& documents,
+                    const std::vector<std::string>& required_sections = {},
+                    bool require_combined = false) {
+  return ValidateAgainst("report/report.schema.json", documents, required_sections,
+                         require_combined);
 }
 
 // `gpumem report --json` with every section (and `extra` flags) on `traces`.
@@ -379,6 +391,33 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
   run = Validate({plain.out}, kSections);
   EXPECT_EQ(run.exit_code, 1) << run.out;
   EXPECT_NE(run.out.find("'summary' is a required property"), std::string::npos) << run.out;
+}
+
+// `gpumem whatif --json` on the bundled H100 traces: every allocator fitting, every allocator out
+// of memory (the OOM objects with their frames and sites), and a plain CUDA program (async only);
+// and a document with a field the schema does not name, which it must reject.
+TEST(JsonSchemaTest, WhatifOutputValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
+  const std::string plain = SourcePath("samples/traces/leak_loop-h100.trace");
+  std::vector<std::string> documents;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--device-memory", "8GiB", async},
+        std::vector<std::string>{"--device-memory", "60MiB", async},
+        std::vector<std::string>{"--device-memory", "8GiB", plain}}) {
+    std::vector<std::string> argv = {BuildPath("bin/gpumem"), "whatif", "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+    ASSERT_LE(run.exit_code, 1) << run.err;
+    ExpectOneLine(run, args[1]);
+    documents.push_back(run.out);
+  }
+  EXPECT_NE(documents[1].find("\"oom\":{"), std::string::npos);
+  const ProgramRun run = ValidateAgainst("report/whatif.schema.json", documents);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string broken = documents[0];
+  broken.insert(broken.find("\"fits\""), "\"surprise\":1,");
+  EXPECT_EQ(ValidateAgainst("report/whatif.schema.json", {broken}).exit_code, 1);
 }
 
 }  // namespace

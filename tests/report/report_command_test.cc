@@ -438,6 +438,10 @@ TEST(SizesTest, ParseSize) {
       {"6GiB", uint64_t{6} << 30},
       {"1.5GiB", uint64_t{3} << 29},
       {"1TiB", uint64_t{1} << 40},
+      {"8G", uint64_t{8} << 30},  // one letter: binary
+      {"1.5G", uint64_t{3} << 29},
+      {"512M", uint64_t{512} << 20},
+      {"64K", 64 * 1024},
       {"6GB", 6'000'000'000},
       {"1.5MB", 1'500'000},
       {"10KB", 10'000},
@@ -448,8 +452,9 @@ TEST(SizesTest, ParseSize) {
     ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
     EXPECT_EQ(*parsed, bytes) << text;
   }
-  for (const char* text : {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra",
-                           "99999999999999999999GiB", "18446744073709551616", "1..5MiB"}) {
+  for (const char* text :
+       {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra", "99999999999999999999GiB",
+        "18446744073709551616", "1..5MiB", "G", "8X"}) {
     EXPECT_FALSE(ParseSize(text).ok()) << text;
   }
 }

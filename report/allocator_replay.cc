@@ -1,0 +1,272 @@
+#include "report/allocator_replay.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "report/event_stream.h"
+#include "report/memory_space.h"
+#include "report/trace_file.h"
+
+namespace gpumem::report {
+
+const char* AllocatorKindName(AllocatorKind kind) {
+  switch (kind) {
+    case AllocatorKind::kNative:
+      return "native";
+    case AllocatorKind::kExpandable:
+      return "expandable";
+    case AllocatorKind::kAsync:
+      return "async";
+  }
+  return "native";
+}
+
+const char* AllocatorKindDescription(AllocatorKind kind) {
+  switch (kind) {
+    case AllocatorKind::kNative:
+      return "PyTorch's native caching allocator";
+    case AllocatorKind::kExpandable:
+      return "PyTorch's caching allocator with expandable_segments:True";
+    case AllocatorKind::kAsync:
+      return "the stream-ordered pool of backend:cudaMallocAsync";
+  }
+  return "";
+}
+
+bool ParseAllocatorKind(absl::string_view text, AllocatorKind* kind) {
+  for (const AllocatorKind candidate : kAllAllocators) {
+    if (text == AllocatorKindName(candidate)) {
+      *kind = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<AllocatorModel> MakeAllocatorModel(AllocatorKind kind, uint64_t device_memory) {
+  switch (kind) {
+    case AllocatorKind::kNative: {
+      NativeAllocatorConfig config;
+      config.device_memory = device_memory;
+      return std::make_unique<NativeAllocatorModel>(config);
+    }
+    case AllocatorKind::kExpandable:
+      return std::make_unique<ExpandableSegmentsModel>(device_memory);
+    case AllocatorKind::kAsync:
+      return std::make_unique<AsyncPoolModel>(device_memory);
+  }
+  return nullptr;
+}
+
+// The replay for one recording mode: one model per device, the allocations it counts by address.
+class AllocatorReplay::Candidate {
+ public:
+  Candidate(SummaryMode mode, AllocatorKind kind, uint64_t device_memory, CachedHolderOf* holders)
+      : mode_(mode), kind_(kind), device_memory_(device_memory), holders_(holders) {}
+
+  SummaryMode mode() const { return mode_; }
+
+  void Add(const MemoryEvent& event) {
+    if (SpaceOf(event) != MemorySpace::kPlain || IsPinnedHost(event)) return;
+    if (event.action() == ALLOC) {
+      Allocate(event);
+    } else if (event.action() == FREE && event.address() != 0) {
+      Free(event);
+    }
+  }
+
+  std::vector<ModelledDevice> Finish(uint64_t first_timestamp_ns, uint64_t last_timestamp_ns) {
+    std::vector<ModelledDevice> out;
+    for (auto& [device, state] : devices_) {
+      ModelledDevice& result = state.result;
+      result.device = device;
+      result.stats = state.model->stats();
+      result.knows_blocks = state.model->KnowsBlocks();
+      result.timeline = SampleTimeline(state.timeline.Points(), first_timestamp_ns,
+                                       last_timestamp_ns, kFragmentationSamples);
+      out.push_back(std::move(result));
+    }
+    std::stable_partition(out.begin(), out.end(),
+                          [](const ModelledDevice& device) { return device.device >= 0; });
+    return out;
+  }
+
+ private:
+  struct Live {
+    uint64_t size = 0;
+    uint64_t stack_id = 0;
+    int32_t device = 0;
+    bool replayed = false;  // served by the model, else outside it
+  };
+  struct DeviceState {
+    std::unique_ptr<AllocatorModel> model;
+    ModelledDevice result;
+    BucketedTimeline timeline;
+    uint64_t outside = 0;     // live bytes not replayed
+    uint64_t peak_noted = 0;  // the highest reserved so far
+  };
+
+  DeviceState& StateOf(int32_t device) {
+    DeviceState& state = devices_[device];
+    if (!state.model) state.model = MakeAllocatorModel(kind_, device_memory_);
+    return state;
+  }
+
+  void Allocate(const MemoryEvent& event) {
+    DeviceState& state = StateOf(event.device());
+    const bool replayed = CountedInMode(mode_, event, (*holders_)(event.stack_id()));
+    if (!replayed) {
+      state.outside += event.size();
+      state.result.outside_peak = std::max(state.result.outside_peak, state.outside);
+      live_[event.address()] = Live{event.size(), event.stack_id(), event.device(), false};
+      return;
+    }
+    if (state.result.oom) return;  // the program died there
+    AllocatorModel& model = *state.model;
+    if (!model.Allocate(event.address(), event.size(), event.stream())) {
+      state.result.oom = OomOf(event);
+      return;
+    }
+    ++state.result.allocations;
+    live_[event.address()] = Live{event.size(), event.stack_id(), event.device(), true};
+    const AllocatorModelStats& stats = model.stats();
+    if (stats.reserved > state.peak_noted) NotePeak(state, event);
+    state.timeline.Add({event.timestamp_ns(), stats.reserved, stats.allocated});
+  }
+
+  void Free(const MemoryEvent& event) {
+    auto it = live_.find(event.address());
+    if (it == live_.end()) return;
+    const Live live = it->second;
+    live_.erase(it);
+    DeviceState& state = StateOf(live.device);
+    if (!live.replayed) {
+      state.outside -= std::min(state.outside, live.size);
+      return;
+    }
+    if (state.result.oom) return;
+    state.model->Free(event.address());
+    const AllocatorModelStats& stats = state.model->stats();
+    state.timeline.Add({event.timestamp_ns(), stats.reserved, stats.allocated});
+  }
+
+  void NotePeak(DeviceState& state, const MemoryEvent& event) {
+    const AllocatorModel& model = *state.model;
+    ModelledDevice& result = state.result;
+    result.peak_seq = event.seq();
+    result.peak_timestamp_ns = event.timestamp_ns();
+    state.peak_noted = model.stats().reserved;
+    result.allocated_at_peak = model.stats().allocated;
+    result.non_releasable_at_peak = model.NonReleasable();
+    result.largest_free_at_peak = model.LargestFreeBlock();
+    result.free_in_segments_at_peak = model.FreeInSegments();
+  }
+
+  ModelledOom OomOf(const MemoryEvent& event) const {
+    ModelledOom oom;
+    oom.seq = event.seq();
+    oom.timestamp_ns = event.timestamp_ns();
+    oom.size = event.size();
+    oom.stream = event.stream();
+    oom.stack_id = event.stack_id();
+    absl::flat_hash_map<uint64_t, Tally> by_stack;
+    for (const auto& [address, live] : live_) {
+      if (!live.replayed || live.device != event.device()) continue;
+      oom.live.Add(live.size);
+      by_stack[live.stack_id].Add(live.size);
+    }
+    for (const auto& [stack_id, tally] : by_stack) oom.live_sites.push_back({stack_id, tally});
+    std::sort(oom.live_sites.begin(), oom.live_sites.end(),
+              [](const SiteTally& a, const SiteTally& b) {
+                return a.tally.bytes != b.tally.bytes ? a.tally.bytes > b.tally.bytes
+                                                      : a.stack_id < b.stack_id;
+              });
+    return oom;
+  }
+
+  SummaryMode mode_;
+  AllocatorKind kind_;
+  uint64_t device_memory_;
+  CachedHolderOf* holders_;
+  std::map<int32_t, DeviceState> devices_;
+  absl::flat_hash_map<uint64_t, Live> live_;  // by address
+};
+
+AllocatorReplay::AllocatorReplay(AllocatorKind kind, uint64_t device_memory,
+                                 HolderOfStack holder_of)
+    : holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
+      candidates_([this, kind, device_memory](SummaryMode mode) {
+        return std::make_unique<Candidate>(mode, kind, device_memory, holders_.get());
+      }),
+      kind_(kind),
+      device_memory_(device_memory) {}
+
+AllocatorReplay::~AllocatorReplay() = default;
+
+void AllocatorReplay::Add(const MemoryEvent& event) {
+  if (!any_event_) first_timestamp_ns_ = event.timestamp_ns();
+  any_event_ = true;
+  last_timestamp_ns_ = std::max(last_timestamp_ns_, event.timestamp_ns());
+  candidates_.Add(event, *holders_,
+                  [&event](std::unique_ptr<Candidate>& candidate) { candidate->Add(event); });
+}
+
+AllocatorReplayResult AllocatorReplay::Finish() {
+  AllocatorReplayResult result;
+  result.kind = kind_;
+  result.device_memory = device_memory_;
+  result.mode = candidates_.detector().mode();
+  result.devices = candidates_.Chosen()->Finish(first_timestamp_ns_, last_timestamp_ns_);
+  return result;
+}
+
+std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
+                                                           const std::vector<AllocatorKind>& kinds,
+                                                           uint64_t device_memory) {
+  std::vector<std::unique_ptr<AllocatorReplay>> replays;
+  for (const AllocatorKind kind : kinds) {
+    replays.push_back(std::make_unique<AllocatorReplay>(kind, device_memory, HoldersOfTrace(file)));
+  }
+  StreamMemoryEventsBySeq(file, [&replays](const MemoryEvent& event) {
+    for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->Add(event);
+  });
+  std::vector<AllocatorReplayResult> results;
+  for (const std::unique_ptr<AllocatorReplay>& replay : replays)
+    results.push_back(replay->Finish());
+  return results;
+}
+
+absl::StatusOr<AllocatorReplayResult> ReplayThroughAllocator(const std::string& path,
+                                                             AllocatorKind kind,
+                                                             uint64_t device_memory) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  if (!file.ok()) return file.status();
+  return std::move(ReplayThroughAllocators(**file, {kind}, device_memory).front());
+}
+
+absl::StatusOr<std::vector<uint64_t>> SmallestFit(const std::string& path, AllocatorKind kind,
+                                                  const AllocatorReplayResult& unlimited) {
+  std::vector<uint64_t> fits;
+  for (const ModelledDevice& device : unlimited.devices) {
+    // In steps: `high` fits (the unlimited replay never asked for more), `low` does not.
+    uint64_t high = (device.stats.reserved_peak + kFitSearchStep - 1) / kFitSearchStep;
+    uint64_t low = 0;
+    while (high > 0 && high - low > 1) {
+      const uint64_t middle = low + (high - low) / 2;
+      absl::StatusOr<AllocatorReplayResult> probe =
+          ReplayThroughAllocator(path, kind, middle * kFitSearchStep);
+      if (!probe.ok()) return probe.status();
+      const auto same = std::find_if(
+          probe->devices.begin(), probe->devices.end(),
+          [&device](const ModelledDevice& other) { return other.device == device.device; });
+      const bool fit = same == probe->devices.end() || !same->oom.has_value();
+      (fit ? high : low) = middle;
+    }
+    fits.push_back(high * kFitSearchStep);
+  }
+  return fits;
+}
+
+}  // namespace gpumem::report
