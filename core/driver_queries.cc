@@ -96,7 +96,10 @@ void SetLoader(const LoaderFunctions& loader) {
   g_dlopen.store(loader.dlopen, std::memory_order_release);
 }
 
-int CurrentDevice() { return ContextDevice(nullptr); }
+int CurrentDevice() {
+  self_timing::Scope timing(self_timing::kDeviceQuery);
+  return ContextDevice(nullptr);
+}
 
 int ContextDevice(void* context) {
   CUdevice device = -1;

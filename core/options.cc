@@ -82,7 +82,8 @@ void LoadRecorderOptions(RecorderOptions* options) {
                                Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},
                                Switch{"GPUMEM_CUPTI_POOLS", &options->cupti_pools, "0"},
                                Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
-                               Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"}}) {
+                               Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},
+                               Switch{"GPUMEM_BENCH_TOGGLE", &options->bench_toggle, "0"}}) {
     if (const char* v = getenv(option.name); v != nullptr && !ParseBool(v, option.value)) {
       Warn(option.name, " must be 0 or 1; using ", option.fallback);
     }

@@ -15,10 +15,10 @@ struct Total {
 };
 Total g_totals[kPhaseCount];
 
-constexpr const char* kNames[kPhaseCount] = {"native stack",    "Python frames", "stack lookup",
-                                             "memory event",    "launch event",  "kernel lookup",
-                                             "pointer scan",    "pool query",    "sink write",
-                                             "allocation hook", "free hook",     "launch hook"};
+constexpr const char* kNames[kPhaseCount] = {
+    "native stack",    "Python frames", "stack lookup", "memory event", "launch event",
+    "kernel lookup",   "pointer scan",  "pool query",   "device query", "sink write",
+    "allocation hook", "free hook",     "launch hook"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 std::atomic<uint64_t> g_counts[kCounterCount];

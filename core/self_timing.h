@@ -19,6 +19,7 @@ enum Phase : int {
   kKernelLookup,  // part of a launch event: the kernel's name and parameter layout
   kPointerScan,   // part of a launch event: its parameters searched for device pointers
   kPoolQuery,     // asking a memory pool its size
+  kDeviceQuery,   // asking the driver the current device (part of a hook, outside the events)
   kSinkWrite,     // copying a packet into the trace file's mapping (page faults included); part
                   // of the event phases' time
   // Everything a hook does to record one call, the phases above included (not the real call):
@@ -29,8 +30,9 @@ enum Phase : int {
 };
 // The phases that contain others: printed apart, not added to the sum.
 constexpr bool IsOuterPhase(int phase) {
-  return phase == kSinkWrite || phase == kKernelLookup || phase == kPointerScan ||
-         phase == kAllocationHook || phase == kFreeHook || phase == kLaunchHook;
+  return phase == kSinkWrite || phase == kDeviceQuery || phase == kKernelLookup ||
+         phase == kPointerScan || phase == kAllocationHook || phase == kFreeHook ||
+         phase == kLaunchHook;
 }
 
 // Events counted without a time.

@@ -43,6 +43,7 @@ CuptiFunctions g_cupti;
 std::atomic_flag g_subscription_lock = ATOMIC_FLAG_INIT;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 bool g_pool_records = false;
+bool g_launch_callbacks = false;  // whether the launch APIs' callbacks were enabled too
 bool g_kernel_records = false;
 std::atomic<bool> g_activity_registered{false};
 std::atomic<bool> g_stopped{false};
@@ -177,6 +178,7 @@ CuptiState Start(const StartConfig& config) {
   }
   g_cupti = f;
   g_subscriber = subscriber;
+  g_launch_callbacks = config.launches;
   g_started_pid = getpid();
 
   // 4. Activity records: memory pools always, kernel execution times when asked for.
@@ -268,6 +270,16 @@ void YieldSubscription(const void* callback, const char* name) {
   Report(CuptiState::kOtherSubscriber, detail, false);
   --t_hook_depth;
   errno = saved_errno;
+}
+
+void SetCallbacksEnabled(bool enabled) {
+  if (g_subscriber == nullptr || g_cupti.enable_callback == nullptr) return;
+  ++t_hook_depth;
+  for (CUpti_CallbackId cbid : kDriverCallbacks) {
+    if (IsLaunchCallback(cbid) && !g_launch_callbacks) continue;
+    g_cupti.enable_callback(enabled ? 1 : 0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  }
+  --t_hook_depth;
 }
 
 void Stop() {

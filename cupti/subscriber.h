@@ -27,6 +27,10 @@ void Stop();
 // cuptiSubscribe_v2 (cupti/entry.cc) before they forward the call. No-op when gpumem holds nothing.
 void YieldSubscription(const void* callback, const char* name);
 
+// Turns the driver callbacks gpumem enabled off and on again (benchmarks: a paused recorder,
+// recorder::SetPausedForBenchmark, leaves CUPTI's cost out too). No-op without a subscription.
+void SetCallbacksEnabled(bool enabled);
+
 struct StartConfig {
   bool cupti = true;          // GPUMEM_CUPTI
   bool kernel_times = false;  // GPUMEM_KERNEL_TIMES

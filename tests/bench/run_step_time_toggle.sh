@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Step time of samples/pytorch/train_mlp.py with gpumem recording against without, measured inside
+# one process (GPU only): under GPUMEM_BENCH_TOGGLE=1 the script pauses and resumes recording
+# (gpumem_bench_set_recording) at each 25-step window, in the order off on on off ..., so each
+# adjacent pair of windows holds one of each and a drift of the machine cancels. What differs
+# between processes (where the kernel placed memory, which cores, the VM's neighbours: ±20 % per
+# process on the H100 machine, tests/bench/run_step_time.sh) is the same for both halves of a pair.
+# A paused gpumem still has its hooks in place (each forwards at once) and its CUPTI callbacks
+# off; what that leaves is measured by run_step_time.sh's `disabled` arm.
+# Prints the median over all pairs of every process of (window with recording / window without),
+# for wall time and for all threads' CPU time, and the same for an A/A control run (both windows
+# paused: the method's own bias; GPUMEM_BENCH_TOGGLE_AA=1).
+# Usage: tests/bench/run_step_time_toggle.sh [BUILD_DIR] [PROCESSES] [STEPS] [OUT_DIR]
+set -euo pipefail
+build=${1:-build}
+processes=${2:-5}
+steps=${3:-1001}
+out=${4:-$(mktemp -d)}
+python=${PYTHON:-python3}
+source "$(dirname "$0")/pin.sh"
+mkdir -p "$out"
+: >"$out/toggle.txt"
+: >"$out/toggle_aa.txt"
+run() {
+  env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync GPUMEM_BENCH_TOGGLE=1 "$@" \
+    LD_PRELOAD="$PWD/$build/lib/libgpumem.so" PYTHONPATH="$PWD/$build/lib/python" \
+    GPUMEM_OUTPUT="$out/toggle.trace" "${pin[@]}" $python samples/pytorch/train_mlp.py "$steps" | tail -1
+}
+for ((i = 0; i < processes; i++)); do
+  run >>"$out/toggle.txt"
+  run GPUMEM_BENCH_TOGGLE_AA=1 >>"$out/toggle_aa.txt"
+done
+rm -f "$out/toggle.trace"
+$python - "$out" "$processes" "$steps" "${pin[*]:-unpinned}" <<'PY'
+import json, statistics, sys
+out, processes, steps, pin = sys.argv[1:5]
+print(f"step_time_toggle: train_mlp.py, backend:cudaMallocAsync, {processes} processes x {steps} steps, "
+      f"windows of 25 steps, off/on in ABBA order, {pin}; ratio = median over pairs of on / off")
+for name, label in (("toggle", "recording (stacks on every allocation and launch)"),
+                    ("toggle_aa", "A/A control (both windows paused)")):
+    runs = [json.loads(line) for line in open(f"{out}/{name}.txt")]
+    if not runs or "toggle_pairs" not in runs[0]:
+        print(f"  {label}: no toggle figures (is GPUMEM_BENCH_TOGGLE honoured?)")
+        continue
+    wall = [r for run in runs for r in run["toggle_wall_ratios"]]
+    cpu = [r for run in runs for r in run["toggle_cpu_ratios"]]
+    per_process = " ".join(f"{statistics.median(run['toggle_wall_ratios']):.3f}" for run in runs)
+    print(f"  {label}: {len(wall)} pairs; wall ratio {statistics.median(wall):.3f} "
+          f"(per process {per_process}); all threads' CPU ratio {statistics.median(cpu):.3f}")
+PY
