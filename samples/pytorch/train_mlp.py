@@ -13,13 +13,14 @@ PYTORCH_CUDA_ALLOC_CONF. Under `backend:cudaMallocAsync` PyTorch leaves the allo
 """
 
 import ctypes
-import json
 import os
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from harness import memory_report  # noqa: F401 (leak_train.py takes it from here too)
 
 BATCH = 64
 INPUTS = 512
@@ -46,21 +47,6 @@ def make_batch(step, device):
     x = torch.randn(BATCH, INPUTS, generator=generator)
     y = torch.randint(0, CLASSES, (BATCH,), generator=generator)
     return x.to(device), y.to(device)
-
-
-def memory_report(**extra):
-    stats = torch.cuda.memory_stats()
-    report = {
-        "allocation.all.allocated": stats.get("allocation.all.allocated", 0),
-        "allocation.all.freed": stats.get("allocation.all.freed", 0),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-        "num_alloc_retries": stats.get("num_alloc_retries", 0),
-        "allocator_backend": torch.cuda.get_allocator_backend(),
-        "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-    }
-    report.update(extra)
-    return json.dumps(report, sort_keys=True)
 
 
 def recording_switch():

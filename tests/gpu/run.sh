@@ -70,6 +70,41 @@ record() {
   PYTHONUNBUFFERED=1 $python "$kernels" 15 --profile 5 15 >"$out/profiler_reference.json" \
     2>"$out/profiler_reference.err"
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
+  allocators "$out"
+}
+
+# Allocator replay (issue 6): three training scripts recorded at tensor level by `gpumem record
+# --tensors` and under PyTorch's default allocator (the segments it really reserved), and two of
+# them capped with set_per_process_memory_fraction at the smallest limit `gpumem whatif` says
+# they fit in, and 2 MiB below it: the analyzer runs here, since the caps depend on its answer.
+gpumem_here() { LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$build/bin/gpumem" "$@"; }
+allocators() {
+  local out=$1 script name
+  for script in train_mlp train_cnn train_transformer; do
+    name=alloc_${script}_tensors
+    rm -rf "${out:?}/$name" && mkdir -p "$out/$name"
+    PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors -o "$out/$name/$name.trace" -- \
+      env -u LD_LIBRARY_PATH $python samples/pytorch/$script.py 10 >"$out/$name/stdout" \
+      2>"$out/$name/stderr"
+    echo $? >"$out/$name/exit_code"
+    echo "$name: exit $(cat "$out/$name/exit_code")"
+    record_one alloc_${script}_default "$out" PYTORCH_CUDA_ALLOC_CONF= -- \
+      $python samples/pytorch/$script.py 10
+  done
+  for script in train_cnn train_transformer; do
+    local trace=$out/alloc_${script}_tensors/alloc_${script}_tensors.trace
+    gpumem_here whatif --json --allocator native --device-memory 80GiB "$trace" \
+      >"$out/alloc_${script}_whatif.json"
+    local smallest=$($python -c "import json,sys; print(json.load(open(sys.argv[1]))['allocators'][0]['devices'][0]['smallest_fit_bytes'])" "$out/alloc_${script}_whatif.json")
+    local below=$((smallest - 2 * 1024 * 1024))
+    gpumem_here whatif --json --allocator native --device-memory "$below" "$trace" \
+      >"$out/alloc_${script}_whatif_below.json"
+    PYTORCH_CUDA_ALLOC_CONF= $python samples/pytorch/$script.py 10 --memory-limit "$smallest" \
+      >"$out/alloc_${script}_cap_fit.txt" 2>&1
+    PYTORCH_CUDA_ALLOC_CONF= $python samples/pytorch/$script.py 10 --memory-limit "$below" \
+      >"$out/alloc_${script}_cap_below.txt" 2>&1
+    echo "$script: smallest fit $smallest bytes; capped runs: $(tail -1 "$out/alloc_${script}_cap_fit.txt" | cut -c1-60)... / $(tail -1 "$out/alloc_${script}_cap_below.txt" | cut -c1-60)..."
+  done
 }
 
 # The benchmarks, into OUT_DIR/step_time.txt and OUT_DIR/bench.txt: apart from `record`, so that
@@ -174,6 +209,9 @@ check() {
   grep -q "caught torch.OutOfMemoryError" "$out/torch_oom/stdout" && [[ $(cat "$out/torch_oom/exit_code") == 0 ]] ||
     fail "torch_oom: $(cat "$out/torch_oom/stdout" "$out/torch_oom/stderr" | tail -3)"
   counts "$out/torch_oom" | grep -E 'alloc_failed' | sed 's/^/   /'
+
+  echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
+  $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null

@@ -1,0 +1,67 @@
+"""What the training samples share: PyTorch's own memory figures as one JSON line, an optional cap
+on the caching allocator (--memory-limit), and a step loop that reports an out-of-memory error
+instead of dying of it, so `gpumem whatif` can be checked against what really happened.
+"""
+
+import json
+import os
+import re
+import sys
+import traceback
+
+import torch
+
+
+def memory_report(**extra):
+    """torch.cuda.memory_stats() figures, the allocator backend and its settings, as JSON."""
+    stats = torch.cuda.memory_stats()
+    report = {
+        "allocation.all.allocated": stats.get("allocation.all.allocated", 0),
+        "allocation.all.freed": stats.get("allocation.all.freed", 0),
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "num_alloc_retries": stats.get("num_alloc_retries", 0),
+        "num_ooms": stats.get("num_ooms", 0),
+        "allocator_backend": torch.cuda.get_allocator_backend(),
+        "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+    }
+    report.update(extra)
+    return json.dumps(report, sort_keys=True)
+
+
+def option(argv, name, default=None, kind=str):
+    """The value after `name` in argv, or the default."""
+    return kind(argv[argv.index(name) + 1]) if name in argv else default
+
+
+def steps_argument(argv, default):
+    return int(argv[1]) if len(argv) > 1 and not argv[1].startswith("-") else default
+
+
+def apply_memory_limit(argv):
+    """--memory-limit BYTES: torch.cuda.set_per_process_memory_fraction(BYTES / total memory),
+    the cap `gpumem whatif --device-memory BYTES` models. Returns the limit, or None."""
+    limit = option(argv, "--memory-limit", kind=int)
+    if limit is not None:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(limit / total)
+    return limit
+
+
+def run_steps(train_step, steps, script):
+    """Runs train_step(0..steps-1); on torch.OutOfMemoryError stops and describes it: the step,
+    the bytes PyTorch tried to allocate, and the innermost line of `script` in the traceback."""
+    for step in range(steps):
+        try:
+            train_step(step)
+        except torch.OutOfMemoryError as error:
+            message = (str(error).splitlines() or [""])[0]
+            match = re.search(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB)", message)
+            scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+            requested = round(float(match.group(1)) * scale[match.group(2)]) if match else None
+            lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+                     if os.path.basename(frame.filename) == os.path.basename(script)]
+            return {"oom": True, "oom_step": step, "oom_requested_bytes": requested,
+                    "oom_line": lines[-1] if lines else None, "oom_message": message}
+    torch.cuda.synchronize()
+    return {"oom": False}

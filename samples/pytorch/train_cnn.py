@@ -1,0 +1,56 @@
+"""train_cnn: a small deterministic convolutional network trained on random images.
+
+Usage: python3 train_cnn.py [STEPS] [--memory-limit BYTES]   (default 10; needs a CUDA device)
+
+Fixed seed, fixed shapes, cuDNN in deterministic mode without autotuning, so two runs ask for the
+same tensors (cuDNN may still pick workspaces by free memory: compare the runs' figures before
+trusting that). The last line of output is one JSON object with PyTorch's own memory figures and,
+when --memory-limit capped the allocator and it ran out, where.
+"""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from harness import apply_memory_limit, memory_report, run_steps, steps_argument
+
+BATCH = 32
+CLASSES = 10
+
+
+def make_training(device):
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(128 * 16 * 16, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, CLASSES),
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def train_step(step):
+        generator = torch.Generator().manual_seed(step)
+        x = torch.randn(BATCH, 3, 64, 64, generator=generator).to(device)
+        y = torch.randint(0, CLASSES, (BATCH,), generator=generator).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)  # line: forward
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def main():
+    steps = steps_argument(sys.argv, 10)
+    limit = apply_memory_limit(sys.argv)
+    outcome = run_steps(make_training(torch.device("cuda")), steps, __file__)
+    print(memory_report(steps=steps, memory_limit=limit, **outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""train_transformer: a small deterministic transformer encoder trained as a language model on
+random tokens.
+
+Usage: python3 train_transformer.py [STEPS] [--memory-limit BYTES]   (default 10; CUDA device)
+
+Fixed seed and shapes, AdamW (its state appears at the first step), math attention kernels: two
+runs ask for the same tensors. The last line of output is one JSON object with PyTorch's own
+memory figures and, when --memory-limit capped the allocator and it ran out, where.
+"""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from harness import apply_memory_limit, memory_report, run_steps, steps_argument
+
+VOCAB = 4096
+MODEL = 256
+HEADS = 4
+LAYERS = 2
+BATCH = 16
+SEQUENCE = 128
+
+
+def make_training(device):
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(VOCAB, MODEL).to(device)
+    layer = torch.nn.TransformerEncoderLayer(MODEL, HEADS, dim_feedforward=4 * MODEL, dropout=0.0,
+                                             batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
+    head = torch.nn.Linear(MODEL, VOCAB).to(device)
+    params = list(embedding.parameters()) + list(encoder.parameters()) + list(head.parameters())
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(SEQUENCE, device=device)
+
+    def train_step(step):
+        generator = torch.Generator().manual_seed(step)
+        tokens = torch.randint(0, VOCAB, (BATCH, SEQUENCE + 1), generator=generator).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        hidden = encoder(embedding(tokens[:, :-1]), mask=mask, is_causal=True)
+        loss = F.cross_entropy(head(hidden).reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def main():
+    steps = steps_argument(sys.argv, 10)
+    limit = apply_memory_limit(sys.argv)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        outcome = run_steps(make_training(torch.device("cuda")), steps, __file__)
+    print(memory_report(steps=steps, memory_limit=limit, **outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
