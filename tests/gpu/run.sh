@@ -5,6 +5,7 @@
 #                                     (needs only build/ and the real CUDA libraries: no protobuf)
 #   tests/gpu/run.sh bench OUT_DIR    the benchmarks (step time, costs per event, the analyzer)
 #                                     into OUT_DIR/step_time.txt and OUT_DIR/bench.txt
+#   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
 #   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
@@ -96,14 +97,15 @@ allocators() {
     gpumem_here whatif --json --allocator native --device-memory 80GiB "$trace" \
       >"$out/alloc_${script}_whatif.json"
     local smallest=$($python -c "import json,sys; print(json.load(open(sys.argv[1]))['allocators'][0]['devices'][0]['smallest_fit_bytes'])" "$out/alloc_${script}_whatif.json")
-    local below=$((smallest - 2 * 1024 * 1024))
-    gpumem_here whatif --json --allocator native --device-memory "$below" "$trace" \
-      >"$out/alloc_${script}_whatif_below.json"
-    PYTORCH_CUDA_ALLOC_CONF= $python samples/pytorch/$script.py 10 --memory-limit "$smallest" \
-      >"$out/alloc_${script}_cap_fit.txt" 2>&1
-    PYTORCH_CUDA_ALLOC_CONF= $python samples/pytorch/$script.py 10 --memory-limit "$below" \
-      >"$out/alloc_${script}_cap_below.txt" 2>&1
-    echo "$script: smallest fit $smallest bytes; capped runs: $(tail -1 "$out/alloc_${script}_cap_fit.txt" | cut -c1-60)... / $(tail -1 "$out/alloc_${script}_cap_below.txt" | cut -c1-60)..."
+    # At the smallest fit S and 2 MiB under it (the boundary), and at 3/4 S and 5/4 S (clear cases).
+    local cap
+    for cap in $smallest $((smallest - 2 * 1024 * 1024)) $((smallest / 4 * 3)) $((smallest / 4 * 5)); do
+      gpumem_here whatif --json --allocator native --device-memory "$cap" "$trace" \
+        >"$out/alloc_${script}_whatif_$cap.json"
+      PYTORCH_CUDA_ALLOC_CONF= $python samples/pytorch/$script.py 10 --memory-limit "$cap" \
+        >"$out/alloc_${script}_cap_$cap.txt" 2>&1
+      echo "$script capped at $cap: $(tail -1 "$out/alloc_${script}_cap_$cap.txt" | grep -o '"oom": [a-z]*')"
+    done
   done
 }
 
@@ -224,6 +226,7 @@ case ${1:-all} in
   record) record "$2" ;;
   bench) bench "$2" ;;
   check) check "$2" ;;
+  allocators) allocators "$2" ;;
   all)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     out=$(mktemp -d)
