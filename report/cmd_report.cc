@@ -984,9 +984,12 @@ int RunReport(const std::vector<std::string>& args) {
     }
     if (options.allocator_given && findings.summary &&
         findings.summary->mode != SummaryMode::kTensors) {
-      PrintError(absl::StrCat(path, ": --allocator needs a tensor-level trace (gpumem record "
-                              "--tensors); this one was recorded at ",
-                              SummaryModeName(findings.summary->mode), " level"));
+      PrintError(absl::StrCat(
+          path, ": --allocator needs a tensor-level trace (gpumem record --tensors); ",
+          findings.summary->mode == SummaryMode::kSegments
+              ? "this one was recorded under PyTorch's caching allocator, whose reserved rows "
+                "are measured"
+              : "this one has no PyTorch allocator in its stacks"));
       ok = false;
       continue;
     }
