@@ -180,9 +180,9 @@ void NativeAllocatorModel::Place(uint64_t id, uint64_t segment_id, uint64_t offs
   block.allocated = true;
   ++segment.allocated_blocks;
   CountAllocated(block.size, requested);  // an unsplit block counts whole, as PyTorch counts it
-  pool_stats_.inactive_split_bytes.Change(static_cast<int64_t>(split ? remaining : 0) -
-                                              static_cast<int64_t>(was_split ? free_size : 0),
-                                          small);
+  pool_stats_.inactive_split_bytes.Change(
+      static_cast<int64_t>(split ? remaining : 0) - static_cast<int64_t>(was_split ? free_size : 0),
+      small);
   pool_stats_.inactive_split.Change(int64_t{split} - int64_t{was_split}, small);
   if (block.size >= config_.max_split_size) pool_stats_.oversize_allocations.Increase(1, small);
   allocations_[id] = Allocation{segment_id, offset, requested};

@@ -21,7 +21,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,10 +50,10 @@ struct ModelledOom {
 
 struct ModelledDevice {
   int32_t device = 0;
-  uint64_t device_memory = 0;  // what the model was given
-  AllocatorModelStats stats;   // at the end, or at the out-of-memory error
+  uint64_t device_memory = 0;     // what the model was given
+  AllocatorModelStats stats;      // at the end, or at the out-of-memory error
   AllocatorPoolStats pool_stats;  // the same moment, as torch.cuda.memory_stats() keeps them
-  bool knows_blocks = true;   // AllocatorModel::KnowsBlocks()
+  bool knows_blocks = true;       // AllocatorModel::KnowsBlocks()
   // At the (first) highest reserved: when, and the blocks then.
   uint64_t peak_seq = 0;
   uint64_t peak_timestamp_ns = 0;

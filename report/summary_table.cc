@@ -501,12 +501,16 @@ void SummaryAnalysis::StartModel() {
 
 void SummaryAnalysis::Add(const MemoryEvent& event) {
   if (model_choice_ != SummaryModelChoice::kNone) StartModel();
-  // Only the tensors and the frees go to the model: the replay then decides on kTensors as soon
-  // as it sees one, and on other traces it has nothing to replay.
-  if (replay_ && (event.action() == FREE ||
-                  (event.action() == ALLOC &&
-                   CountedInMode(SummaryMode::kTensors, event, (*holders_)(event.stack_id()))))) {
-    replay_->Add(event);
+  // Only the tensors, and the frees once there is a tensor they could free, go to the model: the
+  // replay then decides on kTensors as soon as it sees one, and other traces cost it nothing.
+  if (replay_) {
+    if (event.action() == ALLOC &&
+        CountedInMode(SummaryMode::kTensors, event, (*holders_)(event.stack_id()))) {
+      tensor_replayed_ = true;
+      replay_->Add(event);
+    } else if (event.action() == FREE && tensor_replayed_) {
+      replay_->Add(event);
+    }
   }
   // First the detector: a mode it rules out is dropped before the event is counted.
   candidates_.Add(event, *holders_, [](std::unique_ptr<Builder>&) {});
@@ -612,8 +616,8 @@ std::optional<SummaryModel> ChooseSummaryModel(
     constexpr uint64_t kMaxMegabytes = uint64_t{1} << 40;
     uint64_t megabytes = 0;
     if (absl::SimpleAtoi(it->second, &megabytes)) {
-      megabytes = std::clamp<uint64_t>(megabytes, NativeAllocatorModel::kLargeBuffer >> 20,
-                                       kMaxMegabytes);
+      megabytes =
+          std::clamp<uint64_t>(megabytes, NativeAllocatorModel::kLargeBuffer >> 20, kMaxMegabytes);
       model.max_split_size = megabytes << 20;
       taken.push_back(model.kind == AllocatorKind::kNative
                           ? absl::StrCat("max_split_size_mb:", megabytes)
@@ -685,8 +689,9 @@ void AppendModelNotes(const SummaryModel& model, const DeviceSummary& device,
   }
   if (model.chosen) {
     notes->push_back(
-        {{}, absl::StrCat("the model was chosen with --allocator ", AllocatorKindName(model.kind),
-                          " (native, expandable, or none for n/a)")});
+        {{},
+         absl::StrCat("the model was chosen with --allocator ", AllocatorKindName(model.kind),
+                      " (native, expandable, or none for n/a)")});
   }
   std::string reserved =
       native ? "modelled: the segments the native allocator would have cudaMalloc'd for these "
@@ -703,13 +708,13 @@ void AppendModelNotes(const SummaryModel& model, const DeviceSummary& device,
   notes->push_back({{kReservedMemory, kReservedSegments}, std::move(reserved)});
   notes->push_back(
       {{kNonReleasableMemory, kNonReleasableAllocs},
-       native ? "modelled: free blocks inside segments that also hold tensors (PyTorch's "
-                "inactive split blocks), which empty_cache cannot give back"
-              : absl::StrCat("modelled: 0, as PyTorch reports it: it leaves expandable segments "
-                             "out of these statistics (their whole free pages can be "
-                             "unmapped); free pieces of pages, which cannot, came to ",
-                             FormatBytes(modelled.non_releasable_at_peak),
-                             " at the reserved peak")});
+       native
+           ? "modelled: free blocks inside segments that also hold tensors (PyTorch's "
+             "inactive split blocks), which empty_cache cannot give back"
+           : absl::StrCat("modelled: 0, as PyTorch reports it: it leaves expandable segments "
+                          "out of these statistics (their whole free pages can be "
+                          "unmapped); free pieces of pages, which cannot, came to ",
+                          FormatBytes(modelled.non_releasable_at_peak), " at the reserved peak")});
   std::string oversize;
   if (!max_split_set) {
     oversize = "modelled: 0: max_split_size_mb was not set, so no block is oversize";
@@ -881,10 +886,9 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
   }
   if (device.ooms > 0 || device.retries > 0) {
     // With a model the header lines are the model's: the trace's own failures are told here.
-    std::string text = device.model ? absl::StrCat(
-                                          "the trace's own, not in the lines above: ",
-                                          Plural(device.ooms, "OOM", "OOMs"), " and ",
-                                          Plural(device.retries, "retry", "retries"), " ")
+    std::string text = device.model ? absl::StrCat("the trace's own, not in the lines above: ",
+                                                   Plural(device.ooms, "OOM", "OOMs"), " and ",
+                                                   Plural(device.retries, "retry", "retries"), " ")
                                     : std::string();
     absl::StrAppend(&text,
                     "from the out-of-memory failures in the trace: one followed by another "
@@ -949,8 +953,8 @@ void AppendRow(const SummaryRow& row, char marker, const char* name, const Summa
     cells[2] = Cell(row, stat->allocated, reference->allocated);
     cells[3] = Cell(row, stat->freed, reference->freed);
   }
-  absl::StrAppend(out, Boxed(absl::StrFormat("%c%-21s | %s | %s | %s | %s ", marker, name,
-                                             cells[0], cells[1], cells[2], cells[3])));
+  absl::StrAppend(out, Boxed(absl::StrFormat("%c%-21s | %s | %s | %s | %s ", marker, name, cells[0],
+                                             cells[1], cells[2], cells[3])));
 }
 
 std::string NoteText(const SummaryNote& note) {
@@ -966,10 +970,10 @@ std::string DeviceText(const Summary& summary, const DeviceSummary& device) {
   const char failures_marker = Marker(device.model.has_value());
   const uint64_t ooms = device.model ? device.model->stats.ooms : device.ooms;
   const uint64_t retries = device.model ? device.model->stats.retries : device.retries;
-  absl::StrAppend(&out, Boxed(absl::StrFormat("  %9s%cCUDA OOMs: %-12d | %6s%ccudaMalloc retries: "
-                                              "%-8d  ",
-                                              "", failures_marker, ooms, "", failures_marker,
-                                              retries)));
+  absl::StrAppend(&out,
+                  Boxed(absl::StrFormat("  %9s%cCUDA OOMs: %-12d | %6s%ccudaMalloc retries: "
+                                        "%-8d  ",
+                                        "", failures_marker, ooms, "", failures_marker, retries)));
   absl::StrAppend(&out, Boxed(equals));
   absl::StrAppend(
       &out, Boxed("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "));
@@ -1041,9 +1045,8 @@ std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
                   ",\"num_ooms\":", device.ooms, ",\"num_alloc_retries\":", device.retries);
   if (summary.model && device.model) {
     const DeviceModel& model = *device.model;
-    absl::StrAppend(
-        &out, ",\"model\":{\"allocator\":\"", AllocatorKindName(summary.model->kind), "\"",
-        ",\"chosen\":", summary.model->chosen ? "true" : "false");
+    absl::StrAppend(&out, ",\"model\":{\"allocator\":\"", AllocatorKindName(summary.model->kind),
+                    "\"", ",\"chosen\":", summary.model->chosen ? "true" : "false");
     if (summary.model->max_split_size != std::numeric_limits<uint64_t>::max()) {
       absl::StrAppend(&out, ",\"max_split_size\":", summary.model->max_split_size);
     }

@@ -102,8 +102,8 @@ std::optional<SummaryModel> ChooseSummaryModel(
 // One device as the model left it: at the end, or where it ran out (the program would have died
 // there).
 struct DeviceModel {
-  uint64_t device_memory = 0;  // what the model was given: the device's total memory, if known
-  AllocatorModelStats stats;   // retries, OOMs, its own allocated bytes
+  uint64_t device_memory = 0;     // what the model was given: the device's total memory, if known
+  AllocatorModelStats stats;      // retries, OOMs, its own allocated bytes
   AllocatorPoolStats pool_stats;  // the modelled rows
   uint64_t non_releasable_at_peak = 0;  // AllocatorModel::NonReleasable() at the reserved peak
   bool ran_out = false;
@@ -271,6 +271,7 @@ class SummaryAnalysis {
   SummaryModelChoice model_choice_;
   std::optional<SummaryModel> model_;
   std::unique_ptr<AllocatorReplay> replay_;  // with a model
+  bool tensor_replayed_ = false;
   std::unique_ptr<CachedHolderOf> holders_;  // the builders point at it: it must not move
   std::unique_ptr<Tables> tables_;           // the live allocations, shared by every mode
   ModeCandidates<std::unique_ptr<Builder>> candidates_;

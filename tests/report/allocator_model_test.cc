@@ -6,8 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/summary_stats.h"
+
 namespace gpumem::report {
 namespace {
+
+using gpumem::testing::ExpectStat;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -232,23 +236,15 @@ TEST(ExpandableSegmentsModel, UnmappedHolesAreMappedAgainBeforeTheEnd) {
 
 // ---- torch.cuda.memory_stats() per pool, as CUDACachingAllocator.cpp keeps them ----
 
-void ExpectStat(const SummaryStat& stat, uint64_t current, uint64_t peak, uint64_t allocated,
-                uint64_t freed, const char* what) {
-  EXPECT_EQ(stat.current, current) << what;
-  EXPECT_EQ(stat.peak, peak) << what;
-  EXPECT_EQ(stat.allocated, allocated) << what;
-  EXPECT_EQ(stat.freed, freed) << what;
-}
-
 // Inactive split blocks (PyTorch's non-releasable memory) change by each operation's net amount:
 // a split of a whole segment adds what is left, a split of a split block takes off what is
 // allocated, a free adds its block and takes off the neighbours it merges.
 TEST(NativeAllocatorModel, KeepsReservedSegmentsAndInactiveSplitStatsPerPool) {
   NativeAllocatorModel model;
-  ASSERT_TRUE(model.Allocate(1, 512 * kKiB, 0));  // A: new 2 MiB small segment, 1.5 MiB left
-  ASSERT_TRUE(model.Allocate(2, 4 * kMiB, 0));    // B: new 20 MiB large segment, 16 MiB left
-  ASSERT_TRUE(model.Allocate(3, 1 * kMiB, 0));    // C: from the 1.5 MiB, 0.5 MiB left: -1 MiB
-  model.Free(1);                                  // A: a free block of a split segment: +0.5 MiB
+  ASSERT_TRUE(model.Allocate(1, 512 * kKiB, 0));    // A: new 2 MiB small segment, 1.5 MiB left
+  ASSERT_TRUE(model.Allocate(2, 4 * kMiB, 0));      // B: new 20 MiB large segment, 16 MiB left
+  ASSERT_TRUE(model.Allocate(3, 1 * kMiB, 0));      // C: from the 1.5 MiB, 0.5 MiB left: -1 MiB
+  model.Free(1);                                    // A: a free block of a split segment: +0.5 MiB
   ASSERT_TRUE(model.Allocate(4, 1 * kMiB + 1, 0));  // D: 1 MiB + 512 from the 16 MiB
   model.Free(2);                                    // B: +4 MiB, its neighbour D is allocated
   const AllocatorPoolStats& stats = model.pool_stats();

@@ -19,6 +19,7 @@
 #include "report/memory_holders.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
+#include "tests/support/summary_stats.h"
 #include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 
@@ -26,6 +27,7 @@ namespace gpumem::report {
 namespace {
 
 using gpumem::testing::BuildPath;
+using gpumem::testing::ExpectStat;
 using gpumem::testing::FooterPacket;
 using gpumem::testing::Framed;
 using gpumem::testing::HeaderPacket;
@@ -110,14 +112,6 @@ class Events : public testing::SyntheticEvents {
     return ComputeSummary(events_, HolderOf, model);
   }
 };
-
-void ExpectStat(const SummaryStat& stat, uint64_t current, uint64_t peak, uint64_t allocated,
-                uint64_t freed, const std::string& what) {
-  EXPECT_EQ(stat.current, current) << what;
-  EXPECT_EQ(stat.peak, peak) << what;
-  EXPECT_EQ(stat.allocated, allocated) << what;
-  EXPECT_EQ(stat.freed, freed) << what;
-}
 
 const SummaryRow& Row(const std::vector<SummaryRow>& rows, const std::string& metric) {
   for (const SummaryRow& row : rows) {
@@ -271,9 +265,9 @@ TEST(SummaryTensors, ModelledRowsComeFromTheNativeModelAndAreMarked) {
   for (const SummaryRow& row : rows) {
     if (row.modelled) modelled.push_back(row.metric);
   }
-  EXPECT_EQ(modelled, (std::vector<std::string>{
-                          "GPU reserved memory", "Non-releasable memory", "GPU reserved segments",
-                          "Non-releasable allocs", "Oversize allocations", "Oversize GPU segments"}));
+  EXPECT_EQ(modelled, (std::vector<std::string>{"GPU reserved memory", "Non-releasable memory",
+                                                "GPU reserved segments", "Non-releasable allocs",
+                                                "Oversize allocations", "Oversize GPU segments"}));
   // The measured rows stay the tensors'.
   EXPECT_EQ(Row(rows, "Allocated memory").value, &device.allocated_bytes);
   ExpectStat(Row(rows, "GPU reserved memory").value->all, 22 * kMiB, 22 * kMiB, 22 * kMiB, 0,
@@ -344,17 +338,17 @@ TEST(SummaryModel, ChosenFromTheTraceAllocatorSettings) {
     };
   };
   EXPECT_FALSE(ChooseSummaryModel(SummaryModelChoice::kNone, options({})).has_value());
-  std::optional<SummaryModel> model = ChooseSummaryModel(SummaryModelChoice::kFromSettings,
-                                                         options({}));
+  std::optional<SummaryModel> model =
+      ChooseSummaryModel(SummaryModelChoice::kFromSettings, options({}));
   ASSERT_TRUE(model.has_value());
   EXPECT_EQ(model->kind, AllocatorKind::kNative);
   EXPECT_EQ(model->max_split_size, std::numeric_limits<uint64_t>::max());
 
-  const auto expandable = options(
-      {{"GPUMEM_TENSORS",
-        "PYTORCH_CUDA_ALLOC_CONF was 'expandable_segments:True,max_split_size_mb:128'; "
-        "TF_GPU_ALLOCATOR was unset"},
-       {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}});
+  const auto expandable =
+      options({{"GPUMEM_TENSORS",
+                "PYTORCH_CUDA_ALLOC_CONF was 'expandable_segments:True,max_split_size_mb:128'; "
+                "TF_GPU_ALLOCATOR was unset"},
+               {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}});
   model = ChooseSummaryModel(SummaryModelChoice::kFromSettings, expandable);
   EXPECT_EQ(model->kind, AllocatorKind::kExpandable);
   EXPECT_FALSE(model->chosen);
@@ -387,10 +381,9 @@ TEST(SummaryModel, ChosenFromTheTraceAllocatorSettings) {
             "PYTORCH_CUDA_ALLOC_CONF='backend:cudaMallocAsync,max_split_size_mb:64': "
             "max_split_size_mb:64");
   // --tensors replaced a variable that was unset: no settings.
-  model = ChooseSummaryModel(
-      SummaryModelChoice::kFromSettings,
-      options({{"GPUMEM_TENSORS", "PYTORCH_CUDA_ALLOC_CONF was unset"},
-               {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}}));
+  model = ChooseSummaryModel(SummaryModelChoice::kFromSettings,
+                             options({{"GPUMEM_TENSORS", "PYTORCH_CUDA_ALLOC_CONF was unset"},
+                                      {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}}));
   EXPECT_EQ(model->settings, "");
 }
 
@@ -605,14 +598,15 @@ TEST(SummaryJson, RowsHoldingsAndNotes) {
                        0),
             0u)
       << json;
-  EXPECT_NE(json.find("{\"metric\":\"Allocated memory\",\"key\":\"allocated_bytes\",\"unit\":"
-                      "\"bytes\",\"available\":true,\"modelled\":false,\"all\":{\"current\":2097153,"
-                      "\"peak\":6291457,"
-                      "\"allocated\":6815745,\"freed\":4718592},\"large_pool\":{\"current\":"
-                      "1048577,\"peak\":5242881,\"allocated\":5242881,\"freed\":4194304},"
-                      "\"small_pool\":{\"current\":1048576,\"peak\":1572864,\"allocated\":1572864,"
-                      "\"freed\":524288}}"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find("{\"metric\":\"Allocated memory\",\"key\":\"allocated_bytes\",\"unit\":"
+                "\"bytes\",\"available\":true,\"modelled\":false,\"all\":{\"current\":2097153,"
+                "\"peak\":6291457,"
+                "\"allocated\":6815745,\"freed\":4718592},\"large_pool\":{\"current\":"
+                "1048577,\"peak\":5242881,\"allocated\":5242881,\"freed\":4194304},"
+                "\"small_pool\":{\"current\":1048576,\"peak\":1572864,\"allocated\":1572864,"
+                "\"freed\":524288}}"),
+      std::string::npos)
       << json;
   EXPECT_NE(json.find("{\"metric\":\"GPU reserved memory\",\"key\":\"reserved_bytes\",\"unit\":"
                       "\"bytes\",\"available\":false,\"modelled\":false,\"note\":\"n/a: the memory "
@@ -733,13 +727,13 @@ TEST(SummaryCommand, AsyncBackendAllocationsAndAllocatedPeakMatchPyTorch) {
                                 "    n/a     |\n"),
             std::string::npos);
   EXPECT_EQ(unmodelled.out.find("*"), std::string::npos);
-  EXPECT_NE(
-      unmodelled.out.find("GPU reserved memory, GPU reserved segments: n/a in the rows (a pool's size is "
-               "not split into large and small pool, and it has no segments); its own "
-               "reserved size, from its attributes after each stream-ordered allocation, "
-               "peaked at 96.00 MiB (100663296 bytes, what torch.cuda.max_memory_reserved() "
-               "reports in this mode) and was 96.00 MiB at the end"),
-      std::string::npos)
+  EXPECT_NE(unmodelled.out.find(
+                "GPU reserved memory, GPU reserved segments: n/a in the rows (a pool's size is "
+                "not split into large and small pool, and it has no segments); its own "
+                "reserved size, from its attributes after each stream-ordered allocation, "
+                "peaked at 96.00 MiB (100663296 bytes, what torch.cuda.max_memory_reserved() "
+                "reports in this mode) and was 96.00 MiB at the end"),
+            std::string::npos)
       << out;
 
   // The fragmentation report takes reserved from the same pool sizes: at its peak, PyTorch's
@@ -770,13 +764,14 @@ TEST(SummaryCommand, AsyncBackendAllocationsAndAllocatedPeakMatchPyTorch) {
 TEST(SummaryCommand, ModelledReservedRowsMatchWhatPyTorchReservedUnderEachAllocator) {
   ProgramRun run = Report({"--summary", Sample("train_mlp-async-h100.trace")});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("|*GPU reserved memory   |  90112 KiB |  90112 KiB |  90112 KiB |      0 B "
-                         "  |\n"
-                         "|       from large pool |  86016 KiB |  86016 KiB |  86016 KiB |      0 B "
-                         "  |\n"
-                         "|       from small pool |   4096 KiB |   4096 KiB |   4096 KiB |      0 B "
-                         "  |\n"),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("|*GPU reserved memory   |  90112 KiB |  90112 KiB |  90112 KiB |      0 B "
+                   "  |\n"
+                   "|       from large pool |  86016 KiB |  86016 KiB |  86016 KiB |      0 B "
+                   "  |\n"
+                   "|       from small pool |   4096 KiB |   4096 KiB |   4096 KiB |      0 B "
+                   "  |\n"),
+      std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("|*GPU reserved segments |       5    |       5    |       5    |       0 "
                          "   |\n"
@@ -802,8 +797,8 @@ TEST(SummaryCommand, ModelledReservedRowsMatchWhatPyTorchReservedUnderEachAlloca
             std::string::npos)
       << json.out;
 
-  ProgramRun expandable = Report(
-      {"--json", "--allocator", "expandable", Sample("train_mlp-async-h100.trace")});
+  ProgramRun expandable =
+      Report({"--json", "--allocator", "expandable", Sample("train_mlp-async-h100.trace")});
   ASSERT_EQ(expandable.exit_code, 0) << expandable.err;
   EXPECT_EQ(RowStat(expandable.out, "reserved_bytes", "peak"), 109051904);
   EXPECT_EQ(RowStat(expandable.out, "inactive_split_bytes", "peak"), 0);  // PyTorch leaves it out
