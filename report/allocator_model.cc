@@ -13,9 +13,88 @@ uint64_t RoundDown(uint64_t value, uint64_t unit) { return value / unit * unit; 
 
 }  // namespace
 
-void AllocatorModel::Reserve(uint64_t size) {
+void SummaryStat::Increase(uint64_t amount) {
+  current += amount;
+  allocated += amount;
+  peak = std::max(peak, current);
+}
+
+void SummaryStat::Decrease(uint64_t amount) {
+  current -= std::min(current, amount);
+  freed += amount;
+}
+
+void PoolStat::Increase(uint64_t amount, bool small) {
+  all.Increase(amount);
+  (small ? small_pool : large_pool).Increase(amount);
+}
+
+void PoolStat::Decrease(uint64_t amount, bool small) {
+  all.Decrease(amount);
+  (small ? small_pool : large_pool).Decrease(amount);
+}
+
+void PoolStat::Change(int64_t delta, bool small) {
+  if (delta > 0) Increase(static_cast<uint64_t>(delta), small);
+  if (delta < 0) Decrease(static_cast<uint64_t>(-delta), small);
+}
+
+const char* AllocatorKindName(AllocatorKind kind) {
+  switch (kind) {
+    case AllocatorKind::kNative:
+      return "native";
+    case AllocatorKind::kExpandable:
+      return "expandable";
+    case AllocatorKind::kAsync:
+      return "async";
+  }
+  return "native";
+}
+
+const char* AllocatorKindDescription(AllocatorKind kind) {
+  switch (kind) {
+    case AllocatorKind::kNative:
+      return "PyTorch's native caching allocator";
+    case AllocatorKind::kExpandable:
+      return "PyTorch's caching allocator with expandable_segments:True";
+    case AllocatorKind::kAsync:
+      return "the stream-ordered pool of backend:cudaMallocAsync";
+  }
+  return "";
+}
+
+bool ParseAllocatorKind(absl::string_view text, AllocatorKind* kind) {
+  for (const AllocatorKind candidate : kAllAllocators) {
+    if (text == AllocatorKindName(candidate)) {
+      *kind = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<AllocatorModel> MakeAllocatorModel(AllocatorKind kind,
+                                                   const NativeAllocatorConfig& config) {
+  switch (kind) {
+    case AllocatorKind::kNative:
+      return std::make_unique<NativeAllocatorModel>(config);
+    case AllocatorKind::kExpandable:
+      return std::make_unique<ExpandableSegmentsModel>(config.device_memory);
+    case AllocatorKind::kAsync:
+      return std::make_unique<AsyncPoolModel>(config.device_memory);
+  }
+  return nullptr;
+}
+
+void AllocatorModel::Reserve(uint64_t size, bool small) {
   stats_.reserved += size;
   stats_.reserved_peak = std::max(stats_.reserved_peak, stats_.reserved);
+  pool_stats_.reserved_bytes.Increase(size, small);
+}
+
+void AllocatorModel::Release(uint64_t size, bool small) {
+  stats_.reserved -= size;
+  pool_stats_.reserved_bytes.Decrease(size, small);
 }
 
 void AllocatorModel::CountAllocated(uint64_t size, uint64_t requested) {
@@ -74,9 +153,11 @@ bool NativeAllocatorModel::NewSegment(uint64_t id, uint64_t rounded, uint64_t re
   segment.stream = stream;
   segment.small = small;
   segment.blocks[0] = Block{size, false};
-  Reserve(size);
+  Reserve(size, small);
   ++stats_.segments;
   ++stats_.segment_allocations;
+  pool_stats_.segment.Increase(1, small);
+  if (size >= config_.max_split_size) pool_stats_.oversize_segments.Increase(1, small);
   Place(id, segment_id, 0, rounded, requested, small);  // the new segment's block, not a search
   return true;
 }
@@ -85,6 +166,9 @@ void NativeAllocatorModel::Place(uint64_t id, uint64_t segment_id, uint64_t offs
                                  uint64_t rounded, uint64_t requested, bool small) {
   Segment& segment = segments_[segment_id];
   Block& block = segment.blocks[offset];
+  // A free block of a split segment was inactive split memory: PyTorch counts the net change.
+  const bool was_split = segment.blocks.size() > 1;
+  const uint64_t free_size = block.size;
   const uint64_t remaining = block.size - rounded;
   const bool split = small ? remaining >= kMinBlockSize
                            : rounded < config_.max_split_size && remaining > kSmallSize;
@@ -96,6 +180,11 @@ void NativeAllocatorModel::Place(uint64_t id, uint64_t segment_id, uint64_t offs
   block.allocated = true;
   ++segment.allocated_blocks;
   CountAllocated(block.size, requested);  // an unsplit block counts whole, as PyTorch counts it
+  pool_stats_.inactive_split_bytes.Change(
+      static_cast<int64_t>(split ? remaining : 0) - static_cast<int64_t>(was_split ? free_size : 0),
+      small);
+  pool_stats_.inactive_split.Change(int64_t{split} - int64_t{was_split}, small);
+  if (block.size >= config_.max_split_size) pool_stats_.oversize_allocations.Increase(1, small);
   allocations_[id] = Allocation{segment_id, offset, requested};
 }
 
@@ -111,21 +200,35 @@ void NativeAllocatorModel::Free(uint64_t id) {
   --segment.allocated_blocks;
   stats_.allocated -= it->second.size;
   stats_.requested -= allocation.requested;
-  // Merge with the free neighbours in the segment.
+  if (it->second.size >= config_.max_split_size) {
+    pool_stats_.oversize_allocations.Decrease(1, segment.small);
+  }
+  // Merge with the free neighbours in the segment: they stop being inactive split blocks of their
+  // own.
+  int64_t merged_bytes = 0;
+  int64_t merged_blocks = 0;
   if (auto next = std::next(it); next != segment.blocks.end() && !next->second.allocated) {
     pool.erase({segment.stream, next->second.size, allocation.segment, next->first});
+    merged_bytes += static_cast<int64_t>(next->second.size);
+    ++merged_blocks;
     it->second.size += next->second.size;
     segment.blocks.erase(next);
   }
   if (it != segment.blocks.begin()) {
     if (auto previous = std::prev(it); !previous->second.allocated) {
       pool.erase({segment.stream, previous->second.size, allocation.segment, previous->first});
+      merged_bytes += static_cast<int64_t>(previous->second.size);
+      ++merged_blocks;
       previous->second.size += it->second.size;
       segment.blocks.erase(it);
       it = previous;
     }
   }
   pool.insert({segment.stream, it->second.size, allocation.segment, it->first});
+  const bool split = segment.blocks.size() > 1;
+  pool_stats_.inactive_split_bytes.Change(
+      (split ? static_cast<int64_t>(it->second.size) : 0) - merged_bytes, segment.small);
+  pool_stats_.inactive_split.Change(int64_t{split} - merged_blocks, segment.small);
 }
 
 void NativeAllocatorModel::EmptyCache() {
@@ -136,8 +239,12 @@ void NativeAllocatorModel::EmptyCache() {
       continue;
     }
     Pool(segment.small).erase({segment.stream, segment.size, it->first, 0});
-    stats_.reserved -= segment.size;
+    Release(segment.size, segment.small);
     --stats_.segments;
+    pool_stats_.segment.Decrease(1, segment.small);
+    if (segment.size >= config_.max_split_size) {
+      pool_stats_.oversize_segments.Decrease(1, segment.small);
+    }
     it = segments_.erase(it);
   }
 }
@@ -243,13 +350,17 @@ bool ExpandableSegmentsModel::MapAndPlace(Segment& segment, uint64_t id, uint64_
     covered += bytes;
   }
   if (!DeviceHasRoom(device_memory_, pages)) return false;
+  const bool small = segment.page == kSmallPage;
   for (const auto& [bytes, offset] : to_map) {
     Split(segment, offset, bytes);
     SetState(segment, offset, State::kFree);
-    Reserve(bytes);
+    Reserve(bytes, small);
     stats_.segment_allocations += bytes / segment.page;
   }
-  if (segment.mapped == 0) ++stats_.segments;
+  if (segment.mapped == 0) {
+    ++stats_.segments;
+    pool_stats_.segment.Increase(1, small);
+  }
   segment.mapped += pages;
   Place(segment, id, start, rounded, requested);
   return true;
@@ -318,6 +429,7 @@ void ExpandableSegmentsModel::Free(uint64_t id) {
 
 void ExpandableSegmentsModel::EmptyCache() {
   for (auto& [key, segment] : segments_) {
+    const bool small = key.second;
     const std::vector<SizeOffset> free(segment.free.begin(), segment.free.end());
     for (const auto& [size, offset] : free) {
       const uint64_t first = RoundUp(offset, segment.page);
@@ -326,10 +438,13 @@ void ExpandableSegmentsModel::EmptyCache() {
       Split(segment, offset, first - offset);  // no-op when the block starts on a page
       Split(segment, first, end - first);
       SetState(segment, first, State::kUnmapped);
-      stats_.reserved -= end - first;
+      Release(end - first, small);
       segment.mapped -= end - first;
     }
-    if (segment.mapped == 0 && !free.empty()) --stats_.segments;
+    if (segment.mapped == 0 && !free.empty()) {
+      --stats_.segments;
+      pool_stats_.segment.Decrease(1, small);
+    }
   }
 }
 
@@ -361,7 +476,7 @@ bool AsyncPoolModel::Allocate(uint64_t id, uint64_t size, uint64_t /*stream*/) {
     ++stats_.ooms;
     return false;
   }
-  if (needed > stats_.reserved) Reserve(needed - stats_.reserved);
+  if (needed > stats_.reserved) Reserve(needed - stats_.reserved, /*small=*/false);
   stats_.segments = stats_.reserved > 0 ? 1 : 0;
   CountAllocated(size, size);
   sizes_[id] = size;
@@ -377,7 +492,7 @@ void AsyncPoolModel::Free(uint64_t id) {
 }
 
 void AsyncPoolModel::EmptyCache() {
-  stats_.reserved = RoundUp(stats_.allocated, kGranularity);
+  Release(stats_.reserved - RoundUp(stats_.allocated, kGranularity), /*small=*/false);
   stats_.segments = stats_.reserved > 0 ? 1 : 0;
 }
 

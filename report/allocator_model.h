@@ -28,16 +28,44 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/string_view.h"
+
 namespace gpumem::report {
+
+// One statistic, as PyTorch keeps it: now, highest, total increase, total decrease.
+struct SummaryStat {
+  uint64_t current = 0;
+  uint64_t peak = 0;
+  uint64_t allocated = 0;
+  uint64_t freed = 0;
+
+  void Increase(uint64_t amount);
+  void Decrease(uint64_t amount);
+};
+
+// A statistic for all of a device and split by pool.
+struct PoolStat {
+  SummaryStat all;
+  SummaryStat large_pool;
+  SummaryStat small_pool;
+
+  void Increase(uint64_t amount, bool small);
+  void Decrease(uint64_t amount, bool small);
+  // Increase(delta) or Decrease(-delta): PyTorch applies each operation's net change once.
+  void Change(int64_t delta, bool small);
+};
+
+inline constexpr uint64_t kUnlimitedDeviceMemory = std::numeric_limits<uint64_t>::max();
 
 struct NativeAllocatorConfig {
   // What the driver can give before cudaMalloc fails (total device memory, or a what-if size).
-  uint64_t device_memory = std::numeric_limits<uint64_t>::max();
+  uint64_t device_memory = kUnlimitedDeviceMemory;
   // PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb, in bytes; unlimited by default.
   uint64_t max_split_size = std::numeric_limits<uint64_t>::max();
 };
@@ -53,6 +81,22 @@ struct AllocatorModelStats {
   uint64_t segment_allocations = 0;  // cudaMalloc calls (expandable segments: pages mapped)
   uint64_t retries = 0;              // times the cache was emptied to make room (num_alloc_retries)
   uint64_t ooms = 0;
+};
+
+// The statistics of torch.cuda.memory_stats() that the summary table shows from a model, kept the
+// way CUDACachingAllocator.cpp keeps them (so Tot Alloc and Tot Freed are its too). Each segment
+// counts in the pool it serves (small: the 2 MiB segments or pages of requests of at most 1 MiB).
+// The async pool is not split: it counts as the large pool.
+struct AllocatorPoolStats {
+  PoolStat reserved_bytes;  // segments (expandable: pages) held from the driver
+  PoolStat segment;
+  // PyTorch's "non-releasable": free blocks of segments that are split (that also hold allocated
+  // blocks), in bytes and in blocks. PyTorch leaves expandable segments out: 0 there.
+  PoolStat inactive_split_bytes;
+  PoolStat inactive_split;
+  // Blocks and segments of at least max_split_size (0 while it is not set); large pool only.
+  PoolStat oversize_allocations;
+  PoolStat oversize_segments;
 };
 
 // An allocator fed one process's allocations and frees on one device, in order.
@@ -77,12 +121,14 @@ class AllocatorModel {
   virtual bool KnowsBlocks() const { return true; }
 
   const AllocatorModelStats& stats() const { return stats_; }
+  const AllocatorPoolStats& pool_stats() const { return pool_stats_; }
   // All free bytes inside what the allocator holds.
   uint64_t FreeInSegments() const { return stats_.reserved - stats_.allocated; }
 
  protected:
-  // Counts `size` bytes newly held from the driver (peak included).
-  void Reserve(uint64_t size);
+  // Counts `size` bytes newly held from the driver for the pool (peak included), and given back.
+  void Reserve(uint64_t size, bool small);
+  void Release(uint64_t size, bool small);
   // Counts a block of `size` bytes handed out for a request of `requested` bytes.
   void CountAllocated(uint64_t size, uint64_t requested);
   // Whether the driver could give `size` more bytes within the device memory.
@@ -91,6 +137,7 @@ class AllocatorModel {
   }
 
   AllocatorModelStats stats_;
+  AllocatorPoolStats pool_stats_;
 };
 
 class NativeAllocatorModel final : public AllocatorModel {
@@ -257,5 +304,18 @@ class AsyncPoolModel final : public AllocatorModel {
   uint64_t device_memory_;
   std::unordered_map<uint64_t, uint64_t> sizes_;  // by allocation id
 };
+
+enum class AllocatorKind { kNative, kExpandable, kAsync };
+inline constexpr AllocatorKind kAllAllocators[] = {
+    AllocatorKind::kNative, AllocatorKind::kExpandable, AllocatorKind::kAsync};
+// "native", "expandable", "async": as --allocator names them.
+const char* AllocatorKindName(AllocatorKind kind);
+// "PyTorch's native caching allocator", ...: for people.
+const char* AllocatorKindDescription(AllocatorKind kind);
+bool ParseAllocatorKind(absl::string_view text, AllocatorKind* kind);
+// The model of `kind` on a device of `config.device_memory`; max_split_size is the native
+// allocator's alone.
+std::unique_ptr<AllocatorModel> MakeAllocatorModel(AllocatorKind kind,
+                                                   const NativeAllocatorConfig& config);
 
 }  // namespace gpumem::report

@@ -11,60 +11,12 @@
 
 namespace gpumem::report {
 
-const char* AllocatorKindName(AllocatorKind kind) {
-  switch (kind) {
-    case AllocatorKind::kNative:
-      return "native";
-    case AllocatorKind::kExpandable:
-      return "expandable";
-    case AllocatorKind::kAsync:
-      return "async";
-  }
-  return "native";
-}
-
-const char* AllocatorKindDescription(AllocatorKind kind) {
-  switch (kind) {
-    case AllocatorKind::kNative:
-      return "PyTorch's native caching allocator";
-    case AllocatorKind::kExpandable:
-      return "PyTorch's caching allocator with expandable_segments:True";
-    case AllocatorKind::kAsync:
-      return "the stream-ordered pool of backend:cudaMallocAsync";
-  }
-  return "";
-}
-
-bool ParseAllocatorKind(absl::string_view text, AllocatorKind* kind) {
-  for (const AllocatorKind candidate : kAllAllocators) {
-    if (text == AllocatorKindName(candidate)) {
-      *kind = candidate;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::unique_ptr<AllocatorModel> MakeAllocatorModel(AllocatorKind kind, uint64_t device_memory) {
-  switch (kind) {
-    case AllocatorKind::kNative: {
-      NativeAllocatorConfig config;
-      config.device_memory = device_memory;
-      return std::make_unique<NativeAllocatorModel>(config);
-    }
-    case AllocatorKind::kExpandable:
-      return std::make_unique<ExpandableSegmentsModel>(device_memory);
-    case AllocatorKind::kAsync:
-      return std::make_unique<AsyncPoolModel>(device_memory);
-  }
-  return nullptr;
-}
-
 // The replay for one recording mode: one model per device, the allocations it counts by address.
 class AllocatorReplay::Candidate {
  public:
-  Candidate(SummaryMode mode, AllocatorKind kind, uint64_t device_memory, CachedHolderOf* holders)
-      : mode_(mode), kind_(kind), device_memory_(device_memory), holders_(holders) {}
+  Candidate(SummaryMode mode, AllocatorKind kind, const AllocatorReplayConfig* config,
+            CachedHolderOf* holders)
+      : mode_(mode), kind_(kind), config_(config), holders_(holders) {}
 
   SummaryMode mode() const { return mode_; }
 
@@ -83,6 +35,7 @@ class AllocatorReplay::Candidate {
       ModelledDevice& result = state.result;
       result.device = device;
       result.stats = state.model->stats();
+      result.pool_stats = state.model->pool_stats();
       result.knows_blocks = state.model->KnowsBlocks();
       result.timeline = SampleTimeline(state.timeline.Points(), first_timestamp_ns,
                                        last_timestamp_ns, kFragmentationSamples);
@@ -110,7 +63,12 @@ class AllocatorReplay::Candidate {
 
   DeviceState& StateOf(int32_t device) {
     DeviceState& state = devices_[device];
-    if (!state.model) state.model = MakeAllocatorModel(kind_, device_memory_);
+    if (!state.model) {
+      NativeAllocatorConfig model = config_->model;
+      if (config_->device_memory_of) model.device_memory = config_->device_memory_of(device);
+      state.model = MakeAllocatorModel(kind_, model);
+      state.result.device_memory = model.device_memory;
+    }
     return state;
   }
 
@@ -188,20 +146,25 @@ class AllocatorReplay::Candidate {
 
   SummaryMode mode_;
   AllocatorKind kind_;
-  uint64_t device_memory_;
+  const AllocatorReplayConfig* config_;  // the replay's
   CachedHolderOf* holders_;
   std::map<int32_t, DeviceState> devices_;
   absl::flat_hash_map<uint64_t, Live> live_;  // by address
 };
 
-AllocatorReplay::AllocatorReplay(AllocatorKind kind, uint64_t device_memory,
+AllocatorReplay::AllocatorReplay(AllocatorKind kind, AllocatorReplayConfig config,
                                  HolderOfStack holder_of)
     : holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
-      candidates_([this, kind, device_memory](SummaryMode mode) {
-        return std::make_unique<Candidate>(mode, kind, device_memory, holders_.get());
+      candidates_([this, kind](SummaryMode mode) {
+        return std::make_unique<Candidate>(mode, kind, &config_, holders_.get());
       }),
       kind_(kind),
-      device_memory_(device_memory) {}
+      config_(std::move(config)) {}
+
+AllocatorReplay::AllocatorReplay(AllocatorKind kind, uint64_t device_memory,
+                                 HolderOfStack holder_of)
+    : AllocatorReplay(kind, AllocatorReplayConfig{NativeAllocatorConfig{device_memory}, {}},
+                      std::move(holder_of)) {}
 
 AllocatorReplay::~AllocatorReplay() = default;
 
@@ -216,7 +179,7 @@ void AllocatorReplay::Add(const MemoryEvent& event) {
 AllocatorReplayResult AllocatorReplay::Finish() {
   AllocatorReplayResult result;
   result.kind = kind_;
-  result.device_memory = device_memory_;
+  result.device_memory = config_.model.device_memory;
   result.mode = candidates_.detector().mode();
   result.devices = candidates_.Chosen()->Finish(first_timestamp_ns_, last_timestamp_ns_);
   return result;

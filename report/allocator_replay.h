@@ -20,14 +20,13 @@
 #define GPUMEM_REPORT_ALLOCATOR_REPLAY_H_
 
 #include <cstdint>
-#include <limits>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "core/trace.pb.h"
 #include "report/allocator_model.h"
 #include "report/event_counts.h"
@@ -37,16 +36,6 @@
 #include "report/trace_file.h"
 
 namespace gpumem::report {
-
-enum class AllocatorKind { kNative, kExpandable, kAsync };
-inline constexpr AllocatorKind kAllAllocators[] = {
-    AllocatorKind::kNative, AllocatorKind::kExpandable, AllocatorKind::kAsync};
-// "native", "expandable", "async": as --allocator names them.
-const char* AllocatorKindName(AllocatorKind kind);
-// "PyTorch's native caching allocator", ...: for people.
-const char* AllocatorKindDescription(AllocatorKind kind);
-bool ParseAllocatorKind(absl::string_view text, AllocatorKind* kind);
-std::unique_ptr<AllocatorModel> MakeAllocatorModel(AllocatorKind kind, uint64_t device_memory);
 
 // Where a device ran out of memory under the model.
 struct ModelledOom {
@@ -61,8 +50,10 @@ struct ModelledOom {
 
 struct ModelledDevice {
   int32_t device = 0;
-  AllocatorModelStats stats;  // at the end, or at the out-of-memory error
-  bool knows_blocks = true;   // AllocatorModel::KnowsBlocks()
+  uint64_t device_memory = 0;     // what the model was given
+  AllocatorModelStats stats;      // at the end, or at the out-of-memory error
+  AllocatorPoolStats pool_stats;  // the same moment, as torch.cuda.memory_stats() keeps them
+  bool knows_blocks = true;       // AllocatorModel::KnowsBlocks()
   // At the (first) highest reserved: when, and the blocks then.
   uint64_t peak_seq = 0;
   uint64_t peak_timestamp_ns = 0;
@@ -84,9 +75,20 @@ struct AllocatorReplayResult {
   std::vector<ModelledDevice> devices;  // ascending, -1 last
 };
 
+// What each device's model is given.
+struct AllocatorReplayConfig {
+  // device_memory: for every device, unless device_memory_of says; max_split_size: the native
+  // model's.
+  NativeAllocatorConfig model;
+  // When set, the memory of each device by ordinal (its total, from the trace).
+  std::function<uint64_t(int32_t device)> device_memory_of;
+};
+
 class AllocatorReplay {
  public:
   // `holder_of` decides which allocations PyTorch made (HoldersOfTrace for a trace).
+  AllocatorReplay(AllocatorKind kind, AllocatorReplayConfig config, HolderOfStack holder_of);
+  // Every device of `device_memory`, max_split_size not set.
   AllocatorReplay(AllocatorKind kind, uint64_t device_memory, HolderOfStack holder_of);
   ~AllocatorReplay();
   // `event` in seq order.
@@ -98,13 +100,11 @@ class AllocatorReplay {
   std::unique_ptr<CachedHolderOf> holders_;
   ModeCandidates<std::unique_ptr<Candidate>> candidates_;
   AllocatorKind kind_;
-  uint64_t device_memory_;
+  AllocatorReplayConfig config_;
   bool any_event_ = false;
   uint64_t first_timestamp_ns_ = 0;
   uint64_t last_timestamp_ns_ = 0;
 };
-
-inline constexpr uint64_t kUnlimitedDeviceMemory = std::numeric_limits<uint64_t>::max();
 
 // Streams `file` (opened, not read yet: TraceFile::ReadPackets reads a file once) in seq order
 // through one AllocatorReplay per kind, in one pass; the results in the order of `kinds`.

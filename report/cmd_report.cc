@@ -43,13 +43,21 @@
 namespace gpumem::report {
 
 const char kReportUsage[] =
-    R"usage(usage: gpumem report [--summary] [--peak] [--leaks] [--oom] [--fragmentation] [--kernels]
+    R"usage(usage: gpumem report [--summary [--allocator native|expandable|none]] [--peak] [--leaks]
+                     [--oom] [--fragmentation] [--kernels]
                      [--growth [--iteration-marker FUNCTION]] [--top N]
                      [--group-by user|python|stack] [--python-only] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
   --summary    a table in the layout of PyTorch's torch.cuda.memory_summary(), with notes on
                what each row was measured from and why a row the trace cannot support is n/a
+  --allocator native|expandable|none
+               (implies --summary; tensor-level traces only, recorded with `gpumem record
+               --tensors`) the allocator model whose replay of the tensors fills the rows the
+               trace cannot measure (GPU reserved, segments, non-releasable, oversize, OOMs and
+               retries), marked *: by default the native caching allocator, or expandable
+               segments where the trace's allocator settings had expandable_segments:True, with
+               their max_split_size_mb; none: those rows n/a
   --peak       when it peaked, by how much, and what was live then by call site, largest first
   --leaks      what was never freed at the end, by call site
   --oom        each failed allocation: the request, free/total memory then, what was live by
@@ -95,8 +103,24 @@ namespace {
 
 constexpr size_t kDefaultTop = 10;
 
+bool ParseSummaryModelChoice(const std::string& text, SummaryModelChoice* choice) {
+  static constexpr std::pair<const char*, SummaryModelChoice> kChoices[] = {
+      {"native", SummaryModelChoice::kNative},
+      {"expandable", SummaryModelChoice::kExpandable},
+      {"none", SummaryModelChoice::kNone}};
+  for (const auto& [name, value] : kChoices) {
+    if (text == name) {
+      *choice = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 struct Options {
   bool summary = false;
+  SummaryModelChoice allocator = SummaryModelChoice::kFromSettings;
+  bool allocator_given = false;  // --allocator: an error on a trace that is not tensor-level
   bool peak = false;
   bool leaks = false;
   bool oom = false;
@@ -211,7 +235,7 @@ class Analyses {
   // timeline for the combined view.
   Analyses(const TraceFile& trace, const Options& options, CallSites& sites, bool timeline)
       : options_(options), sites_(sites) {
-    if (options.summary) summary_.emplace(trace);
+    if (options.summary) summary_.emplace(trace, options.allocator);
     if (options.oom) oom_.emplace(CallSiteMapping());
     if (options.fragmentation) fragmentation_.emplace(trace);
     if (options.growth) {
@@ -852,6 +876,17 @@ int RunReport(const std::vector<std::string>& args) {
   while (walker.NextOption()) {
     if (walker.Is("--summary")) {
       options.summary = true;
+    } else if (walker.TakesValue("--allocator", &value, &missing)) {
+      if (missing) {
+        return UsageError("report: --allocator needs native, expandable or none", "report");
+      }
+      if (!ParseSummaryModelChoice(value, &options.allocator)) {
+        return UsageError(
+            absl::StrCat("report: --allocator: not native, expandable or none: '", value, "'"),
+            "report");
+      }
+      options.allocator_given = true;
+      options.summary = true;
     } else if (walker.Is("--peak")) {
       options.peak = true;
     } else if (walker.Is("--leaks")) {
@@ -946,6 +981,17 @@ int RunReport(const std::vector<std::string>& args) {
     if (absl::Status status = analyses.Finish(path, &findings); !status.ok()) {
       PrintError(status.message());
       ok = false;
+    }
+    if (options.allocator_given && findings.summary &&
+        findings.summary->mode != SummaryMode::kTensors) {
+      PrintError(absl::StrCat(
+          path, ": --allocator needs a tensor-level trace (gpumem record --tensors); ",
+          findings.summary->mode == SummaryMode::kSegments
+              ? "this one was recorded under PyTorch's caching allocator, whose reserved rows "
+                "are measured"
+              : "this one has no PyTorch allocator in its stacks"));
+      ok = false;
+      continue;
     }
     if (options.json) {
       json_traces.push_back(JsonReport(path, replay, findings, sites, options));

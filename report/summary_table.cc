@@ -9,9 +9,12 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report/allocator_replay.h"
 #include "report/json.h"
 #include "report/live_ranges.h"
 #include "report/memory_holders.h"
@@ -19,6 +22,7 @@
 #include "report/names.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
+#include "report/tensor_mode.h"
 
 namespace gpumem::report {
 
@@ -46,29 +50,6 @@ std::string FormatSummaryCount(uint64_t count, uint64_t reference) {
     scale /= 1000;
   }
   return absl::StrFormat("%7d %s ", count, kUnits[unit]);
-}
-
-// ---- statistics ----
-
-void SummaryStat::Increase(uint64_t amount) {
-  current += amount;
-  allocated += amount;
-  peak = std::max(peak, current);
-}
-
-void SummaryStat::Decrease(uint64_t amount) {
-  current -= std::min(current, amount);
-  freed += amount;
-}
-
-void PoolStat::Increase(uint64_t amount, bool small) {
-  all.Increase(amount);
-  (small ? small_pool : large_pool).Increase(amount);
-}
-
-void PoolStat::Decrease(uint64_t amount, bool small) {
-  all.Decrease(amount);
-  (small ? small_pool : large_pool).Decrease(amount);
 }
 
 namespace {
@@ -472,22 +453,65 @@ class SummaryAnalysis::Tables {
   std::map<uint64_t, uint64_t> mappings_;             // address -> handle, ordered for ranges
 };
 
-SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace)
+SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace,
+                                 SummaryModelChoice model)
     : trace_(trace),
+      model_choice_(model),
       holders_(std::make_unique<CachedHolderOf>(std::move(holder_of))),
       tables_(std::make_unique<Tables>()),
       candidates_(
           [this](SummaryMode mode) { return std::make_unique<Builder>(mode, holders_.get()); }) {}
 
-SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of)
-    : SummaryAnalysis(std::move(holder_of), nullptr) {}
+SummaryAnalysis::SummaryAnalysis(HolderOfStack holder_of, SummaryModelChoice model)
+    : SummaryAnalysis(std::move(holder_of), nullptr, model) {}
 
-SummaryAnalysis::SummaryAnalysis(const TraceFile& trace)
-    : SummaryAnalysis(HoldersOfTrace(trace), &trace) {}
+SummaryAnalysis::SummaryAnalysis(const TraceFile& trace, SummaryModelChoice model)
+    : SummaryAnalysis(HoldersOfTrace(trace), &trace, model) {}
 
 SummaryAnalysis::~SummaryAnalysis() = default;
 
+void SummaryAnalysis::StartModel() {
+  const TraceFile* trace = trace_;
+  model_ = ChooseSummaryModel(model_choice_, [trace](const std::string& name) {
+    std::optional<std::string> value;
+    if (trace == nullptr) return value;
+    for (const Option& option : trace->header().option()) {
+      if (option.name() == name) value = option.value();
+    }
+    return value;
+  });
+  model_choice_ = SummaryModelChoice::kNone;  // started
+  if (!model_) return;
+  AllocatorReplayConfig config;
+  if (model_->kind == AllocatorKind::kNative) config.model.max_split_size = model_->max_split_size;
+  if (trace != nullptr) {
+    config.device_memory_of = [trace](int32_t device) {
+      for (const Device& known : trace->devices()) {
+        if (known.ordinal() == device && known.total_memory() > 0) return known.total_memory();
+      }
+      return kUnlimitedDeviceMemory;
+    };
+  }
+  // The replay is the holders' second user: it asks the analysis's cache, one lookup per stack.
+  CachedHolderOf* holders = holders_.get();
+  replay_ = std::make_unique<AllocatorReplay>(
+      model_->kind, std::move(config),
+      [holders](uint64_t stack_id) { return (*holders)(stack_id); });
+}
+
 void SummaryAnalysis::Add(const MemoryEvent& event) {
+  if (model_choice_ != SummaryModelChoice::kNone) StartModel();
+  // Only the tensors, and the frees once there is a tensor they could free, go to the model: the
+  // replay then decides on kTensors as soon as it sees one, and other traces cost it nothing.
+  if (replay_) {
+    if (event.action() == ALLOC &&
+        CountedInMode(SummaryMode::kTensors, event, (*holders_)(event.stack_id()))) {
+      tensor_replayed_ = true;
+      replay_->Add(event);
+    } else if (event.action() == FREE && tensor_replayed_) {
+      replay_->Add(event);
+    }
+  }
   // First the detector: a mode it rules out is dropped before the event is counted.
   candidates_.Add(event, *holders_, [](std::unique_ptr<Builder>&) {});
   auto count = [this](const Tables::Shared& shared, bool increase) {
@@ -523,6 +547,22 @@ void SummaryAnalysis::Add(const MemoryEvent& event) {
 Summary SummaryAnalysis::Finish() {
   Summary summary = candidates_.Chosen()->Finish();
   summary.expandable_segments = candidates_.detector().expandable_segments();
+  if (replay_ && summary.mode == SummaryMode::kTensors) {
+    summary.model = model_;
+    const AllocatorReplayResult modelled = replay_->Finish();
+    for (DeviceSummary& device : summary.devices) {
+      DeviceModel& model = device.model.emplace();
+      model.device_memory = modelled.device_memory;  // a device without tensors: none replayed
+      for (const ModelledDevice& replayed : modelled.devices) {
+        if (replayed.device != device.device) continue;
+        model.device_memory = replayed.device_memory;
+        model.stats = replayed.stats;
+        model.pool_stats = replayed.pool_stats;
+        model.non_releasable_at_peak = replayed.non_releasable_at_peak;
+        model.ran_out = replayed.oom.has_value();
+      }
+    }
+  }
   if (trace_ == nullptr) return summary;
   summary.complete = trace_->end().footer_present;
   for (DeviceSummary& device : summary.devices) {
@@ -538,8 +578,9 @@ Summary SummaryAnalysis::Finish() {
   return summary;
 }
 
-Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of) {
-  SummaryAnalysis analysis(holder_of);
+Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of,
+                       SummaryModelChoice model) {
+  SummaryAnalysis analysis(holder_of, model);
   for (const MemoryEvent& event : events) analysis.Add(event);
   return analysis.Finish();
 }
@@ -548,6 +589,47 @@ Summary SummarizeTrace(const TraceFile& trace, const std::vector<MemoryEvent>& e
   SummaryAnalysis analysis(trace);
   for (const MemoryEvent& event : events) analysis.Add(event);
   return analysis.Finish();
+}
+
+// ---- the model of the modelled rows ----
+
+std::optional<SummaryModel> ChooseSummaryModel(
+    SummaryModelChoice choice,
+    const std::function<std::optional<std::string>(const std::string&)>& option) {
+  if (choice == SummaryModelChoice::kNone) return std::nullopt;
+  SummaryModel model;
+  model.chosen = choice != SummaryModelChoice::kFromSettings;
+  if (choice == SummaryModelChoice::kExpandable) model.kind = AllocatorKind::kExpandable;
+  const std::optional<UserAllocConf> conf = UserAllocConfOf(option);
+  if (!conf) return model;
+  const std::map<std::string, std::string> settings = ParseAllocConf(conf->value);
+  std::vector<std::string> taken;
+  if (auto it = settings.find("expandable_segments");
+      it != settings.end() && absl::EqualsIgnoreCase(it->second, "true")) {
+    if (!model.chosen) model.kind = AllocatorKind::kExpandable;
+    taken.push_back(model.kind == AllocatorKind::kExpandable
+                        ? "expandable_segments:True, so the expandable-segments model"
+                        : "expandable_segments:True, set aside by --allocator native");
+  }
+  if (auto it = settings.find("max_split_size_mb"); it != settings.end()) {
+    // PyTorch's floor is its 20 MiB large segment; the cap keeps the bytes in range.
+    constexpr uint64_t kMaxMegabytes = uint64_t{1} << 40;
+    uint64_t megabytes = 0;
+    if (absl::SimpleAtoi(it->second, &megabytes)) {
+      megabytes =
+          std::clamp<uint64_t>(megabytes, NativeAllocatorModel::kLargeBuffer >> 20, kMaxMegabytes);
+      model.max_split_size = megabytes << 20;
+      taken.push_back(model.kind == AllocatorKind::kNative
+                          ? absl::StrCat("max_split_size_mb:", megabytes)
+                          : absl::StrCat("max_split_size_mb:", megabytes,
+                                         ", which the expandable-segments model does not keep"));
+    }
+  }
+  model.settings =
+      absl::StrCat(conf->variable, conf->before_tensors ? " was '" : "='", conf->value, "'",
+                   conf->before_tensors ? " before gpumem record --tensors" : "", ": ",
+                   taken.empty() ? "nothing the model keeps" : absl::StrJoin(taken, "; "));
+  return model;
 }
 
 // ---- rows and notes ----
@@ -581,6 +663,79 @@ std::string PoolReservedNote(const DeviceSummary& device) {
       FormatBytes(device.pool_reserved_current), " at the end");
 }
 
+// The memory a device's model was given, for a note.
+std::string ModelDeviceMemory(const DeviceModel& model) {
+  if (model.device_memory == kUnlimitedDeviceMemory) {
+    return "with no limit on its memory (the trace does not give the device's total)";
+  }
+  return absl::StrCat("on a device of ", FormatBytes(model.device_memory),
+                      " (its total memory; the CUDA context and memory allocated outside the "
+                      "allocator, such as cuBLAS workspaces, not taken off)");
+}
+
+// The notes of a tensor-level summary's modelled rows: what was modelled, with what, and how.
+void AppendModelNotes(const SummaryModel& model, const DeviceSummary& device,
+                      std::vector<SummaryNote>* notes) {
+  const DeviceModel& modelled = *device.model;
+  const bool native = model.kind == AllocatorKind::kNative;
+  const bool max_split_set = model.max_split_size != std::numeric_limits<uint64_t>::max();
+  notes->push_back(
+      {{},
+       absl::StrCat("rows marked * are modelled: ", AllocatorKindDescription(model.kind),
+                    " replayed over the recorded tensors (report/allocator_model.h) ",
+                    ModelDeviceMemory(modelled), "; the others are measured")});
+  if (!model.settings.empty()) {
+    notes->push_back({{}, absl::StrCat("allocator settings in the trace: ", model.settings)});
+  }
+  if (model.chosen) {
+    notes->push_back(
+        {{},
+         absl::StrCat("the model was chosen with --allocator ", AllocatorKindName(model.kind),
+                      " (native, expandable, or none for n/a)")});
+  }
+  std::string reserved =
+      native ? "modelled: the segments the native allocator would have cudaMalloc'd for these "
+               "tensors (2 MiB for the small pool; 20 MiB, or the request rounded up to 2 MiB, "
+               "for the large one), kept until empty_cache or the retry before an OOM"
+             : "modelled: the pages the allocator would have mapped (2 MiB in the small pool, "
+               "20 MiB in the large one); a segment is a pool's virtual range while it has a "
+               "page mapped";
+  if (device.pool_reserved_known) {
+    absl::StrAppend(&reserved, "; measured, the cudaMallocAsync pool itself peaked at ",
+                    FormatBytes(device.pool_reserved_peak), " (", device.pool_reserved_peak,
+                    " bytes)");
+  }
+  notes->push_back({{kReservedMemory, kReservedSegments}, std::move(reserved)});
+  notes->push_back(
+      {{kNonReleasableMemory, kNonReleasableAllocs},
+       native
+           ? "modelled: free blocks inside segments that also hold tensors (PyTorch's "
+             "inactive split blocks), which empty_cache cannot give back"
+           : absl::StrCat("modelled: 0, as PyTorch reports it: it leaves expandable segments "
+                          "out of these statistics (their whole free pages can be "
+                          "unmapped); free pieces of pages, which cannot, came to ",
+                          FormatBytes(modelled.non_releasable_at_peak), " at the reserved peak")});
+  std::string oversize;
+  if (!max_split_set) {
+    oversize = "modelled: 0: max_split_size_mb was not set, so no block is oversize";
+  } else if (native) {
+    oversize = absl::StrCat("modelled: blocks and segments of at least max_split_size_mb:",
+                            model.max_split_size >> 20, ", which are never split");
+  } else {
+    oversize = "n/a: the expandable-segments model does not keep max_split_size_mb";
+  }
+  notes->push_back({{kOversizeAllocations, kOversizeSegments}, std::move(oversize)});
+  std::string failures =
+      "modelled: a retry is the allocator emptying its cache to make room, an OOM running out all "
+      "the same";
+  if (modelled.ran_out) {
+    absl::StrAppend(&failures,
+                    "; it ran out, where the program would have died: the modelled rows stop "
+                    "there");
+  }
+  notes->push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(failures)});
+}
+
 }  // namespace
 
 std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary& device) {
@@ -590,7 +745,7 @@ std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary&
   const PoolStat* allocations = tensors ? &device.allocations : nullptr;
   const PoolStat* reserved = segments ? &device.reserved_bytes : nullptr;
   const PoolStat* segment_count = segments ? &device.segments : nullptr;
-  return {
+  std::vector<SummaryRow> rows = {
       {kAllocatedMemory, "allocated_bytes", true, true, allocated},
       {kActiveMemory, "active_bytes", true, true, allocated},
       {kRequestedMemory, "requested_bytes", true, true, allocated},
@@ -603,6 +758,28 @@ std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary&
       {kOversizeAllocations, "oversize_allocations", false, false, nullptr},
       {kOversizeSegments, "oversize_segments", false, false, nullptr},
   };
+  if (summary.model && device.model) {
+    const AllocatorPoolStats& modelled = device.model->pool_stats;
+    // The expandable model does not keep max_split_size: its oversize rows would be wrong.
+    const bool oversize = summary.model->kind == AllocatorKind::kNative ||
+                          summary.model->max_split_size == std::numeric_limits<uint64_t>::max();
+    const std::pair<const char*, const PoolStat*> filled[] = {
+        {kReservedMemory, &modelled.reserved_bytes},
+        {kNonReleasableMemory, &modelled.inactive_split_bytes},
+        {kReservedSegments, &modelled.segment},
+        {kNonReleasableAllocs, &modelled.inactive_split},
+        {kOversizeAllocations, oversize ? &modelled.oversize_allocations : nullptr},
+        {kOversizeSegments, oversize ? &modelled.oversize_segments : nullptr},
+    };
+    for (SummaryRow& row : rows) {
+      for (const auto& [metric, value] : filled) {
+        if (absl::string_view(row.metric) != metric || value == nullptr) continue;
+        row.value = value;
+        row.modelled = true;
+      }
+    }
+  }
+  return rows;
 }
 
 std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummary& device) {
@@ -621,6 +798,10 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
       notes.push_back({{kRequestedMemory},
                        "the same as Allocated: this backend asks cudaMallocAsync for exactly the "
                        "bytes requested, without rounding"});
+      if (summary.model && device.model) {
+        AppendModelNotes(*summary.model, device, &notes);
+        break;
+      }
       notes.push_back({{kReservedMemory, kReservedSegments}, PoolReservedNote(device)});
       notes.push_back(
           {{kNonReleasableMemory, kNonReleasableAllocs},
@@ -704,9 +885,14 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
     notes.push_back({{}, std::move(text)});
   }
   if (device.ooms > 0 || device.retries > 0) {
-    std::string text =
-        "from the out-of-memory failures in the trace: one followed by another attempt of the "
-        "same size and API is a retry, any other an OOM";
+    // With a model the header lines are the model's: the trace's own failures are told here.
+    std::string text = device.model ? absl::StrCat("the trace's own, not in the lines above: ",
+                                                   Plural(device.ooms, "OOM", "OOMs"), " and ",
+                                                   Plural(device.retries, "retry", "retries"), " ")
+                                    : std::string();
+    absl::StrAppend(&text,
+                    "from the out-of-memory failures in the trace: one followed by another "
+                    "attempt of the same size and API is a retry, any other an OOM");
     if (summary.mode != SummaryMode::kPlain) {
       absl::StrAppend(&text,
                       " (PyTorch counts only its retry after emptying its whole cache, so its "
@@ -751,7 +937,12 @@ std::string Cell(const SummaryRow& row, uint64_t value, uint64_t reference) {
 
 std::string NotAvailable(const SummaryRow& row) { return row.bytes ? "   n/a    " : "    n/a   "; }
 
-void AppendRow(const SummaryRow& row, const char* name, const SummaryStat* stat,
+// The column before a label: '*' when what it labels is modelled. The labels fill their column
+// (21 characters: "GPU reserved segments"), so a marker after them would break the layout.
+char Marker(bool modelled) { return modelled ? '*' : ' '; }
+
+// `marker`: Marker() of the row's own line, a space on its pool lines.
+void AppendRow(const SummaryRow& row, char marker, const char* name, const SummaryStat* stat,
                const SummaryStat* reference, std::string* out) {
   std::string cells[4];
   if (stat == nullptr) {
@@ -762,7 +953,7 @@ void AppendRow(const SummaryRow& row, const char* name, const SummaryStat* stat,
     cells[2] = Cell(row, stat->allocated, reference->allocated);
     cells[3] = Cell(row, stat->freed, reference->freed);
   }
-  absl::StrAppend(out, Boxed(absl::StrFormat(" %-21s | %s | %s | %s | %s ", name, cells[0],
+  absl::StrAppend(out, Boxed(absl::StrFormat("%c%-21s | %s | %s | %s | %s ", marker, name, cells[0],
                                              cells[1], cells[2], cells[3])));
 }
 
@@ -776,20 +967,25 @@ std::string DeviceText(const Summary& summary, const DeviceSummary& device) {
   const std::string dashes(kWidth, '-');
   std::string out;
   absl::StrAppend(&out, Boxed(equals), Boxed(Title(device)), Boxed(dashes));
-  absl::StrAppend(&out, Boxed(absl::StrFormat("  %9s CUDA OOMs: %-12d | %6s cudaMalloc retries: "
-                                              "%-8d  ",
-                                              "", device.ooms, "", device.retries)));
+  const char failures_marker = Marker(device.model.has_value());
+  const uint64_t ooms = device.model ? device.model->stats.ooms : device.ooms;
+  const uint64_t retries = device.model ? device.model->stats.retries : device.retries;
+  absl::StrAppend(&out,
+                  Boxed(absl::StrFormat("  %9s%cCUDA OOMs: %-12d | %6s%ccudaMalloc retries: "
+                                        "%-8d  ",
+                                        "", failures_marker, ooms, "", failures_marker, retries)));
   absl::StrAppend(&out, Boxed(equals));
   absl::StrAppend(
       &out, Boxed("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "));
   for (const SummaryRow& row : SummaryRows(summary, device)) {
     absl::StrAppend(&out, Boxed(dashes));
     const PoolStat* value = row.value;
-    AppendRow(row, row.metric, value ? &value->all : nullptr, value ? &value->all : nullptr, &out);
-    if (!row.pools) continue;
-    AppendRow(row, "      from large pool", value ? &value->large_pool : nullptr,
+    AppendRow(row, Marker(row.modelled), row.metric, value ? &value->all : nullptr,
               value ? &value->all : nullptr, &out);
-    AppendRow(row, "      from small pool", value ? &value->small_pool : nullptr,
+    if (!row.pools) continue;
+    AppendRow(row, ' ', "      from large pool", value ? &value->large_pool : nullptr,
+              value ? &value->all : nullptr, &out);
+    AppendRow(row, ' ', "      from small pool", value ? &value->small_pool : nullptr,
               value ? &value->all : nullptr, &out);
   }
   absl::StrAppend(&out, Boxed(equals));
@@ -812,7 +1008,8 @@ std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
     std::string item =
         absl::StrCat("{\"metric\":", JsonString(row.metric), ",\"key\":", JsonString(row.key),
                      ",\"unit\":", row.bytes ? "\"bytes\"" : "\"count\"",
-                     ",\"available\":", row.value ? "true" : "false");
+                     ",\"available\":", row.value ? "true" : "false",
+                     ",\"modelled\":", row.modelled ? "true" : "false");
     if (row.value != nullptr) {
       absl::StrAppend(&item, ",\"all\":", JsonStat(row.value->all));
       if (row.pools) {
@@ -845,8 +1042,25 @@ std::string DeviceJson(const Summary& summary, const DeviceSummary& device) {
   absl::StrAppend(&out, ",\"mode\":\"", SummaryModeName(summary.mode), "\"",
                   ",\"expandable_segments\":", summary.expandable_segments ? "true" : "false",
                   ",\"complete\":", summary.complete ? "true" : "false",
-                  ",\"num_ooms\":", device.ooms, ",\"num_alloc_retries\":", device.retries,
-                  ",\"rows\":[", absl::StrJoin(rows, ","), "],\"holdings\":[",
+                  ",\"num_ooms\":", device.ooms, ",\"num_alloc_retries\":", device.retries);
+  if (summary.model && device.model) {
+    const DeviceModel& model = *device.model;
+    absl::StrAppend(&out, ",\"model\":{\"allocator\":\"", AllocatorKindName(summary.model->kind),
+                    "\"", ",\"chosen\":", summary.model->chosen ? "true" : "false");
+    if (summary.model->max_split_size != std::numeric_limits<uint64_t>::max()) {
+      absl::StrAppend(&out, ",\"max_split_size\":", summary.model->max_split_size);
+    }
+    if (!summary.model->settings.empty()) {
+      absl::StrAppend(&out, ",\"settings\":", JsonString(summary.model->settings));
+    }
+    if (model.device_memory != kUnlimitedDeviceMemory) {
+      absl::StrAppend(&out, ",\"device_memory\":", model.device_memory);
+    }
+    absl::StrAppend(&out, ",\"num_ooms\":", model.stats.ooms,
+                    ",\"num_alloc_retries\":", model.stats.retries,
+                    ",\"ran_out\":", model.ran_out ? "true" : "false", "}");
+  }
+  absl::StrAppend(&out, ",\"rows\":[", absl::StrJoin(rows, ","), "],\"holdings\":[",
                   absl::StrJoin(holdings, ","), "],\"notes\":[", absl::StrJoin(note_texts, ","),
                   "]}");
   return out;

@@ -7,7 +7,10 @@
 // Recording modes, decided once per trace from the allocations' stacks (report/memory_holders.h):
 // - kTensors: PyTorch's cudaMallocAsync backend. Each stream-ordered allocation made from
 //   libc10_cuda.so is one tensor: the Allocated, Active, Requested, Allocations and Active allocs
-//   rows are measured from them; the pool's reserved size is not in the trace (n/a).
+//   rows are measured from them. The native caching allocator did not run: its reserved,
+//   segment, non-releasable and oversize rows and its OOMs and retries are modelled, the tensors
+//   replayed through an allocator model (report/allocator_replay.h), and marked so; without a
+//   model they are n/a.
 // - kSegments: PyTorch's native caching allocator. Each cudaMalloc/cuMemAlloc (or, with expandable
 //   segments, cuMemCreate) made from libc10_cuda.so is one of its segments: GPU reserved memory and
 //   GPU reserved segments are measured; tensors are not visible (n/a).
@@ -21,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +38,8 @@
 #include "report/trace_file.h"
 
 namespace gpumem::report {
+
+class AllocatorReplay;
 
 // PyTorch's `_format_size`: 6-digit integer and a 3-character binary unit ("  1234 KiB",
 // "    12 B  "). The unit is chosen by `reference` (the value of the row's "all" line in that
@@ -50,27 +56,6 @@ std::string FormatSummaryCount(uint64_t count, uint64_t reference);
 inline constexpr uint64_t kSmallAllocationLimit = NativeAllocatorModel::kSmallSize;
 inline constexpr uint64_t kSmallSegmentLimit = NativeAllocatorModel::kSmallBuffer;
 
-// One statistic, as PyTorch keeps it: now, highest, total increase, total decrease.
-struct SummaryStat {
-  uint64_t current = 0;
-  uint64_t peak = 0;
-  uint64_t allocated = 0;
-  uint64_t freed = 0;
-
-  void Increase(uint64_t amount);
-  void Decrease(uint64_t amount);
-};
-
-// A statistic for all of a device and split by pool.
-struct PoolStat {
-  SummaryStat all;
-  SummaryStat large_pool;
-  SummaryStat small_pool;
-
-  void Increase(uint64_t amount, bool small);
-  void Decrease(uint64_t amount, bool small);
-};
-
 enum class SummaryMode { kTensors, kSegments, kPlain };
 // "tensors", "segments", "plain": the mode in JSON.
 const char* SummaryModeName(SummaryMode mode);
@@ -84,6 +69,44 @@ struct SummaryHolding {
   uint64_t count = 0;
   uint64_t live_bytes = 0;  // still live at the end
   uint64_t live_count = 0;
+};
+
+// Which model fills the rows a tensor-level trace cannot measure (`report --allocator`).
+enum class SummaryModelChoice {
+  kFromSettings,  // the native model, or the expandable one where the trace's allocator settings
+                  // had expandable_segments:True; their max_split_size_mb
+  kNative,
+  kExpandable,
+  kNone,  // n/a
+};
+
+// The model behind a tensor-level summary's modelled rows.
+struct SummaryModel {
+  AllocatorKind kind = AllocatorKind::kNative;
+  bool chosen = false;  // by --allocator, not from the settings
+  // max_split_size_mb from the settings, in bytes (the native model keeps it; the expandable
+  // one does not); unlimited when not set.
+  uint64_t max_split_size = std::numeric_limits<uint64_t>::max();
+  // The user's allocator settings that the trace gives ("PYTORCH_CUDA_ALLOC_CONF was
+  // 'max_split_size_mb:128' before gpumem record --tensors"), and what the model took from them;
+  // empty without settings.
+  std::string settings;
+};
+
+// The model of `choice`, with the user's allocator settings from a trace header's options (looked
+// up by `option`, see UserAllocConfOf); nullopt for kNone.
+std::optional<SummaryModel> ChooseSummaryModel(
+    SummaryModelChoice choice,
+    const std::function<std::optional<std::string>(const std::string&)>& option);
+
+// One device as the model left it: at the end, or where it ran out (the program would have died
+// there).
+struct DeviceModel {
+  uint64_t device_memory = 0;     // what the model was given: the device's total memory, if known
+  AllocatorModelStats stats;      // retries, OOMs, its own allocated bytes
+  AllocatorPoolStats pool_stats;  // the modelled rows
+  uint64_t non_releasable_at_peak = 0;  // AllocatorModel::NonReleasable() at the reserved peak
+  bool ran_out = false;
 };
 
 struct DeviceSummary {
@@ -113,12 +136,15 @@ struct DeviceSummary {
   uint64_t retries = 0;
   // kTensors, kSegments: left out of the rows; kPlain: the libraries' share of the rows.
   std::vector<SummaryHolding> holdings;
+  // kTensors with Summary::model: the model's figures for this device.
+  std::optional<DeviceModel> model;
 };
 
 struct Summary {
   SummaryMode mode = SummaryMode::kPlain;
   bool expandable_segments = false;    // kSegments made of cuMemCreate physical memory
   bool complete = true;                // the trace has its footer: Cur Usage is at exit
+  std::optional<SummaryModel> model;   // kTensors only: the model of the modelled rows
   std::vector<DeviceSummary> devices;  // ascending, -1 last
 };
 
@@ -217,12 +243,16 @@ class ModeCandidates {
 // per candidate mode in the same pass (ModeCandidates); memory is bounded by the live set.
 class SummaryAnalysis {
  public:
-  // Holders from `holder_of` (may be empty); device names left empty, the trace taken as complete.
-  explicit SummaryAnalysis(HolderOfStack holder_of);
+  // Holders from `holder_of` (may be empty); device names left empty, the trace taken as complete;
+  // `model` without allocator settings, on devices of unlimited memory.
+  explicit SummaryAnalysis(HolderOfStack holder_of,
+                           SummaryModelChoice model = SummaryModelChoice::kNone);
   // For a trace being streamed: holders from the modules of its stacks (HoldersOfTrace); Finish()
-  // takes device names from its Device packets and completeness from its footer. `trace` must
-  // outlive the analysis.
-  explicit SummaryAnalysis(const TraceFile& trace);
+  // takes device names from its Device packets and completeness from its footer; `model` with the
+  // allocator settings of its header and on devices of their total memory. `trace` must outlive
+  // the analysis.
+  explicit SummaryAnalysis(const TraceFile& trace,
+                           SummaryModelChoice model = SummaryModelChoice::kNone);
   ~SummaryAnalysis();
 
   void Add(const MemoryEvent& event);
@@ -232,9 +262,16 @@ class SummaryAnalysis {
  private:
   class Builder;
   class Tables;
-  SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace);
+  SummaryAnalysis(HolderOfStack holder_of, const TraceFile* trace, SummaryModelChoice model);
+  // The replay for the modelled rows, made at the first event: the trace's header is read by
+  // then.
+  void StartModel();
 
   const TraceFile* trace_ = nullptr;
+  SummaryModelChoice model_choice_;
+  std::optional<SummaryModel> model_;
+  std::unique_ptr<AllocatorReplay> replay_;  // with a model
+  bool tensor_replayed_ = false;
   std::unique_ptr<CachedHolderOf> holders_;  // the builders point at it: it must not move
   std::unique_ptr<Tables> tables_;           // the live allocations, shared by every mode
   ModeCandidates<std::unique_ptr<Builder>> candidates_;
@@ -242,7 +279,8 @@ class SummaryAnalysis {
 
 // SummaryAnalysis over `events` (one process's memory events in seq order). Device names are left
 // empty.
-Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of);
+Summary ComputeSummary(const std::vector<MemoryEvent>& events, const HolderOfStack& holder_of,
+                       SummaryModelChoice model = SummaryModelChoice::kNone);
 
 // The same for a trace that was read whole: holders from the modules of its stacks (no symbols
 // needed), device names from its Device packets, completeness from its footer.
@@ -255,6 +293,7 @@ struct SummaryRow {
   bool bytes;                       // sizes (else counts)
   bool pools;                       // has the "from large pool" / "from small pool" lines
   const PoolStat* value = nullptr;  // nullptr: n/a
+  bool modelled = false;            // from Summary::model, not measured
 };
 // The 11 rows in PyTorch's order, for one device.
 std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary& device);

@@ -103,6 +103,22 @@ std::optional<std::string> ValueBeforeTensors(const std::string& description,
   return std::nullopt;
 }
 
+std::optional<UserAllocConf> UserAllocConfOf(
+    const std::function<std::optional<std::string>(const std::string&)>& option) {
+  const std::optional<std::string> changes = option("GPUMEM_TENSORS");
+  if (!changes) {
+    const std::optional<std::string> recorded = option("PYTORCH_CUDA_ALLOC_CONF");
+    if (!recorded) return std::nullopt;
+    return UserAllocConf{"PYTORCH_CUDA_ALLOC_CONF", *recorded, false};
+  }
+  for (const char* variable : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    if (std::optional<std::string> before = ValueBeforeTensors(*changes, variable)) {
+      return UserAllocConf{variable, *before, true};
+    }
+  }
+  return std::nullopt;
+}
+
 std::map<std::string, std::string> ParseAllocConf(const std::string& conf) {
   std::map<std::string, std::string> options;
   for (const std::string& item : ConfItems(conf)) {

@@ -40,6 +40,18 @@ std::string DescribeChanges(const std::vector<EnvironmentChange>& changes);
 std::optional<std::string> ValueBeforeTensors(const std::string& description,
                                               const std::string& name);
 
+// The user's own PyTorch allocator settings in a trace's header, whose options `option` looks up by
+// name: what PYTORCH_ALLOC_CONF (read first by newer PyTorch), else PYTORCH_CUDA_ALLOC_CONF, was
+// before `gpumem record --tensors` changed it (GPUMEM_TENSORS); in a trace recorded without it,
+// PYTORCH_CUDA_ALLOC_CONF as recorded. nullopt: none set.
+struct UserAllocConf {
+  std::string variable;  // PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF
+  std::string value;
+  bool before_tensors = false;  // from GPUMEM_TENSORS: what `record --tensors` replaced
+};
+std::optional<UserAllocConf> UserAllocConfOf(
+    const std::function<std::optional<std::string>(const std::string&)>& option);
+
 // PYTORCH_CUDA_ALLOC_CONF's "key:value,key:value" as a map (keys as written; values may hold
 // brackets, e.g. roundup_power2_divisions:[256:1,512:2]).
 std::map<std::string, std::string> ParseAllocConf(const std::string& conf);

@@ -6,8 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/summary_stats.h"
+
 namespace gpumem::report {
 namespace {
+
+using gpumem::testing::ExpectStat;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -228,6 +232,85 @@ TEST(ExpandableSegmentsModel, UnmappedHolesAreMappedAgainBeforeTheEnd) {
   EXPECT_EQ(model.LargestFreeBlock(), 20 * kMiB);
   EXPECT_EQ(model.FreeInSegments(), 40 * kMiB);
   EXPECT_EQ(model.NonReleasable(), 0u);
+}
+
+// ---- torch.cuda.memory_stats() per pool, as CUDACachingAllocator.cpp keeps them ----
+
+// Inactive split blocks (PyTorch's non-releasable memory) change by each operation's net amount:
+// a split of a whole segment adds what is left, a split of a split block takes off what is
+// allocated, a free adds its block and takes off the neighbours it merges.
+TEST(NativeAllocatorModel, KeepsReservedSegmentsAndInactiveSplitStatsPerPool) {
+  NativeAllocatorModel model;
+  ASSERT_TRUE(model.Allocate(1, 512 * kKiB, 0));    // A: new 2 MiB small segment, 1.5 MiB left
+  ASSERT_TRUE(model.Allocate(2, 4 * kMiB, 0));      // B: new 20 MiB large segment, 16 MiB left
+  ASSERT_TRUE(model.Allocate(3, 1 * kMiB, 0));      // C: from the 1.5 MiB, 0.5 MiB left: -1 MiB
+  model.Free(1);                                    // A: a free block of a split segment: +0.5 MiB
+  ASSERT_TRUE(model.Allocate(4, 1 * kMiB + 1, 0));  // D: 1 MiB + 512 from the 16 MiB
+  model.Free(2);                                    // B: +4 MiB, its neighbour D is allocated
+  const AllocatorPoolStats& stats = model.pool_stats();
+  ExpectStat(stats.reserved_bytes.all, 22 * kMiB, 22 * kMiB, 22 * kMiB, 0, "reserved");
+  ExpectStat(stats.reserved_bytes.large_pool, 20 * kMiB, 20 * kMiB, 20 * kMiB, 0, "reserved L");
+  ExpectStat(stats.reserved_bytes.small_pool, 2 * kMiB, 2 * kMiB, 2 * kMiB, 0, "reserved S");
+  ExpectStat(stats.segment.large_pool, 1, 1, 1, 0, "segments L");
+  ExpectStat(stats.segment.small_pool, 1, 1, 1, 0, "segments S");
+  // Small: +1.5, -1, +0.5 MiB. Large: +16 MiB, -(1 MiB + 512), +4 MiB.
+  ExpectStat(stats.inactive_split_bytes.small_pool, 1 * kMiB, 1536 * kKiB, 2 * kMiB, 1 * kMiB,
+             "inactive S");
+  ExpectStat(stats.inactive_split_bytes.large_pool, 19 * kMiB - 512, 19 * kMiB - 512, 20 * kMiB,
+             1 * kMiB + 512, "inactive L");
+  ExpectStat(stats.inactive_split_bytes.all, 20 * kMiB - 512, 20 * kMiB - 512, 22 * kMiB,
+             2 * kMiB + 512, "inactive");
+  EXPECT_EQ(stats.inactive_split_bytes.all.current, model.NonReleasable());
+  ExpectStat(stats.inactive_split.small_pool, 2, 2, 2, 0, "inactive blocks S");
+  ExpectStat(stats.inactive_split.large_pool, 2, 2, 2, 0, "inactive blocks L");
+  // Everything freed: each segment is one free block again, nothing inactive split; empty_cache
+  // gives both back.
+  model.Free(3);
+  model.Free(4);
+  ExpectStat(stats.inactive_split.all, 0, 4, 4, 4, "inactive blocks");
+  EXPECT_EQ(stats.inactive_split_bytes.all.current, 0u);
+  model.EmptyCache();
+  ExpectStat(stats.reserved_bytes.all, 0, 22 * kMiB, 22 * kMiB, 22 * kMiB, "reserved, emptied");
+  ExpectStat(stats.segment.all, 0, 2, 2, 2, "segments, emptied");
+  ExpectStat(stats.oversize_allocations.all, 0, 0, 0, 0, "no max_split_size: nothing oversize");
+}
+
+TEST(NativeAllocatorModel, CountsOversizeAllocationsAndSegmentsFromMaxSplitSize) {
+  NativeAllocatorConfig config;
+  config.max_split_size = 30 * kMiB;
+  NativeAllocatorModel model(config);
+  ASSERT_TRUE(model.Allocate(1, 40 * kMiB, 0));  // a 40 MiB segment and block: both oversize
+  ASSERT_TRUE(model.Allocate(2, 5 * kMiB, 0));   // a 20 MiB segment: neither
+  const AllocatorPoolStats& stats = model.pool_stats();
+  ExpectStat(stats.oversize_allocations.all, 1, 1, 1, 0, "oversize allocations");
+  ExpectStat(stats.oversize_segments.all, 1, 1, 1, 0, "oversize segments");
+  ExpectStat(stats.inactive_split_bytes.all, 15 * kMiB, 15 * kMiB, 15 * kMiB, 0, "inactive");
+  model.Free(1);
+  ExpectStat(stats.oversize_allocations.all, 0, 1, 1, 1, "oversize allocation freed");
+  EXPECT_EQ(stats.oversize_segments.all.current, 1u);  // still held
+  model.EmptyCache();
+  ExpectStat(stats.oversize_segments.all, 0, 1, 1, 1, "oversize segment released");
+  ExpectStat(stats.reserved_bytes.large_pool, 20 * kMiB, 60 * kMiB, 60 * kMiB, 40 * kMiB,
+             "reserved");
+}
+
+// Pages count in the pool of their segment; PyTorch leaves expandable segments out of the
+// inactive split statistics.
+TEST(ExpandableSegmentsModel, KeepsReservedAndSegmentsPerPool) {
+  ExpandableSegmentsModel model;
+  ASSERT_TRUE(model.Allocate(1, 512 * kKiB, 0));  // one 2 MiB page of the small pool's segment
+  ASSERT_TRUE(model.Allocate(2, 30 * kMiB, 0));   // two 20 MiB pages of the large pool's
+  const AllocatorPoolStats& stats = model.pool_stats();
+  ExpectStat(stats.reserved_bytes.small_pool, 2 * kMiB, 2 * kMiB, 2 * kMiB, 0, "reserved S");
+  ExpectStat(stats.reserved_bytes.large_pool, 40 * kMiB, 40 * kMiB, 40 * kMiB, 0, "reserved L");
+  ExpectStat(stats.segment.all, 2, 2, 2, 0, "segments");
+  EXPECT_EQ(stats.inactive_split_bytes.all.allocated, 0u);
+  model.Free(1);
+  model.Free(2);
+  model.EmptyCache();
+  ExpectStat(stats.reserved_bytes.all, 0, 42 * kMiB, 42 * kMiB, 42 * kMiB, "reserved, emptied");
+  ExpectStat(stats.segment.large_pool, 0, 1, 1, 1, "segments L, emptied");
+  ExpectStat(stats.segment.small_pool, 0, 1, 1, 1, "segments S, emptied");
 }
 
 // ---- the cudaMallocAsync pool ----

@@ -261,6 +261,15 @@ TEST(JsonSchemaTest, BundledGpuTracesValidate) {
     ExpectOneLine(report, trace);
     documents.push_back(report.out);
   }
+  // The tensor-level trace's modelled rows, under either model.
+  const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
+  const ProgramRun expandable = ReportJson({async}, {"--allocator", "expandable"});
+  EXPECT_EQ(expandable.exit_code, 0) << expandable.err;
+  ExpectOneLine(expandable, async);
+  EXPECT_NE(expandable.out.find("\"model\":{\"allocator\":\"expandable\",\"chosen\":true"),
+            std::string::npos)
+      << expandable.out;
+  documents.push_back(expandable.out);
   ProgramRun run = Validate(documents, kSections);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
 
@@ -358,6 +367,8 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
       {"a required field removed", Removed(good, "pid"), "'pid' is a required property"},
       {"a required field removed from a frame", Removed(good, "module_offset"),
        "'module_offset' is a required property"},
+      {"a summary row without its modelled flag", Removed(good, "modelled"),
+       "'modelled' is a required property"},
       {"a wrong type", WithValue(good, "clean_exit", "\"yes\""), "is not of type 'boolean'"},
       {"a wrong type in a frame", WithValue(good, "line", "\"26\""), "is not of type 'integer'"},
       {"a fraction for a count", WithValue(good, "call_sites", "1.5"), "is not of type 'integer'"},

@@ -4,9 +4,13 @@
 // against the figures PyTorch itself reported for the same runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "report/memory_holders.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
+#include "tests/support/summary_stats.h"
 #include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 
@@ -22,6 +27,7 @@ namespace gpumem::report {
 namespace {
 
 using gpumem::testing::BuildPath;
+using gpumem::testing::ExpectStat;
 using gpumem::testing::FooterPacket;
 using gpumem::testing::Framed;
 using gpumem::testing::HeaderPacket;
@@ -102,16 +108,10 @@ class Events : public testing::SyntheticEvents {
     Add(CU_MEM_ALLOC, DEVICE, ALLOC, 0, size, address, stack_id);
   }
 
-  Summary Run() const { return ComputeSummary(events_, HolderOf); }
+  Summary Run(SummaryModelChoice model = SummaryModelChoice::kNone) const {
+    return ComputeSummary(events_, HolderOf, model);
+  }
 };
-
-void ExpectStat(const SummaryStat& stat, uint64_t current, uint64_t peak, uint64_t allocated,
-                uint64_t freed, const std::string& what) {
-  EXPECT_EQ(stat.current, current) << what;
-  EXPECT_EQ(stat.peak, peak) << what;
-  EXPECT_EQ(stat.allocated, allocated) << what;
-  EXPECT_EQ(stat.freed, freed) << what;
-}
 
 const SummaryRow& Row(const std::vector<SummaryRow>& rows, const std::string& metric) {
   for (const SummaryRow& row : rows) {
@@ -247,6 +247,144 @@ TEST(SummaryTensors, TextIsPyTorchsLayout) {
             std::string::npos)
       << notes;
   EXPECT_EQ(notes.find("CUDA OOMs,"), std::string::npos);  // none: no note
+}
+
+// The rows the native allocator would have had for the same tensors: its model's (hand-computed in
+// tests/report/allocator_model_test.cc, KeepsReservedSegmentsAndInactiveSplitStatsPerPool), marked.
+TEST(SummaryTensors, ModelledRowsComeFromTheNativeModelAndAreMarked) {
+  const Summary summary = TensorEvents().Run(SummaryModelChoice::kFromSettings);
+  ASSERT_TRUE(summary.model.has_value());
+  EXPECT_EQ(summary.model->kind, AllocatorKind::kNative);
+  EXPECT_FALSE(summary.model->chosen);
+  EXPECT_EQ(summary.model->settings, "");
+  const DeviceSummary& device = summary.devices[0];
+  ASSERT_TRUE(device.model.has_value());
+  EXPECT_EQ(device.model->device_memory, kUnlimitedDeviceMemory);
+  const std::vector<SummaryRow> rows = SummaryRows(summary, device);
+  std::vector<std::string> modelled;
+  for (const SummaryRow& row : rows) {
+    if (row.modelled) modelled.push_back(row.metric);
+  }
+  EXPECT_EQ(modelled, (std::vector<std::string>{"GPU reserved memory", "Non-releasable memory",
+                                                "GPU reserved segments", "Non-releasable allocs",
+                                                "Oversize allocations", "Oversize GPU segments"}));
+  // The measured rows stay the tensors'.
+  EXPECT_EQ(Row(rows, "Allocated memory").value, &device.allocated_bytes);
+  ExpectStat(Row(rows, "GPU reserved memory").value->all, 22 * kMiB, 22 * kMiB, 22 * kMiB, 0,
+             "reserved");
+  ExpectStat(Row(rows, "GPU reserved segments").value->small_pool, 1, 1, 1, 0, "small segments");
+  ExpectStat(Row(rows, "Non-releasable memory").value->all, 20 * kMiB - 512, 20 * kMiB - 512,
+             22 * kMiB, 2 * kMiB + 512, "non-releasable");
+
+  const std::string text = SummaryText(summary);
+  EXPECT_NE(text.find("|           *CUDA OOMs: 0            |       *cudaMalloc retries: 0         "
+                      "|\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("|*GPU reserved memory   |  22528 KiB |  22528 KiB |  22528 KiB |      0 B   "
+                      "|\n"
+                      "|       from large pool |  20480 KiB |  20480 KiB |  20480 KiB |      0 B   "
+                      "|\n"
+                      "|       from small pool |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   "
+                      "|\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("|*Non-releasable allocs |       4    |       4    |       4    |       0    "
+                      "|\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| Allocated memory      |   2048 KiB |"), std::string::npos);  // measured
+  EXPECT_NE(text.find("  rows marked * are modelled: PyTorch's native caching allocator replayed "
+                      "over the recorded tensors (report/allocator_model.h) with no limit on its "
+                      "memory (the trace does not give the device's total); the others are "
+                      "measured\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  Oversize allocations, Oversize GPU segments: modelled: 0: "
+                      "max_split_size_mb was not set"),
+            std::string::npos);
+  const std::string json = SummaryJson(summary);
+  EXPECT_NE(json.find("\"model\":{\"allocator\":\"native\",\"chosen\":false,\"num_ooms\":0,"
+                      "\"num_alloc_retries\":0,\"ran_out\":false}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"metric\":\"GPU reserved segments\",\"key\":\"segment\",\"unit\":"
+                      "\"count\",\"available\":true,\"modelled\":true,\"all\":{\"current\":2,"),
+            std::string::npos)
+      << json;
+}
+
+// A model is only for tensors: a trace of segments keeps its measured rows, unmarked.
+TEST(SummarySegments, NoModelWithoutTensors) {
+  Events events;
+  events.Malloc(20 * kMiB, 0x1000'0000, kTorchStack);
+  const Summary summary = events.Run(SummaryModelChoice::kNative);
+  EXPECT_EQ(summary.mode, SummaryMode::kSegments);
+  EXPECT_FALSE(summary.model.has_value());
+  EXPECT_FALSE(summary.devices[0].model.has_value());
+  for (const SummaryRow& row : SummaryRows(summary, summary.devices[0])) {
+    EXPECT_FALSE(row.modelled) << row.metric;
+  }
+  EXPECT_EQ(SummaryText(summary).find('*'), std::string::npos);
+}
+
+// The user's allocator settings, as `gpumem record --tensors` keeps them in the header.
+TEST(SummaryModel, ChosenFromTheTraceAllocatorSettings) {
+  auto options = [](std::map<std::string, std::string> values) {
+    return [values](const std::string& name) -> std::optional<std::string> {
+      auto it = values.find(name);
+      if (it == values.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  EXPECT_FALSE(ChooseSummaryModel(SummaryModelChoice::kNone, options({})).has_value());
+  std::optional<SummaryModel> model =
+      ChooseSummaryModel(SummaryModelChoice::kFromSettings, options({}));
+  ASSERT_TRUE(model.has_value());
+  EXPECT_EQ(model->kind, AllocatorKind::kNative);
+  EXPECT_EQ(model->max_split_size, std::numeric_limits<uint64_t>::max());
+
+  const auto expandable =
+      options({{"GPUMEM_TENSORS",
+                "PYTORCH_CUDA_ALLOC_CONF was 'expandable_segments:True,max_split_size_mb:128'; "
+                "TF_GPU_ALLOCATOR was unset"},
+               {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}});
+  model = ChooseSummaryModel(SummaryModelChoice::kFromSettings, expandable);
+  EXPECT_EQ(model->kind, AllocatorKind::kExpandable);
+  EXPECT_FALSE(model->chosen);
+  EXPECT_EQ(model->max_split_size, 128 * kMiB);
+  EXPECT_EQ(model->settings,
+            "PYTORCH_CUDA_ALLOC_CONF was 'expandable_segments:True,max_split_size_mb:128' before "
+            "gpumem record --tensors: expandable_segments:True, so the expandable-segments "
+            "model; max_split_size_mb:128, which the expandable-segments model does not keep");
+  // --allocator native sets the settings' expandable segments aside, and keeps max_split_size.
+  model = ChooseSummaryModel(SummaryModelChoice::kNative, expandable);
+  EXPECT_EQ(model->kind, AllocatorKind::kNative);
+  EXPECT_TRUE(model->chosen);
+  EXPECT_EQ(model->max_split_size, 128 * kMiB);
+  EXPECT_NE(model->settings.find("expandable_segments:True, set aside by --allocator native; "
+                                 "max_split_size_mb:128"),
+            std::string::npos)
+      << model->settings;
+
+  // PyTorch's floor: max_split_size_mb is at least its 20 MiB large segment.
+  model = ChooseSummaryModel(
+      SummaryModelChoice::kFromSettings,
+      options({{"GPUMEM_TENSORS", "PYTORCH_CUDA_ALLOC_CONF was 'max_split_size_mb:4'"}}));
+  EXPECT_EQ(model->max_split_size, 20 * kMiB);
+  // Recorded without --tensors, with the async backend set by hand: the recorded variable.
+  model = ChooseSummaryModel(
+      SummaryModelChoice::kFromSettings,
+      options({{"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync,max_split_size_mb:64"}}));
+  EXPECT_EQ(model->max_split_size, 64 * kMiB);
+  EXPECT_EQ(model->settings,
+            "PYTORCH_CUDA_ALLOC_CONF='backend:cudaMallocAsync,max_split_size_mb:64': "
+            "max_split_size_mb:64");
+  // --tensors replaced a variable that was unset: no settings.
+  model = ChooseSummaryModel(SummaryModelChoice::kFromSettings,
+                             options({{"GPUMEM_TENSORS", "PYTORCH_CUDA_ALLOC_CONF was unset"},
+                                      {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}}));
+  EXPECT_EQ(model->settings, "");
 }
 
 // Native caching allocator: cudaMalloc from libc10_cuda.so are segments, 2 MiB ones the small
@@ -460,21 +598,24 @@ TEST(SummaryJson, RowsHoldingsAndNotes) {
                        0),
             0u)
       << json;
-  EXPECT_NE(json.find("{\"metric\":\"Allocated memory\",\"key\":\"allocated_bytes\",\"unit\":"
-                      "\"bytes\",\"available\":true,\"all\":{\"current\":2097153,\"peak\":6291457,"
-                      "\"allocated\":6815745,\"freed\":4718592},\"large_pool\":{\"current\":"
-                      "1048577,\"peak\":5242881,\"allocated\":5242881,\"freed\":4194304},"
-                      "\"small_pool\":{\"current\":1048576,\"peak\":1572864,\"allocated\":1572864,"
-                      "\"freed\":524288}}"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find("{\"metric\":\"Allocated memory\",\"key\":\"allocated_bytes\",\"unit\":"
+                "\"bytes\",\"available\":true,\"modelled\":false,\"all\":{\"current\":2097153,"
+                "\"peak\":6291457,"
+                "\"allocated\":6815745,\"freed\":4718592},\"large_pool\":{\"current\":"
+                "1048577,\"peak\":5242881,\"allocated\":5242881,\"freed\":4194304},"
+                "\"small_pool\":{\"current\":1048576,\"peak\":1572864,\"allocated\":1572864,"
+                "\"freed\":524288}}"),
+      std::string::npos)
       << json;
   EXPECT_NE(json.find("{\"metric\":\"GPU reserved memory\",\"key\":\"reserved_bytes\",\"unit\":"
-                      "\"bytes\",\"available\":false,\"note\":\"n/a: the memory pool's reserved "
+                      "\"bytes\",\"available\":false,\"modelled\":false,\"note\":\"n/a: the memory "
+                      "pool's reserved "
                       "size is not in this trace"),
             std::string::npos);
   EXPECT_NE(
       json.find("{\"metric\":\"Oversize GPU segments\",\"key\":\"oversize_segments\",\"unit\":"
-                "\"count\",\"available\":false,"),
+                "\"count\",\"available\":false,\"modelled\":false,"),
       std::string::npos);
   EXPECT_NE(json.find("\"holdings\":[{\"id\":\"cublas_workspace\",\"name\":\"cuBLAS\",\"apis\":["
                       "\"cuMemAlloc\"],\"bytes\":8388608,\"count\":1,\"live_bytes\":8388608,"
@@ -576,18 +717,23 @@ TEST(SummaryCommand, AsyncBackendAllocationsAndAllocatedPeakMatchPyTorch) {
                      "|\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("| GPU reserved memory   |    n/a     |    n/a     |    n/a     |    n/a     "
-                     "|\n"),
+  // Without a model the reserved rows are n/a, and the pool's own size (its attributes, recorded
+  // after each allocation) is in the note: its peak is PyTorch's torch.cuda.max_memory_reserved()
+  // of the same run, 100663296 (that run's stdout).
+  ProgramRun unmodelled =
+      Report({"--summary", "--allocator", "none", Sample("train_mlp-async-h100.trace")});
+  ASSERT_EQ(unmodelled.exit_code, 0) << unmodelled.err;
+  EXPECT_NE(unmodelled.out.find("| GPU reserved memory   |    n/a     |    n/a     |    n/a     |"
+                                "    n/a     |\n"),
             std::string::npos);
-  // The pool's own size (its attributes, recorded after each allocation): its peak is PyTorch's
-  // torch.cuda.max_memory_reserved() of the same run, 100663296 (that run's stdout).
-  EXPECT_NE(
-      out.find("GPU reserved memory, GPU reserved segments: n/a in the rows (a pool's size is "
-               "not split into large and small pool, and it has no segments); its own "
-               "reserved size, from its attributes after each stream-ordered allocation, "
-               "peaked at 96.00 MiB (100663296 bytes, what torch.cuda.max_memory_reserved() "
-               "reports in this mode) and was 96.00 MiB at the end"),
-      std::string::npos)
+  EXPECT_EQ(unmodelled.out.find("*"), std::string::npos);
+  EXPECT_NE(unmodelled.out.find(
+                "GPU reserved memory, GPU reserved segments: n/a in the rows (a pool's size is "
+                "not split into large and small pool, and it has no segments); its own "
+                "reserved size, from its attributes after each stream-ordered allocation, "
+                "peaked at 96.00 MiB (100663296 bytes, what torch.cuda.max_memory_reserved() "
+                "reports in this mode) and was 96.00 MiB at the end"),
+            std::string::npos)
       << out;
 
   // The fragmentation report takes reserved from the same pool sizes: at its peak, PyTorch's
@@ -608,8 +754,172 @@ TEST(SummaryCommand, AsyncBackendAllocationsAndAllocatedPeakMatchPyTorch) {
   EXPECT_LE(std::abs(static_cast<double>(peak) - kPyTorchMaxMemoryAllocated),
             0.005 * kPyTorchMaxMemoryAllocated)
       << peak;
-  EXPECT_EQ(peak, 87573120);                                   // in fact exactly
-  EXPECT_EQ(RowStat(json.out, "reserved_bytes", "peak"), -1);  // n/a
+  EXPECT_EQ(peak, 87573120);  // in fact exactly
+}
+
+// The tensors of the async run replayed through the native model reserve exactly what PyTorch's
+// default allocator reserved running the same script (train_mlp-default-h100.trace, measured
+// above: torch.cuda.max_memory_reserved() 92274688, 3 large and 2 small segments); through the
+// expandable model, what the expandable-segments run reserved (109051904).
+TEST(SummaryCommand, ModelledReservedRowsMatchWhatPyTorchReservedUnderEachAllocator) {
+  ProgramRun run = Report({"--summary", Sample("train_mlp-async-h100.trace")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(
+      run.out.find("|*GPU reserved memory   |  90112 KiB |  90112 KiB |  90112 KiB |      0 B "
+                   "  |\n"
+                   "|       from large pool |  86016 KiB |  86016 KiB |  86016 KiB |      0 B "
+                   "  |\n"
+                   "|       from small pool |   4096 KiB |   4096 KiB |   4096 KiB |      0 B "
+                   "  |\n"),
+      std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("|*GPU reserved segments |       5    |       5    |       5    |       0 "
+                         "   |\n"
+                         "|       from large pool |       3    |       3    |       3    |       0 "
+                         "   |\n"
+                         "|       from small pool |       2    |       2    |       2    |       0 "
+                         "   |\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  rows marked * are modelled: PyTorch's native caching allocator "
+                         "replayed over the recorded tensors"),
+            std::string::npos);
+  EXPECT_NE(run.out.find("measured, the cudaMallocAsync pool itself peaked at 96.00 MiB "
+                         "(100663296 bytes)"),
+            std::string::npos);
+
+  ProgramRun json = Report({"--json", "--summary", Sample("train_mlp-async-h100.trace")});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(RowStat(json.out, "reserved_bytes", "peak"), 92274688);
+  EXPECT_EQ(RowStat(json.out, "segment", "peak"), 5);
+  EXPECT_NE(json.out.find("\"model\":{\"allocator\":\"native\",\"chosen\":false,"
+                          "\"device_memory\":"),
+            std::string::npos)
+      << json.out;
+
+  ProgramRun expandable =
+      Report({"--json", "--allocator", "expandable", Sample("train_mlp-async-h100.trace")});
+  ASSERT_EQ(expandable.exit_code, 0) << expandable.err;
+  EXPECT_EQ(RowStat(expandable.out, "reserved_bytes", "peak"), 109051904);
+  EXPECT_EQ(RowStat(expandable.out, "inactive_split_bytes", "peak"), 0);  // PyTorch leaves it out
+  EXPECT_NE(expandable.out.find("\"model\":{\"allocator\":\"expandable\",\"chosen\":true"),
+            std::string::npos);
+}
+
+TEST(SummaryCommand, AllocatorIsForTensorLevelTracesOnly) {
+  for (const char* trace : {"train_mlp-default-h100.trace", "leak_loop-h100.trace"}) {
+    ProgramRun run = Report({"--summary", "--allocator", "native", Sample(trace)});
+    EXPECT_EQ(run.exit_code, 2) << trace;
+    EXPECT_EQ(run.out, "") << trace;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_NE(run.err.find(": --allocator needs a tensor-level trace (gpumem record --tensors); "),
+              std::string::npos)
+        << run.err;
+  }
+  ProgramRun bad = Report({"--allocator", "async", Sample("train_mlp-async-h100.trace")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err,
+            "gpumem: error: report: --allocator: not native, expandable or none: 'async'\nTry "
+            "'gpumem report --help'.\n");
+  ProgramRun missing = Report({Sample("train_mlp-async-h100.trace"), "--allocator"});
+  EXPECT_EQ(missing.exit_code, 2);
+}
+
+// A tensor-level trace of a device with 40 MiB whose header keeps the user's settings
+// (max_split_size_mb:24; or expandable_segments:True): tensors of 4 MiB (freed), 25 MiB and
+// 30 MiB. Native: a 20 MiB segment, then 26 MiB does not fit beside it: the cache is emptied
+// (a retry) and it fits; 30 MiB more does not fit even after a second retry: an OOM, and the
+// model stops there. The 25 MiB block and its 26 MiB segment are oversize.
+std::string SettingsTrace(const TempDir& dir, const std::string& name,
+                          const std::string& settings_before) {
+  TracePacket header = HeaderPacket();
+  Option* option = header.mutable_header()->add_option();
+  option->set_name("GPUMEM_TENSORS");
+  option->set_value("PYTORCH_CUDA_ALLOC_CONF was '" + settings_before + "'");
+  std::string bytes = Framed(header);
+  auto add = [&bytes](const TracePacket& packet) { bytes += Framed(packet); };
+  TracePacket device;
+  device.mutable_device()->set_ordinal(0);
+  device.mutable_device()->set_name("Small GPU");
+  device.mutable_device()->set_total_memory(40 * kMiB);
+  add(device);
+  TracePacket module;
+  module.mutable_module()->set_id(1);
+  module.mutable_module()->set_path("/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so");
+  module.mutable_module()->set_start(0x10000);
+  module.mutable_module()->set_end(0x11000);
+  add(module);
+  TracePacket stack;
+  stack.mutable_stack()->set_id(1);
+  stack.mutable_stack()->add_frame(0x10010);
+  add(stack);
+  uint64_t seq = 0;
+  auto memory = [&](Api api, Action action, uint64_t size, uint64_t address) {
+    TracePacket packet;
+    MemoryEvent* event = packet.mutable_memory();
+    event->set_seq(++seq);
+    event->set_api(api);
+    event->set_kind(POOL);
+    event->set_action(action);
+    event->set_device(action == ALLOC ? 0 : -1);
+    event->set_size(size);
+    event->set_address(address);
+    event->set_stack_id(action == ALLOC ? 1 : 0);
+    add(packet);
+  };
+  memory(CUDA_MALLOC_ASYNC, ALLOC, 4 * kMiB, 0x1000'0000);
+  memory(CUDA_FREE_ASYNC, FREE, 0, 0x1000'0000);
+  memory(CUDA_MALLOC_ASYNC, ALLOC, 25 * kMiB, 0x2000'0000);
+  memory(CUDA_MALLOC_ASYNC, ALLOC, 30 * kMiB, 0x4000'0000);
+  add(FooterPacket(seq));
+  const std::string path = dir.File(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(SummaryCommand, ModelTakesTheTraceSettingsAndTheDeviceMemory) {
+  TempDir dir;
+  const std::string split = SettingsTrace(dir, "split.trace", "max_split_size_mb:24");
+  ProgramRun json = Report({"--json", "--summary", split});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"model\":{\"allocator\":\"native\",\"chosen\":false,"
+                          "\"max_split_size\":25165824,\"settings\":\"PYTORCH_CUDA_ALLOC_CONF was "
+                          "'max_split_size_mb:24' before gpumem record --tensors: "
+                          "max_split_size_mb:24\",\"device_memory\":41943040,\"num_ooms\":1,"
+                          "\"num_alloc_retries\":2,\"ran_out\":true}"),
+            std::string::npos)
+      << json.out;
+  EXPECT_EQ(RowStat(json.out, "reserved_bytes", "peak"), 26 * kMiB);
+  EXPECT_EQ(RowStat(json.out, "reserved_bytes", "freed"), 20 * kMiB);
+  EXPECT_EQ(RowStat(json.out, "oversize_allocations", "current"), 1);
+  EXPECT_EQ(RowStat(json.out, "oversize_segments", "current"), 1);
+  ProgramRun text = Report({"--summary", split});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("|           *CUDA OOMs: 1            |       *cudaMalloc retries: 2    "
+                          "     |\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("on a device of 40.00 MiB (its total memory;"), std::string::npos);
+  EXPECT_NE(text.out.find("  allocator settings in the trace: PYTORCH_CUDA_ALLOC_CONF was "
+                          "'max_split_size_mb:24' before gpumem record --tensors: "
+                          "max_split_size_mb:24\n"),
+            std::string::npos);
+  EXPECT_NE(text.out.find("; it ran out, where the program would have died: the modelled rows "
+                          "stop there"),
+            std::string::npos);
+
+  // expandable_segments:True in the settings picks the expandable model, unless told otherwise.
+  const std::string expandable = SettingsTrace(dir, "expandable.trace", "expandable_segments:True");
+  json = Report({"--json", "--summary", expandable});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"model\":{\"allocator\":\"expandable\",\"chosen\":false,"),
+            std::string::npos)
+      << json.out;
+  json = Report({"--json", "--allocator", "native", expandable});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"model\":{\"allocator\":\"native\",\"chosen\":true,"),
+            std::string::npos)
+      << json.out;
 }
 
 // Expandable segments, H100: torch.cuda.max_memory_reserved() was 109051904 in that run
