@@ -3,6 +3,7 @@ on the caching allocator (--memory-limit), and a step loop that reports an out-o
 instead of dying of it, so `gpumem whatif` can be checked against what really happened.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -65,3 +66,14 @@ def run_steps(train_step, steps, script):
                     "oom_line": lines[-1] if lines else None, "oom_message": message}
     torch.cuda.synchronize()
     return {"oom": False}
+
+
+def train_main(make_training, script, context=None):
+    """The command line of the training samples: [STEPS] (default 10) [--memory-limit BYTES];
+    runs the steps (inside `context`, if given) and prints the JSON line. Returns the exit code."""
+    steps = steps_argument(sys.argv, 10)
+    limit = apply_memory_limit(sys.argv)
+    with context if context is not None else contextlib.nullcontext():
+        outcome = run_steps(make_training(torch.device("cuda")), steps, script)
+    print(memory_report(steps=steps, memory_limit=limit, **outcome))
+    return 0

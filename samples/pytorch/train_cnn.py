@@ -13,7 +13,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from harness import apply_memory_limit, memory_report, run_steps, steps_argument
+from harness import train_main
 
 BATCH = 32
 CLASSES = 10
@@ -44,13 +44,5 @@ def make_training(device):
     return train_step
 
 
-def main():
-    steps = steps_argument(sys.argv, 10)
-    limit = apply_memory_limit(sys.argv)
-    outcome = run_steps(make_training(torch.device("cuda")), steps, __file__)
-    print(memory_report(steps=steps, memory_limit=limit, **outcome))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(train_main(make_training, __file__))

@@ -13,7 +13,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from harness import apply_memory_limit, memory_report, run_steps, steps_argument
+from harness import train_main
 
 VOCAB = 4096
 MODEL = 256
@@ -46,14 +46,6 @@ def make_training(device):
     return train_step
 
 
-def main():
-    steps = steps_argument(sys.argv, 10)
-    limit = apply_memory_limit(sys.argv)
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-        outcome = run_steps(make_training(torch.device("cuda")), steps, __file__)
-    print(memory_report(steps=steps, memory_limit=limit, **outcome))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    math_attention = torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)
+    sys.exit(train_main(make_training, __file__, math_attention))
