@@ -118,6 +118,9 @@ bench() {
   # interleaved, and with parts of gpumem off: what each costs.
   GPUMEM_BENCH_CUDA_LIBS=$cuda_libs PYTHON=$python \
     tests/bench/run_step_time.sh "$build" 5 300 "$out/step_time" >"$out/step_time.txt" 2>&1
+  # The same step measured inside one process (recording paused and resumed): the precise figure.
+  PYTHON=$python tests/bench/run_step_time_toggle.sh "$build" 5 1001 "$out/step_time_toggle" \
+    >>"$out/step_time.txt" 2>&1
   # Cost per allocation and per free on the real driver.
   for mode in async sync; do
     GPUMEM_BENCH_CUDA_LIBS=$cuda_libs tests/bench/run_alloc_cost.sh "$build" 7 20000 $mode
