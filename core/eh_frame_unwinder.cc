@@ -630,12 +630,20 @@ __thread StackBounds t_stack __attribute__((tls_model("initial-exec")));
 // the same word gives the same frames. Checking that reads the same stack words but none of the
 // rule cache, whose lookups were most of an unwind's cost inside PyTorch on the H100 machine (a
 // cache miss a frame).
-// 64 memos a thread (~200 KiB, touched as used) in pairs: a training step's stacks from one
-// thread mostly fit, and two stacks that start from registers of the same pair both stay. A memo
-// holds a stack of up to 80 frames, two reads a frame (frame-pointer code restores rbp).
-constexpr int kMemoSlots = 64;
+// 256 memos a thread (~800 KiB of address space, touched as used), 4 ways to a set chosen by the
+// stack pointer: a training step's call sites from one thread fit with room to spare. With 64 in
+// pairs, a fifth of PyTorch's stacks missed their memo each step (call sites evicting each other)
+// and each miss cost a full unwind, several times a replay. A memo holds a stack of up to 80
+// frames, two reads a frame (frame-pointer code restores rbp).
+constexpr int kMemoWays = 4;
+constexpr int kMemoSets = 64;
+constexpr int kMemoSlots = kMemoWays * kMemoSets;
 constexpr int kMaxMemoReads = 160;
 constexpr int kMaxMemoFrames = 80;
+struct MemoRead {
+  uintptr_t address;
+  uintptr_t value;
+};
 struct Memo {
   uintptr_t sp;  // 0: empty
   uintptr_t bp;  // compared only when bp_used: some rule read the starting rbp
@@ -644,37 +652,49 @@ struct Memo {
   int capacity;
   int depth;
   int reads;
-  uintptr_t read_address[kMaxMemoReads];
-  uintptr_t read_value[kMaxMemoReads];
+  MemoRead read[kMaxMemoReads];  // address and value side by side: a replay streams one array
   void* frames[kMaxMemoFrames];
 };
-std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules makes every memo stale
+// The stack pointers of a set's memos in one cache line, so that finding the candidates does not
+// touch the memos that cannot match.
+struct alignas(64) MemoSet {
+  uintptr_t sp[kMemoWays];
+  uint32_t next_victim;
+};
+struct ThreadMemoTable {
+  MemoSet sets[kMemoSets];
+  Memo memos[kMemoSlots];
+};
+std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make every memo stale
+// SetStop's range as start and size: one unsigned compare a frame.
+std::atomic<uintptr_t> g_stop_start{0};
+std::atomic<uintptr_t> g_stop_size{0};
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
-__thread Memo* t_memos __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread ThreadMemoTable* t_memos __attribute__((tls_model("initial-exec"))) = nullptr;
 
 void FreeMemos(void* memos) {
-  if (memos != nullptr && memos != MAP_FAILED) munmap(memos, kMemoSlots * sizeof(Memo));
+  if (memos != nullptr && memos != MAP_FAILED) munmap(memos, sizeof(ThreadMemoTable));
 }
 
 // The thread's memos, mapped at its first unwind (never in a thread that records no stack) and
 // unmapped when it exits; null when that failed.
-Memo* ThreadMemos() {
+ThreadMemoTable* ThreadMemos() {
   if (t_memos == nullptr) {
     void* memory = g_memo_key_created
-                       ? mmap(nullptr, kMemoSlots * sizeof(Memo), PROT_READ | PROT_WRITE,
+                       ? mmap(nullptr, sizeof(ThreadMemoTable), PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                        : MAP_FAILED;
-    t_memos = static_cast<Memo*>(memory);
+    t_memos = static_cast<ThreadMemoTable*>(memory);
     if (memory != MAP_FAILED) pthread_setspecific(g_memo_key, memory);
   }
   return t_memos == MAP_FAILED ? nullptr : t_memos;
 }
 
-// The pair of memos for this stack pointer.
-Memo* MemoPair(Memo* memos, uintptr_t sp) {
+// The set of memos for this stack pointer.
+int MemoSetIndex(uintptr_t sp) {
   const uint64_t hash = (sp >> 4) * 0x9e3779b97f4a7c15ull;
-  return &memos[2 * ((hash >> 40) % (kMemoSlots / 2))];
+  return static_cast<int>((hash >> 40) % kMemoSets);
 }
 
 // The memo's frames if every word it read is still there; -1 otherwise.
@@ -684,7 +704,7 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
     return -1;
   }
   for (int i = 0; i < memo.reads; ++i) {
-    if (*reinterpret_cast<const uintptr_t*>(memo.read_address[i]) != memo.read_value[i]) return -1;
+    if (*reinterpret_cast<const uintptr_t*>(memo.read[i].address) != memo.read[i].value) return -1;
   }
   memcpy(frames, memo.frames, static_cast<size_t>(memo.depth) * sizeof(void*));
   return memo.depth;
@@ -729,24 +749,35 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
   asm volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                : "=r"(pc), "=r"(sp), "=r"(bp));
   if (sp < bounds.low || sp >= bounds.high) return -1;
-  Memo* memos = ThreadMemos();
+  ThreadMemoTable* memos = ThreadMemos();
   Memo* memo = nullptr;
+  int way_to_fill = -1;
+  MemoSet* set = nullptr;
   if (memos != nullptr) {
-    Memo* pair = MemoPair(memos, sp);
-    for (int way = 0; way < 2; ++way) {
-      const int replayed = Replay(pair[way], sp, bp, capacity, frames);
+    const int set_index = MemoSetIndex(sp);
+    set = &memos->sets[set_index];
+    Memo* ways = &memos->memos[set_index * kMemoWays];
+    bool sp_seen = false;
+    for (int way = 0; way < kMemoWays; ++way) {
+      if (set->sp[way] != sp) continue;
+      sp_seen = true;
+      const int replayed = Replay(ways[way], sp, bp, capacity, frames);
       if (replayed >= 0) {
         self_timing::Count(self_timing::kUnwindReplayed);
         return replayed;
       }
     }
-    // Overwrite the one from this stack pointer, else an empty one, else the first; the other
-    // way keeps its stack.
-    memo = pair[0].sp == sp   ? &pair[0]
-           : pair[1].sp == sp ? &pair[1]
-           : pair[0].sp == 0  ? &pair[0]
-                              : &pair[1];
-    memo->sp = 0;  // rewritten below, kept only if the unwind completes
+    self_timing::Count(sp_seen ? self_timing::kUnwindMemoChanged : self_timing::kUnwindMemoAbsent);
+    // An empty way, else the next in turn: two paths through one stack pointer (sibling call
+    // sites of the same depth) both stay.
+    way_to_fill = -1;
+    for (int way = 0; way < kMemoWays && way_to_fill < 0; ++way) {
+      if (set->sp[way] == 0) way_to_fill = way;
+    }
+    if (way_to_fill < 0) way_to_fill = static_cast<int>(set->next_victim++ % kMemoWays);
+    memo = &ways[way_to_fill];
+    set->sp[way_to_fill] = 0;  // rewritten below, kept only if the unwind completes
+    memo->sp = 0;
     memo->reads = 0;
   }
   const uintptr_t start_sp = sp;
@@ -761,8 +792,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
       memo_fits = false;
       return;
     }
-    memo->read_address[memo->reads] = address;
-    memo->read_value[memo->reads++] = value;
+    memo->read[memo->reads++] = {address, value};
   };
   auto load = [&](uintptr_t address) {
     const uintptr_t value = *reinterpret_cast<const uintptr_t*>(address);
@@ -784,6 +814,8 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     }
     return bp;
   };
+  const uintptr_t stop_start = g_stop_start.load(std::memory_order_relaxed);
+  const uintptr_t stop_size = g_stop_size.load(std::memory_order_relaxed);
   int depth = 0;
   uintptr_t lookup = pc;  // then return address - 1: the call, not what follows it
   while (depth < capacity) {
@@ -820,6 +852,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     sp = cfa;
     if (return_address == 0) break;
     frames[depth++] = reinterpret_cast<void*>(return_address);
+    if (return_address - stop_start < stop_size) break;
     lookup = return_address - 1;
   }
   if (memo != nullptr && !(memo_fits && depth <= kMaxMemoFrames)) {
@@ -833,6 +866,7 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     memo->capacity = capacity;
     memo->depth = depth;
     memo->sp = start_sp;  // last: the memo is whole
+    set->sp[way_to_fill] = start_sp;
   }
   return depth;
 }
@@ -857,6 +891,12 @@ void PrintUnsupported() {
   }
 }
 
+void SetStop(uintptr_t start, uintptr_t end) {
+  g_stop_start.store(start, std::memory_order_relaxed);
+  g_stop_size.store(end > start ? end - start : 0, std::memory_order_relaxed);
+  g_rules_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
 void ForgetRules() {
   g_rules_generation.fetch_add(1, std::memory_order_relaxed);
   for (Slot& slot : g_rules) {
@@ -870,6 +910,7 @@ void ForgetRules() {
 bool Init(void* (*)(void*, const char*)) { return false; }
 int Backtrace(void**, int) { return -1; }
 void PrintUnsupported() {}
+void SetStop(uintptr_t, uintptr_t) {}
 void ForgetRules() {}
 
 #endif

@@ -6,6 +6,8 @@
 // address given by a DWARF expression, signal frames, a stack outside the thread's own).
 #pragma once
 
+#include <cstdint>
+
 namespace gpumem::eh_frame_unwinder {
 
 // Finds what this unwinder needs (glibc's _dl_find_object, x86-64); false if the process lacks
@@ -20,6 +22,10 @@ int Backtrace(void** frames, int capacity);
 // Writes to stderr the first few addresses whose frames were left to libunwind, and why
 // (GPUMEM_SELF_TIMING=1 at exit).
 void PrintUnsupported();
+
+// Backtrace stops after the first return address in [start, end) (see SetStackEnd in
+// core/stack_capture.h); earlier replays are forgotten.
+void SetStop(uintptr_t start, uintptr_t end);
 
 // Drops the cached rules (after a module was unloaded, its addresses may hold other code).
 void ForgetRules();

@@ -74,16 +74,18 @@ void LoadRecorderOptions(RecorderOptions* options) {
     bool* value;
     const char* fallback;
   };
-  for (const Switch& option : {Switch{"GPUMEM_LAUNCHES", &options->launches, "1"},
-                               Switch{"GPUMEM_LAUNCH_STACKS", &options->launch_stacks, "1"},
-                               Switch{"GPUMEM_FAST_UNWIND", &options->fast_unwind, "1"},
-                               Switch{"GPUMEM_CUPTI", &options->cupti, "1"},
-                               Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"},
-                               Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},
-                               Switch{"GPUMEM_CUPTI_POOLS", &options->cupti_pools, "0"},
-                               Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
-                               Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},
-                               Switch{"GPUMEM_BENCH_TOGGLE", &options->bench_toggle, "0"}}) {
+  for (const Switch& option :
+       {Switch{"GPUMEM_LAUNCHES", &options->launches, "1"},
+        Switch{"GPUMEM_LAUNCH_STACKS", &options->launch_stacks, "1"},
+        Switch{"GPUMEM_FAST_UNWIND", &options->fast_unwind, "1"},
+        Switch{"GPUMEM_CUPTI", &options->cupti, "1"},
+        Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"},
+        Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},
+        Switch{"GPUMEM_CUPTI_POOLS", &options->cupti_pools, "0"},
+        Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
+        Switch{"GPUMEM_INTERPRETER_FRAMES", &options->interpreter_frames, "0"},
+        Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},
+        Switch{"GPUMEM_BENCH_TOGGLE", &options->bench_toggle, "0"}}) {
     if (const char* v = getenv(option.name); v != nullptr && !ParseBool(v, option.value)) {
       Warn(option.name, " must be 0 or 1; using ", option.fallback);
     }

@@ -24,8 +24,12 @@ struct RecorderOptions {
   bool cupti_pools = false;
   char cupti_path[4096] = {};  // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
   bool python_frames = true;   // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
-  bool self_timing = false;    // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
-  bool bench_toggle = false;   // GPUMEM_BENCH_TOGGLE=1: gpumem_bench_set_recording() may pause
+  // GPUMEM_INTERPRETER_FRAMES=1: native stacks go on through the Python interpreter to main().
+  // By default, where Python frames are recorded, a native stack ends at the interpreter's eval
+  // loop: the Python frames say what the frames above it did, and unwinding them cost time.
+  bool interpreter_frames = false;
+  bool self_timing = false;   // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
+  bool bench_toggle = false;  // GPUMEM_BENCH_TOGGLE=1: gpumem_bench_set_recording() may pause
   // GPUMEM_TENSORS: set by `gpumem record --tensors` to what it changed to see every tensor
   // (each variable's value before, "(unset)" when it had none); "" when it changed nothing.
   char tensors[1024] = {};

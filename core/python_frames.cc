@@ -1,6 +1,7 @@
 #include "core/python_frames.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -283,6 +284,21 @@ bool FindPython(void* (*real_dlsym)(void*, const char*), PythonStatusInfo* info)
   snprintf(info->detail, sizeof(info->detail),
            "CPython 3.%d frame layout (x86-64)%s; frames read without the GIL", minor,
            minor == 13 ? ", checked against _Py_DebugOffsets" : "");
+  return true;
+}
+
+bool EvalLoopRange(void* (*real_dlsym)(void*, const char*), uintptr_t* start, uintptr_t* end) {
+  void* eval = real_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  dlerror();  // a miss leaves an error for the host's next dlerror()
+  Dl_info info{};
+  void* symbol_entry = nullptr;
+  if (eval == nullptr || dladdr1(eval, &info, &symbol_entry, RTLD_DL_SYMENT) == 0) return false;
+  const auto* symbol = static_cast<const ElfW(Sym)*>(symbol_entry);
+  if (symbol == nullptr || symbol->st_size == 0) {
+    return false;
+  }
+  *start = reinterpret_cast<uintptr_t>(eval);
+  *end = *start + symbol->st_size;
   return true;
 }
 

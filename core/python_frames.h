@@ -70,6 +70,10 @@ struct PythonStatusInfo {
 // `info->found`; when false it may be called again later (libpython dlopen'd afterwards).
 bool FindPython(void* (*real_dlsym)(void*, const char*), PythonStatusInfo* info);
 
+// The code of the interpreter's eval loop (_PyEval_EvalFrameDefault, from its symbol's size): the
+// native frame under which each activation's Python frames run. False when it cannot be found.
+bool EvalLoopRange(void* (*real_dlsym)(void*, const char*), uintptr_t* start, uintptr_t* end);
+
 // Whether FindPython() found a supported interpreter.
 bool PythonFramesAvailable();
 

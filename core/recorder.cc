@@ -213,6 +213,7 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
   WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
+  WriteOption(writer, "GPUMEM_INTERPRETER_FRAMES", g.options.interpreter_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
   if (g.options.bench_toggle) WriteOption(writer, "GPUMEM_BENCH_TOGGLE", "1");
   if (g.options.tensors[0] != '\0') WriteOption(writer, "GPUMEM_TENSORS", g.options.tensors);
@@ -464,7 +465,16 @@ bool PythonWanted() {
     if (g.python_lock.test_and_set(std::memory_order_acquire)) return false;  // another looks
     if (g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
         FindPython(g.loader.dlsym, &g.python_info)) {
-      if (g.python_info.supported) g.python_codes.UseFoundPython();
+      if (g.python_info.supported) {
+        g.python_codes.UseFoundPython();
+        // Native frames above the eval loop are the interpreter's, which the Python frames
+        // replace: unwinding them was up to half of a PyTorch stack's frames.
+        uintptr_t start = 0;
+        uintptr_t end = 0;
+        if (!g.options.interpreter_frames && EvalLoopRange(g.loader.dlsym, &start, &end)) {
+          SetStackEnd(start, end);
+        }
+      }
       g.python_state.store(kPythonFound, std::memory_order_release);
     }
     g.python_lock.clear(std::memory_order_release);
@@ -628,39 +638,43 @@ void RecordLaunch(const LaunchRecord& record) {
     self_timing::Scope scan_timing(self_timing::kPointerScan);
     pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
   }
+  // As memory events: the body after room for the two headers, no bounds checks (the buffer
+  // holds the largest launch), the headers prepended.
   constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
-  uint8_t buffer[kHeaderRoom + 24 * (2 + wire::kMaxVarintBytes) +
+  uint8_t buffer[kHeaderRoom + 21 * (2 + wire::kMaxVarintBytes) +
                  kMaxPointerArgs * wire::kMaxVarintBytes];
-  wire::Writer writer(buffer + kHeaderRoom, sizeof(buffer) - kHeaderRoom);
-  namespace f = proto::launch_field;
-  writer.Varint(f::kSeq, record.seq);
-  writer.Varint(f::kTimestampNs, MonotonicNs());
-  writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
-  writer.Int32(f::kDevice, record.device);
-  writer.Varint(f::kApi, static_cast<uint64_t>(record.api));
-  writer.Varint(f::kKernelId, kernel != nullptr ? kernel->id : 0);
-  writer.Varint(f::kGridX, record.grid[0]);
-  writer.Varint(f::kGridY, record.grid[1]);
-  writer.Varint(f::kGridZ, record.grid[2]);
-  writer.Varint(f::kBlockX, record.block[0]);
-  writer.Varint(f::kBlockY, record.block[1]);
-  writer.Varint(f::kBlockZ, record.block[2]);
-  writer.Varint(f::kSharedMemoryBytes, record.shared_memory_bytes);
-  writer.Varint(f::kStream, record.stream);
-  writer.Varint(f::kCorrelationId, record.correlation_id);
-  writer.Varint(f::kStackId, record.stack_id);
-  writer.Int32(f::kResult, record.result);
-  writer.Varint(f::kGraph, record.graph);
-  if (pointer_arg_count > 0) writer.PackedVarints(f::kPointerArgs, pointer_args, pointer_arg_count);
-  writer.Bool(f::kFromCupti, record.from_cupti);
-  writer.Bool(f::kParamsUnknown,
-              record.function != nullptr && (kernel == nullptr || !kernel->params_known));
-  if (writer.overflowed()) return;
   uint8_t* body = buffer + kHeaderRoom;
-  uint8_t* end = body + writer.size();
-  uint8_t* start = wire::PrependHeader(body, proto::packet_field::kLaunch, writer.size());
-  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(end - start));
-  g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
+  uint8_t* out = body;
+  namespace f = proto::launch_field;
+  auto int32 = [](int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); };
+  out = wire::PutVarintField(out, f::kSeq, record.seq);
+  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
+  out = wire::PutVarintField(out, f::kTid,
+                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  out = wire::PutVarintField(out, f::kDevice, int32(record.device));
+  out = wire::PutVarintField(out, f::kApi, static_cast<uint64_t>(record.api));
+  out = wire::PutVarintField(out, f::kKernelId, kernel != nullptr ? kernel->id : 0);
+  out = wire::PutVarintField(out, f::kGridX, record.grid[0]);
+  out = wire::PutVarintField(out, f::kGridY, record.grid[1]);
+  out = wire::PutVarintField(out, f::kGridZ, record.grid[2]);
+  out = wire::PutVarintField(out, f::kBlockX, record.block[0]);
+  out = wire::PutVarintField(out, f::kBlockY, record.block[1]);
+  out = wire::PutVarintField(out, f::kBlockZ, record.block[2]);
+  out = wire::PutVarintField(out, f::kSharedMemoryBytes, record.shared_memory_bytes);
+  out = wire::PutVarintField(out, f::kStream, record.stream);
+  out = wire::PutVarintField(out, f::kCorrelationId, record.correlation_id);
+  out = wire::PutVarintFieldAnyTag(out, f::kStackId, record.stack_id);
+  out = wire::PutVarintFieldAnyTag(out, f::kResult, int32(record.result));
+  out = wire::PutVarintFieldAnyTag(out, f::kGraph, record.graph);
+  out = wire::PutPackedVarints(out, f::kPointerArgs, pointer_args, pointer_arg_count);
+  out = wire::PutVarintFieldAnyTag(out, f::kFromCupti, record.from_cupti ? 1 : 0);
+  out = wire::PutVarintFieldAnyTag(
+      out, f::kParamsUnknown,
+      record.function != nullptr && (kernel == nullptr || !kernel->params_known) ? 1 : 0);
+  uint8_t* start =
+      wire::PrependHeader(body, proto::packet_field::kLaunch, static_cast<size_t>(out - body));
+  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(out - start));
+  g_file_sink.AppendPacket(start, static_cast<size_t>(out - start));
 }
 
 namespace {

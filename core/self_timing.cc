@@ -23,8 +23,12 @@ static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 std::atomic<uint64_t> g_counts[kCounterCount];
 constexpr const char* kCounterNames[kCounterCount] = {
-    "stacks left to libunwind", "stacks replayed from an earlier unwind",
-    "stacks too deep to keep for a replay", "native frames captured",
+    "stacks left to libunwind",
+    "stacks replayed from an earlier unwind",
+    "stacks unwound, none kept from this stack pointer",
+    "stacks unwound, the kept one's stack words changed",
+    "stacks too deep to keep for a replay",
+    "native frames captured",
     "kernel parameter bytes scanned"};
 
 }  // namespace

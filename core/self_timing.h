@@ -39,6 +39,8 @@ constexpr bool IsOuterPhase(int phase) {
 enum Counter : int {
   kUnwindFallback,         // stacks the fast unwinder left to libunwind
   kUnwindReplayed,         // stacks the fast unwinder replayed from an earlier one of the thread
+  kUnwindMemoAbsent,       // unwound: no earlier unwind from this stack pointer was kept
+  kUnwindMemoChanged,      // unwound: there was one, but the stack it read has changed
   kUnwindTooDeepToReplay,  // stacks it unwound too deep (frames or reads) to keep for a replay
   kFramesUnwound,          // native frames captured (unwound or replayed), gpumem's own included
   kParamBytesScanned,      // bytes of kernel parameters searched for device pointers

@@ -21,4 +21,8 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity);
 
 bool StackCaptureAvailable();
 
+// Stacks end at the first return address in [start, end), which is kept: the Python interpreter's
+// eval loop, when the Python frames take over from there. start == end: stacks go to the end.
+void SetStackEnd(uintptr_t start, uintptr_t end);
+
 }  // namespace gpumem

@@ -45,6 +45,25 @@ inline uint8_t* PutVarintField(uint8_t* out, uint32_t field, uint64_t value) {
   return PutVarint(out, value);
 }
 
+// The same for any field number: from field 16 the tag takes two bytes.
+inline uint8_t* PutVarintFieldAnyTag(uint8_t* out, uint32_t field, uint64_t value) {
+  if (value == 0) return out;
+  out = PutVarint(out, uint64_t{field} << 3 | kVarint);
+  return PutVarint(out, value);
+}
+
+// A packed repeated varint field (nothing when `count` is 0).
+inline uint8_t* PutPackedVarints(uint8_t* out, uint32_t field, const uint64_t* values,
+                                 size_t count) {
+  if (count == 0) return out;
+  size_t length = 0;
+  for (size_t i = 0; i < count; ++i) length += VarintSize(values[i]);
+  out = PutVarint(out, uint64_t{field} << 3 | kLengthDelimited);
+  out = PutVarint(out, length);
+  for (size_t i = 0; i < count; ++i) out = PutVarint(out, values[i]);
+  return out;
+}
+
 // Writes a length-delimited header (one-byte tag, length) immediately before `body`, which must
 // have room for it in front; returns where the message now starts.
 inline uint8_t* PrependHeader(uint8_t* body, uint32_t field, size_t body_size) {

@@ -11,6 +11,7 @@
 # for wall time and for all threads' CPU time, and the same for an A/A control run (both windows
 # paused: the method's own bias; GPUMEM_BENCH_TOGGLE_AA=1).
 # Usage: tests/bench/run_step_time_toggle.sh [BUILD_DIR] [PROCESSES] [STEPS] [OUT_DIR]
+# TOGGLE_AA=0 leaves the A/A control out (to compare settings, GPUMEM_* exported, in less time).
 set -euo pipefail
 build=${1:-build}
 processes=${2:-5}
@@ -28,7 +29,7 @@ run() {
 }
 for ((i = 0; i < processes; i++)); do
   run >>"$out/toggle.txt"
-  run GPUMEM_BENCH_TOGGLE_AA=1 >>"$out/toggle_aa.txt"
+  [[ ${TOGGLE_AA:-1} == 0 ]] || run GPUMEM_BENCH_TOGGLE_AA=1 >>"$out/toggle_aa.txt"
 done
 rm -f "$out/toggle.trace"
 $python - "$out" "$processes" "$steps" "${pin[*]:-unpinned}" <<'PY'

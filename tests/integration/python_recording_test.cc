@@ -67,7 +67,21 @@ struct Recorded {
   std::map<uint64_t, PythonCode> codes;
   std::map<uint64_t, uint64_t> stack_of_size;  // allocation size -> stack id
   std::vector<PythonStatus> statuses;
+  std::vector<Module> modules;
   size_t stacks_with_python = 0;
+
+  // "libffi.so.8+0x6f7a": the same in every run, whatever address space layout.
+  std::string Place(uint64_t pc) const {
+    for (const Module& module : modules) {
+      if (pc >= module.start() && pc < module.end()) {
+        std::ostringstream text;
+        text << std::filesystem::path(module.path()).filename().string() << "+0x" << std::hex
+             << pc - module.load_bias();
+        return text.str();
+      }
+    }
+    return "?";
+  }
 
   std::vector<Frame> PythonFrames(uint64_t size) const {
     std::vector<Frame> frames;
@@ -100,6 +114,7 @@ Recorded Read(const std::string& trace) {
         if (packet.has_python_code())
           recorded.codes[packet.python_code().id()] = packet.python_code();
         if (packet.has_python_status()) recorded.statuses.push_back(packet.python_status());
+        if (packet.has_module()) recorded.modules.push_back(packet.module());
         if (packet.has_stack()) {
           const Stack& stack = packet.stack();
           // Every code id it names was written before it.
@@ -237,6 +252,29 @@ TEST_P(PythonRecording, SwitchedOffRecordsNoPythonFrames) {
   // Native stacks as before.
   EXPECT_NE(recorded.stack_of_size.at(kSimpleSize), 0u);
   EXPECT_FALSE(recorded.stacks.at(recorded.stack_of_size.at(kSimpleSize)).frame().empty());
+}
+
+// Native stacks end at the interpreter's eval loop (its frame kept, where the Python frames are
+// spliced in); GPUMEM_INTERPRETER_FRAMES=1 unwinds on to the interpreter's main(). The frames
+// below the cut and the Python frames are the same either way.
+TEST_P(PythonRecording, NativeFramesEndAtTheEvalLoop) {
+  TempDir cut_dir;
+  TempDir full_dir;
+  const Recorded cut = RecordPython(GetParam(), cut_dir);
+  const Recorded full = RecordPython(GetParam(), full_dir, {{"GPUMEM_INTERPRETER_FRAMES", "1"}});
+  for (uint64_t size : {kSimpleSize, kThreadSize, kMapSize}) {
+    const Stack& short_stack = cut.stacks.at(cut.stack_of_size.at(size));
+    const Stack& long_stack = full.stacks.at(full.stack_of_size.at(size));
+    ASSERT_GT(short_stack.frame_size(), 0) << size;
+    // Python's main thread: at least Py_RunMain, Py_BytesMain and main cut off; a thread: the
+    // eval loop's callers up to start_thread.
+    EXPECT_GE(long_stack.frame_size(), short_stack.frame_size() + 3) << size;
+    for (int i = 0; i < short_stack.frame_size(); ++i) {
+      EXPECT_EQ(cut.Place(short_stack.frame(i)), full.Place(long_stack.frame(i)))
+          << size << " frame " << i;
+    }
+    EXPECT_EQ(Describe(cut.PythonFrames(size)), Describe(full.PythonFrames(size))) << size;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, PythonRecording, ::testing::ValuesIn(Interpreters()),
