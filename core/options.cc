@@ -82,6 +82,7 @@ void LoadRecorderOptions(RecorderOptions* options) {
         Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"},
         Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},
         Switch{"GPUMEM_CUPTI_POOLS", &options->cupti_pools, "0"},
+        Switch{"GPUMEM_CUPTI_CATCH_ALL", &options->cupti_catch_all, "0"},
         Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
         Switch{"GPUMEM_INTERPRETER_FRAMES", &options->interpreter_frames, "0"},
         Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},

@@ -22,6 +22,9 @@ struct RecorderOptions {
   // GPUMEM_CUPTI_POOLS=1: CUPTI memory-pool activity records too. Off by default: with them on,
   // every kernel launch costs ~0.8 µs more (H100), and the pools' attributes say the same.
   bool cupti_pools = false;
+  // GPUMEM_CUPTI_CATCH_ALL=1: CUPTI's memory callbacks stay on for the whole run (by default they
+  // are turned off once 1000 memory calls showed that interposition sees them: cupti/subscriber.h).
+  bool cupti_catch_all = false;
   char cupti_path[4096] = {};  // GPUMEM_CUPTI_LIB: explicit path of libcupti.so
   bool python_frames = true;   // GPUMEM_PYTHON_FRAMES=0: stacks without Python frames
   // GPUMEM_INTERPRETER_FRAMES=1: native stacks go on through the Python interpreter to main().

@@ -212,6 +212,7 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
   WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
   WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
+  WriteOption(writer, "GPUMEM_CUPTI_CATCH_ALL", g.options.cupti_catch_all ? "1" : "0");
   WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_INTERPRETER_FRAMES", g.options.interpreter_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");

@@ -5,6 +5,7 @@
 #include "core/driver_queries.h"
 #include "core/thread_flags.h"
 #include "cupti/callback_translation.h"
+#include "cupti/subscriber.h"
 
 namespace gpumem::cupti {
 namespace {
@@ -87,6 +88,7 @@ void HandleDriverCallback(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
   const CallbackInfo info = Classify(cbid);
   if (info.kind == CallbackClass::kIgnored) return;
   const bool entry = data.callbackSite == CUPTI_API_ENTER;
+  if (info.kind != CallbackClass::kLaunch && !entry) NoteMemoryCallback(t_hook_depth > 0);
   if (t_hook_depth > 0) {
     // Interposition records this call; its launch wrapper takes CUPTI's correlation id from here.
     if (info.kind == CallbackClass::kLaunch && entry) t_launch_correlation_id = data.correlationId;

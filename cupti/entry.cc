@@ -22,7 +22,10 @@ std::atomic<int> g_start_state{kNotStarted};
 }  // namespace
 
 void StartOnce() {
-  if (g_start_state.load(std::memory_order_acquire) != kNotStarted) return;
+  if (g_start_state.load(std::memory_order_acquire) != kNotStarted) {
+    RetireMemoryCallbacksIfRedundant();
+    return;
+  }
   int expected = kNotStarted;
   if (!g_start_state.compare_exchange_strong(expected, kStarting, std::memory_order_acq_rel)) {
     return;
@@ -36,6 +39,7 @@ void StartOnce() {
     config.kernel_times = options.kernel_times;
     config.pools = options.cupti_pools;
     config.launches = options.cupti_launches || options.kernel_times;
+    config.keep_memory_callbacks = options.cupti_catch_all;
     config.library_path = options.cupti_path;
     config.loader = LoaderFunctions{&RealDlopen, &RealDlsym};
     Start(config);

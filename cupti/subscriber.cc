@@ -3,6 +3,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,10 +82,23 @@ void AppendResult(FixedText& text, const CuptiFunctions& f, CUptiResult result) 
   }
 }
 
+// The last status reported, so that a later change (the memory callbacks retired) restates it.
+char g_last_detail[1024];
+bool g_last_kernel_timing = false;
+
 CuptiState Report(CuptiState state, const char* detail, bool kernel_timing) {
   CurrentSinks().status(state, detail, kernel_timing);
+  if (detail != g_last_detail) snprintf(g_last_detail, sizeof(g_last_detail), "%s", detail);
+  g_last_kernel_timing = kernel_timing;
   return state;
 }
+
+// The memory callbacks' probation (RetireMemoryCallbacksIfRedundant).
+constexpr uint32_t kMemoryProbationCalls = 1000;
+std::atomic<uint32_t> g_wrapped_memory_calls{0};
+std::atomic<bool> g_unwrapped_memory_call{false};
+std::atomic<bool> g_memory_callbacks_retired{false};
+bool g_keep_memory_callbacks = false;  // GPUMEM_CUPTI_CATCH_ALL=1
 
 void StopAtExit() { Stop(); }
 
@@ -179,6 +193,7 @@ CuptiState Start(const StartConfig& config) {
   g_cupti = f;
   g_subscriber = subscriber;
   g_launch_callbacks = config.launches;
+  g_keep_memory_callbacks = config.keep_memory_callbacks;
   g_started_pid = getpid();
 
   // 4. Activity records: memory pools always, kernel execution times when asked for.
@@ -275,11 +290,48 @@ void YieldSubscription(const void* callback, const char* name) {
 void SetCallbacksEnabled(bool enabled) {
   if (g_subscriber == nullptr || g_cupti.enable_callback == nullptr) return;
   ++t_hook_depth;
+  const bool memory_retired = g_memory_callbacks_retired.load(std::memory_order_relaxed);
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
-    if (IsLaunchCallback(cbid) && !g_launch_callbacks) continue;
+    if (IsLaunchCallback(cbid) ? !g_launch_callbacks : memory_retired) continue;
     g_cupti.enable_callback(enabled ? 1 : 0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
   --t_hook_depth;
+}
+
+void NoteMemoryCallback(bool wrapped) {
+  if (!wrapped) {
+    g_unwrapped_memory_call.store(true, std::memory_order_relaxed);
+  } else if (g_wrapped_memory_calls.load(std::memory_order_relaxed) < kMemoryProbationCalls) {
+    g_wrapped_memory_calls.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void RetireMemoryCallbacksIfRedundant() {
+  if (g_memory_callbacks_retired.load(std::memory_order_relaxed) ||
+      g_wrapped_memory_calls.load(std::memory_order_relaxed) < kMemoryProbationCalls ||
+      g_unwrapped_memory_call.load(std::memory_order_relaxed) || g_keep_memory_callbacks) {
+    return;
+  }
+  SpinGuard guard(g_subscription_lock);
+  if (g_subscriber == nullptr || g_memory_callbacks_retired.exchange(true)) return;
+  const int saved_errno = errno;
+  ++t_hook_depth;
+  for (CUpti_CallbackId cbid : kDriverCallbacks) {
+    if (!IsLaunchCallback(cbid)) {
+      g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    }
+  }
+  char detail[sizeof(g_last_detail)];
+  FixedText text(detail, sizeof(detail));
+  text.Append(g_last_detail)
+      .Append("; memory callbacks off after ")
+      .Append(static_cast<uint64_t>(kMemoryProbationCalls))
+      .Append(
+          " memory calls that interposition recorded, none it missed (GPUMEM_CUPTI_CATCH_ALL=1 "
+          "keeps them)");
+  Report(CuptiState::kActive, detail, g_last_kernel_timing);
+  --t_hook_depth;
+  errno = saved_errno;
 }
 
 void Stop() {
