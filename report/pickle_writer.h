@@ -41,6 +41,16 @@ class PickleWriter {
   // A str. Bytes that are not valid UTF-8 become U+FFFD (Python would refuse the pickle).
   void String(absl::string_view text);
 
+  // A dict's key and value: String(key), then the value.
+  void Item(absl::string_view key, uint64_t value) {
+    String(key);
+    UInt(value);
+  }
+  void Item(absl::string_view key, absl::string_view value) {
+    String(key);
+    String(value);
+  }
+
   void BeginList();
   // Ends the list; with `memo`, also stores it in the memo at that index (LONG_BINPUT) before
   // anything else is written, to be referred to by Get() later.

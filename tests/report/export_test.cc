@@ -40,13 +40,7 @@ namespace fs = std::filesystem;
 
 std::string Trace(const std::string& name) { return SourcePath("samples/traces/" + name); }
 
-ProgramRun Gpumem(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-  EXPECT_EQ(run.spawn_error, 0);
-  return run;
-}
+ProgramRun Gpumem(const std::vector<std::string>& args) { return testing::RunGpumem(args); }
 
 // `gpumem COMMAND... TRACE` with its stdout saved in `dir`.
 std::string Saved(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
