@@ -32,6 +32,7 @@
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
+#include "report/progress.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -957,10 +958,14 @@ int RunReport(const std::vector<std::string>& args) {
     KernelAnalysis kernels(file->get());
     ReportObserver observer(options.peak || options.kernels ? &kernels : nullptr,
                             analyses.wants_launches() ? &analyses : nullptr);
-    MemoryEventVisitor analyses_events;
-    if (analyses.wants_events()) {
-      analyses_events = [&analyses](const MemoryEvent& event) { analyses.Add(event); };
-    }
+    // Progress on a terminal (report/progress.h), ticked by every memory event.
+    const TraceFile* reading = file->get();
+    Progress progress(path, reading->file_size());
+    const bool wants_events = analyses.wants_events();
+    MemoryEventVisitor analyses_events = [&](const MemoryEvent& event) {
+      progress.Update(reading->bytes_read());
+      if (wants_events) analyses.Add(event);
+    };
     const TraceReplay replay =
         ReplayTrace(*std::move(file), analyses_events, observer.active() ? &observer : nullptr,
                     [&analyses](const PacketPosition&, const TracePacket& packet) {
@@ -969,6 +974,7 @@ int RunReport(const std::vector<std::string>& args) {
                         analyses.AddPythonHolder(packet.python_holder());
                       }
                     });
+    progress.Finish();
     Findings findings;
     std::optional<KernelReport> regrouped;
     if (options.peak || options.kernels) {

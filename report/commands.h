@@ -18,6 +18,7 @@ inline constexpr int kExitBadInput = 2;
 // Each takes the arguments after its own name and returns the process exit code.
 int RunCheck(const std::vector<std::string>& args);
 int RunDump(const std::vector<std::string>& args);
+int RunExport(const std::vector<std::string>& args);
 int RunRecord(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunSymbolize(const std::vector<std::string>& args);
@@ -25,6 +26,7 @@ int RunWhatif(const std::vector<std::string>& args);
 
 extern const char kCheckUsage[];
 extern const char kDumpUsage[];
+extern const char kExportUsage[];
 extern const char kRecordUsage[];
 extern const char kReportUsage[];
 extern const char kSymbolizeUsage[];

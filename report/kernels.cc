@@ -59,21 +59,18 @@ std::vector<UnusedSite> KernelAnalysis::SiteTable::Largest() const {
   return out;
 }
 
+std::string KernelName(const LaunchEvent& launch, const TraceFile* trace) {
+  if (launch.api() == CU_GRAPH_LAUNCH) return absl::StrCat("graph 0x", absl::Hex(launch.graph()));
+  const std::string* name = trace != nullptr ? trace->FindKernelName(launch.kernel_id()) : nullptr;
+  return name != nullptr && !name->empty() ? Demangle(name->c_str())
+                                           : absl::StrCat("kernel ", launch.kernel_id());
+}
+
 uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
   const bool graph = launch.api() == CU_GRAPH_LAUNCH;
   const uint64_t key = graph ? (launch.graph() | kGraphKeyBit) : launch.kernel_id();
   auto [it, inserted] = kernels_.try_emplace(key);
-  if (inserted) {
-    if (graph) {
-      it->second.name = absl::StrCat("graph 0x", absl::Hex(launch.graph()));
-    } else {
-      const std::string* name =
-          trace_ != nullptr ? trace_->FindKernelName(launch.kernel_id()) : nullptr;
-      it->second.name = name != nullptr && !name->empty()
-                            ? Demangle(name->c_str())
-                            : absl::StrCat("kernel ", launch.kernel_id());
-    }
-  }
+  if (inserted) it->second.name = KernelName(launch, trace_);
   return key;
 }
 

@@ -56,6 +56,10 @@ struct KernelReport {
   std::vector<UnusedSite> idle;
 };
 
+// A launch's kernel, demangled: "graph 0x..." for a graph launch, "kernel <id>" when the trace
+// does not name it (`trace` may be null).
+std::string KernelName(const LaunchEvent& launch, const TraceFile* trace);
+
 inline constexpr uint64_t kIdleLaunches = 1000;
 inline constexpr double kIdleShare = 0.9;
 

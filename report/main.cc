@@ -26,6 +26,9 @@ Commands:
                                             memory budgets for CI (exit 1 when one is broken)
   symbolize [-o OUT] TRACE...               record function/file/line in the trace, so it reads
                                             the same where the binaries are absent
+  export --format memory-viz|perfetto|folded|speedscope [--what peak|leaks] [-o OUT] TRACE
+                                            the trace for PyTorch's memory viewer, Perfetto,
+                                            flame graphs (folded stacks) or speedscope
   whatif --device-memory SIZE [--allocator native|expandable|async|all] [--json] TRACE
                                             would the run fit in SIZE under PyTorch's allocators
                                             (exit 1 when one runs out), and the smallest that fits
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   if (command == "check") return RunCheck(rest);
   if (command == "symbolize") return RunSymbolize(rest);
   if (command == "whatif") return RunWhatif(rest);
+  if (command == "export") return RunExport(rest);
   if (command == "--version" || command == "version") {
     std::printf("gpumem %s\n", GPUMEM_VERSION);
     return kExitOk;
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
       std::fputs(kCheckUsage, stdout);
     } else if (topic == "symbolize") {
       std::fputs(kSymbolizeUsage, stdout);
+    } else if (topic == "export") {
+      std::fputs(kExportUsage, stdout);
     } else if (topic == "whatif") {
       std::fputs(kWhatifUsage, stdout);
     } else if (topic.empty()) {

@@ -110,6 +110,7 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     position.index = packet_count_++;
     position.offset = framed.offset;
     position.size = framed.bytes.size();
+    bytes_read_ = position.offset + position.size;
     if (memory != nullptr && DecodeMemoryPacket(framed.bytes, memory->Slot())) {
       // The hot path: no TracePacket is built (Record() has nothing to keep of a memory event).
       ++memory_event_count_;

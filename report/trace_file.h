@@ -128,6 +128,10 @@ class TraceFile {
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
   uint64_t memory_event_count() const { return memory_event_count_; }
+  // Bytes of the file read so far (the end of the packet read last), and the file's size: for
+  // progress (report/progress.h).
+  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t file_size() const { return reader_.file_size(); }
   // Whether ReadPackets() ran to the end: the tables then hold the whole file (not yet while its
   // visitor runs).
   bool packets_read() const { return read_; }
@@ -167,6 +171,7 @@ class TraceFile {
   TraceEndStatus end_;
   uint64_t packet_count_ = 0;
   uint64_t memory_event_count_ = 0;
+  uint64_t bytes_read_ = 0;
 };
 
 // A whole trace with its memory events in `seq` order (ties keep file order). Holds every event in

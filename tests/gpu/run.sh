@@ -6,6 +6,8 @@
 #   tests/gpu/run.sh bench OUT_DIR    the benchmarks (step time, costs per event, the analyzer)
 #                                     into OUT_DIR/step_time.txt and OUT_DIR/bench.txt
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
+#   tests/gpu/run.sh exports OUT_DIR  only the memory-viz exports rendered by PyTorch (part of
+#                                     record)
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
 #   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
@@ -72,6 +74,33 @@ record() {
     2>"$out/profiler_reference.err"
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
   allocators "$out"
+  exports "$out"
+}
+
+# gpumem export --format memory-viz of every trace recorded, rendered by PyTorch's own
+# torch.cuda._memory_viz (tests/gpu/render_memory_viz.py) into OUT_DIR/export/render.txt;
+# OUT_DIR/export/list.txt pairs each snapshot with its trace (paths relative to OUT_DIR), for check.
+exports() {
+  local out=$1
+  rm -rf "${out:?}/export"
+  mkdir -p "$out/export"
+  local pickles=()
+  for trace in "$out"/*/*.trace; do
+    [[ -e $trace ]] || continue
+    local rel=${trace#"$out"/} name
+    name=$(tr / _ <<<"${rel%.trace}").pickle
+    # A damaged trace (a sample that crashes on purpose) still exports what was read: exit 2, and
+    # the snapshot is there.
+    gpumem_here export --format memory-viz "$trace" -o "$out/export/$name" 2>>"$out/export/export.err"
+    if [[ -s $out/export/$name ]]; then
+      echo "export/$name $rel" >>"$out/export/list.txt"
+      pickles+=("$out/export/$name")
+    else
+      echo "export of $rel failed: $(tail -1 "$out/export/export.err")" >>"$out/export/render.txt"
+    fi
+  done
+  ((${#pickles[@]})) && $python tests/gpu/render_memory_viz.py "${pickles[@]}" >>"$out/export/render.txt" 2>&1
+  echo "export: ${#pickles[@]} snapshot(s) rendered: $(grep -c ': ok' "$out/export/render.txt") ok, $(grep -c 'FAIL\|failed' "$out/export/render.txt") failed"
 }
 
 # Allocator replay (issue 6): three training scripts recorded at tensor level by `gpumem record
@@ -215,6 +244,26 @@ check() {
     fail "torch_oom: $(cat "$out/torch_oom/stdout" "$out/torch_oom/stderr" | tail -3)"
   counts "$out/torch_oom" | grep -E 'alloc_failed' | sed 's/^/   /'
 
+  echo "== gpumem export --format memory-viz, rendered by PyTorch's torch.cuda._memory_viz"
+  if [[ -s $out/export/render.txt && -s $out/export/list.txt ]]; then
+    echo "   $(wc -l <"$out/export/list.txt") snapshot(s); $(grep -c ': ok' "$out/export/render.txt") checks ok"
+    grep -E 'FAIL|failed|SKIPPED' "$out/export/render.txt" | head -20 | sed 's/^/   /'
+    grep -q -E 'FAIL|failed' "$out/export/render.txt" && fail "a snapshot did not render in torch.cuda._memory_viz"
+    grep -q 'SKIPPED' "$out/export/render.txt" && fail "torch was not importable on the GPU machine: nothing rendered"
+    grep -q 'trace_plot: ok' "$out/export/render.txt" || fail "no trace_plot rendered"
+    # And each snapshot against the report of its trace, here with the full build.
+    local pickle trace
+    while read -r pickle trace; do
+      "$build/bin/gpumem" report --json "$out/$trace" >"$out/export/report.json" 2>/dev/null
+      "$build/bin/gpumem" dump --counts "$out/$trace" >"$out/export/counts.txt" 2>/dev/null
+      $python tests/report/check_export.py memory-viz "$out/$pickle" --report "$out/export/report.json" \
+        --counts "$out/export/counts.txt" >"$out/export/check.txt" ||
+        fail "$pickle against its trace: $(head -3 "$out/export/check.txt" | tr '\n' ' ')"
+    done <"$out/export/list.txt"
+  else
+    fail "no export results in $out/export (run.sh record's export step)"
+  fi
+
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
   $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
@@ -230,6 +279,7 @@ case ${1:-all} in
   bench) bench "$2" ;;
   check) check "$2" ;;
   allocators) allocators "$2" ;;
+  exports) exports "$2" ;;
   all)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     out=$(mktemp -d)

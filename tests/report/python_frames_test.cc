@@ -173,13 +173,7 @@ std::vector<std::string> Texts(const std::vector<Frame>& frames) {
   return texts;
 }
 
-ProgramRun Gpumem(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-  EXPECT_EQ(run.spawn_error, 0);
-  return run;
-}
+ProgramRun Gpumem(const std::vector<std::string>& args) { return testing::RunGpumem(args); }
 
 const std::vector<std::string> kTraining311 = {
     "alloc_a (alloc.cc:10)",

@@ -203,6 +203,16 @@ inline ProgramRun RunProgram(const std::vector<std::string>& argv) {
   return RunProgramWithEnvironment(argv, CurrentEnvironment());
 }
 
+// The built `gpumem` with `args`, symbols found only where the trace recorded them (no
+// GPUMEM_SYMBOL_PATH from the environment).
+inline ProgramRun RunGpumem(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+  EXPECT_EQ(run.spawn_error, 0) << argv[0];
+  return run;
+}
+
 // Protobuf base-128 varint.
 inline std::string Varint(uint64_t value) {
   std::string out;

@@ -1,0 +1,452 @@
+// `gpumem export` on the bundled H100 traces (samples/traces/README.md says what each holds), on
+// traces recorded under the fake CUDA (VMM unmaps, an out-of-memory failure) and on synthetic ones
+// (GPU kernel times, frame names with ';'). Every output is read back by Python's pickle / json in
+// tests/report/check_export.py, against `gpumem report --json` and `gpumem dump --counts` of the
+// same trace. Also the pickle writer and the progress reporter on their own.
+#include <fcntl.h>
+#include <pty.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/trace.pb.h"
+#include "gtest/gtest.h"
+#include "report/export_folded.h"
+#include "report/pickle_writer.h"
+#include "report/progress.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem {
+namespace {
+
+using testing::BuildPath;
+using testing::FooterPacket;
+using testing::FramedAll;
+using testing::HeaderPacket;
+using testing::ProgramRun;
+using testing::ReadFile;
+using testing::RecordingEnvironment;
+using testing::RunProgram;
+using testing::SourcePath;
+using testing::TempDir;
+
+namespace fs = std::filesystem;
+
+std::string Trace(const std::string& name) { return SourcePath("samples/traces/" + name); }
+
+ProgramRun Gpumem(const std::vector<std::string>& args) { return testing::RunGpumem(args); }
+
+// `gpumem COMMAND... TRACE` with its stdout saved in `dir`.
+std::string Saved(const TempDir& dir, const std::string& name, std::vector<std::string> args) {
+  const ProgramRun run = Gpumem(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::ofstream(dir.File(name), std::ios::binary) << run.out;
+  return dir.File(name);
+}
+
+// tests/report/check_export.py FORMAT FILE ARGS...; its output ends "ok" when all held.
+ProgramRun Check(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {GPUMEM_PYTHON3, SourcePath("tests/report/check_export.py")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProgramRun run = RunProgram(argv);
+  EXPECT_EQ(run.spawn_error, 0);
+  return run;
+}
+
+#define EXPECT_CHECKED(run) EXPECT_EQ((run).exit_code, 0) << (run).out << (run).err
+
+// Exports `trace` in `format` (extra flags after) into `dir`; the output's path.
+std::string Export(const TempDir& dir, const std::string& trace, const std::string& format,
+                   const std::string& output, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"export", "--format", format, trace, "-o", dir.File(output)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const ProgramRun run = Gpumem(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("gpumem: exported"), std::string::npos) << run.err;
+  return dir.File(output);
+}
+
+// Every format of `trace` checked against its report and counts, plus `expect` (K=V) for the
+// snapshot.
+void ExportAndCheckAll(const std::string& trace, const std::vector<std::string>& expect) {
+  TempDir dir;
+  const std::string report = Saved(dir, "report.json", {"report", "--json", trace});
+  const std::string counts = Saved(dir, "counts.txt", {"dump", "--counts", trace});
+  std::vector<std::string> viz = {"memory-viz", Export(dir, trace, "memory-viz", "s.pickle"),
+                                  "--report",   report,
+                                  "--counts",   counts};
+  if (!expect.empty()) {
+    viz.push_back("--expect");
+    viz.insert(viz.end(), expect.begin(), expect.end());
+  }
+  EXPECT_CHECKED(Check(viz));
+  EXPECT_CHECKED(Check({"perfetto", Export(dir, trace, "perfetto", "p.json"), "--report", report,
+                        "--counts", counts}));
+  for (const std::string what : {"peak", "leaks"}) {
+    EXPECT_CHECKED(
+        Check({"folded", Export(dir, trace, "folded", what + ".folded", {"--what", what}),
+               "--report", report, "--what", what}));
+    EXPECT_CHECKED(
+        Check({"speedscope", Export(dir, trace, "speedscope", what + ".json", {"--what", what}),
+               "--report", report, "--what", what}));
+  }
+}
+
+// ---- the bundled H100 traces ----
+
+// 20 cudaMalloc, 10 cudaFree, 10 x 4 MiB never freed: a plain program, a segment per allocation.
+TEST(ExportTest, LeakLoopEveryFormat) {
+  ExportAndCheckAll(
+      Trace("leak_loop-h100.trace"),
+      {"live_segments=10", "live_bytes=41943040", "live_active_bytes=41943040", "alloc=20",
+       "segment_alloc=20", "free_completed=10", "segment_free=10", "oom=0"});
+}
+
+// Tensor level: 475 cudaMallocAsync (and 6 cuBLAS workspaces), Python frames, 638 launches.
+TEST(ExportTest, TensorLevelTraceEveryFormat) {
+  ExportAndCheckAll(Trace("train_mlp-async-h100.trace"), {"python_frames=1", "alloc=481"});
+}
+
+// Expandable segments: 7 mappings held by PyTorch (no block of ours inside), the failed
+// cuMemCreate as an oom entry.
+TEST(ExportTest, ExpandableSegmentsEveryFormat) {
+  ExportAndCheckAll(Trace("train_mlp-expandable-h100.trace"),
+                    {"segment_map=7", "segment_unmap=0", "oom=1", "alloc=6", "live_segments=13"});
+}
+
+// PyTorch's default allocator: its 5 segments alone (88 MiB, no block recorded inside), the 6
+// cuBLAS workspaces (the other 134481920 bytes) as allocations.
+TEST(ExportTest, SegmentLevelTraceEveryFormat) {
+  ExportAndCheckAll(Trace("train_mlp-default-h100.trace"),
+                    {"segment_alloc=11", "alloc=6", "live_segments=11", "live_bytes=226756608",
+                     "live_active_bytes=134481920"});
+}
+
+// ---- recorded under the fake CUDA ----
+
+bool Record(const std::string& sample, const std::string& output,
+            std::map<std::string, std::string> environment = {}) {
+  for (const auto& [name, value] : RecordingEnvironment(output)) environment[name] = value;
+  const ProgramRun run = RunProgram({BuildPath("bin/" + sample)}, environment);
+  EXPECT_EQ(run.exit_code, 0) << sample << ": " << run.out << run.err;
+  return run.exit_code == 0 && fs::exists(output);
+}
+
+// Five mappings, each unmapped: segment_map / segment_unmap, nothing live at the end.
+TEST(ExportTest, VmmSampleMapsAndUnmaps) {
+  TempDir dir;
+  ASSERT_TRUE(Record("vmm", dir.File("vmm.trace")));
+  ExportAndCheckAll(dir.File("vmm.trace"),
+                    {"segment_map=5", "segment_unmap=5", "alloc=5", "free_completed=5",
+                     "live_segments=0", "segment_alloc=0"});
+}
+
+// 7 chunks allocated, the 8th fails: an oom entry with the driver's free memory.
+TEST(ExportTest, OomSampleHasAnOomEntry) {
+  TempDir dir;
+  ASSERT_TRUE(
+      Record("oom_loop", dir.File("oom.trace"), {{"GPUMEM_FAKE_DEVICE_MEMORY", "2147483648"}}));
+  ExportAndCheckAll(dir.File("oom.trace"), {"oom=1", "alloc=7", "free_completed=7"});
+  const std::string snapshot = dir.File("s.pickle");
+  ASSERT_EQ(
+      Gpumem({"export", "--format", "memory-viz", dir.File("oom.trace"), "-o", snapshot}).exit_code,
+      0);
+  const ProgramRun oom =
+      RunProgram({GPUMEM_PYTHON3, "-c",
+                  "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); "
+                  "e=[e for e in d['device_traces'][0] if e['action']=='oom'][0]; "
+                  "print(e['size'], e['device_free'] > 0, 'addr' in e)",
+                  snapshot});
+  EXPECT_EQ(oom.out, "268435456 True False\n") << oom.err;
+}
+
+// ---- synthetic traces ----
+
+// A launch with GPU times (KernelTiming, CUPTI's CLOCK_REALTIME) and one without, and a stack
+// whose only frame is a Python function named with ';' and a line break.
+std::string SyntheticTrace(const TempDir& dir) {
+  std::vector<TracePacket> packets;
+  TracePacket header = HeaderPacket();
+  header.mutable_header()->set_start_time_mono_ns(1000000000);
+  header.mutable_header()->set_start_time_unix_ns(5000000000);
+  packets.push_back(header);
+  TracePacket code;
+  code.mutable_python_code()->set_id(1);
+  code.mutable_python_code()->set_filename("/home/me/train.py");
+  code.mutable_python_code()->set_function("step;inner\nline");
+  packets.push_back(code);
+  TracePacket stack;
+  stack.mutable_stack()->set_id(7);
+  stack.mutable_stack()->add_python_code(1);
+  stack.mutable_stack()->add_python_line(12);
+  stack.mutable_stack()->add_python_group(0);
+  packets.push_back(stack);
+  TracePacket name;
+  name.mutable_kernel_name()->set_id(3);
+  name.mutable_kernel_name()->set_name("_Z6kernelPi");
+  packets.push_back(name);
+  TracePacket alloc;
+  MemoryEvent* event = alloc.mutable_memory();
+  event->set_seq(1);
+  event->set_timestamp_ns(1000000000 + 5000);
+  event->set_device(0);
+  event->set_api(CUDA_MALLOC);
+  event->set_kind(DEVICE);
+  event->set_action(ALLOC);
+  event->set_size(1 << 20);
+  event->set_address(0x7f0000000000);
+  event->set_stack_id(7);
+  packets.push_back(alloc);
+  for (int i = 0; i < 2; ++i) {
+    TracePacket launch;
+    LaunchEvent* l = launch.mutable_launch();
+    l->set_seq(2 + i);
+    l->set_timestamp_ns(1000000000 + 10000 + 1000 * i);
+    l->set_device(0);
+    l->set_api(CU_LAUNCH_KERNEL);
+    l->set_kernel_id(3);
+    l->set_stream(0x55);
+    l->set_correlation_id(i == 0 ? 42 : 0);
+    packets.push_back(launch);
+  }
+  TracePacket timing;
+  timing.mutable_kernel_timing()->set_correlation_id(42);
+  timing.mutable_kernel_timing()->set_start_ns(5000000000 + 20000);  // 20 us after the start
+  timing.mutable_kernel_timing()->set_end_ns(5000000000 + 23500);
+  packets.push_back(timing);
+  packets.push_back(FooterPacket(3));
+  const std::string path = dir.File("synthetic.trace");
+  std::ofstream(path, std::ios::binary) << FramedAll(packets);
+  return path;
+}
+
+TEST(ExportTest, KernelSlicesUseGpuTimesWhenRecorded) {
+  TempDir dir;
+  const std::string trace = SyntheticTrace(dir);
+  const std::string json = Export(dir, trace, "perfetto", "p.json");
+  const ProgramRun slices =
+      RunProgram({GPUMEM_PYTHON3, "-c",
+                  "import json,sys; d=json.load(open(sys.argv[1])); "
+                  "[print(e['name'], e['ts'], e['dur'], e['args']['time'], e['tid']) "
+                  "for e in d['traceEvents'] if e['ph']=='X']",
+                  json});
+  // The GPU's times, converted from CLOCK_REALTIME to the trace's start; the other at its host
+  // launch time, 1 us long.
+  EXPECT_EQ(slices.out, "kernel(int*) 20.0 3.5 gpu 2\nkernel(int*) 11.0 1.0 host launch 2\n")
+      << slices.err;
+}
+
+TEST(ExportTest, FoldedFramesNeverHoldSeparators) {
+  TempDir dir;
+  const std::string trace = SyntheticTrace(dir);
+  const std::string folded = Export(dir, trace, "folded", "s.folded", {"--what", "leaks"});
+  EXPECT_EQ(ReadFile(folded), "device 0;/home/me/train.py:12 in step,inner line 1048576\n");
+  EXPECT_EQ(report::FoldedFrameName("a;b\nc\rd"), "a,b c d");
+}
+
+// ---- bad input ----
+
+// One "gpumem: error:" line first (usage errors add "Try 'gpumem export --help'.").
+void ExpectErrorLine(const ProgramRun& run, const std::string& text) {
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_EQ(run.err.rfind("gpumem: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.substr(0, run.err.find('\n')).find(text), std::string::npos) << run.err;
+}
+
+TEST(ExportTest, BadUsageIsOneErrorLine) {
+  TempDir dir;
+  const std::string trace = Trace("leak_loop-h100.trace");
+  ExpectErrorLine(Gpumem({"export", "--format", "svg", trace}), "not memory-viz");
+  ExpectErrorLine(Gpumem({"export", trace}), "--format FORMAT is required");
+  ExpectErrorLine(Gpumem({"export", "--format", "folded", "--what", "all", trace}), "--what");
+  ExpectErrorLine(Gpumem({"export", "--format", "perfetto", "--what", "peak", trace}),
+                  "folded and speedscope only");
+  ExpectErrorLine(Gpumem({"export", "--format", "perfetto", "--bogus", trace}), "'--bogus'");
+  ExpectErrorLine(Gpumem({"export", "--format", "perfetto"}), "exactly one trace");
+  const ProgramRun missing =
+      Gpumem({"export", "--format", "perfetto", dir.File("nope.trace"), "-o", dir.File("x")});
+  ExpectErrorLine(missing, dir.File("nope.trace"));
+  EXPECT_EQ(missing.err.find('\n'), missing.err.size() - 1) << missing.err;
+  EXPECT_FALSE(fs::exists(dir.File("x")));
+  const ProgramRun help = Gpumem({"export", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.out.rfind("usage: gpumem export --format FORMAT", 0), 0u) << help.out;
+  EXPECT_EQ(Gpumem({"help", "export"}).out, help.out);
+}
+
+// A trace cut short exports what could be read, says so in one line, and exits 2; an output that
+// cannot be written leaves nothing behind.
+TEST(ExportTest, TornTraceExportsWhatCouldBeRead) {
+  TempDir dir;
+  const std::string whole = ReadFile(Trace("train_mlp-async-h100.trace"));
+  const std::string torn = dir.File("torn.trace");
+  std::ofstream(torn, std::ios::binary) << whole.substr(0, whole.size() / 2);
+  const std::string snapshot = dir.File("torn.pickle");
+  const ProgramRun run = Gpumem({"export", "--format", "memory-viz", torn, "-o", snapshot});
+  ExpectErrorLine(run, "exported what could be read");
+  EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << run.err;
+  EXPECT_CHECKED(Check({"memory-viz", snapshot}));
+
+  const ProgramRun unwritable =
+      Gpumem({"export", "--format", "folded", torn, "-o", dir.File("no/such/dir/out.folded")});
+  ExpectErrorLine(unwritable, "cannot write");
+  EXPECT_FALSE(fs::exists(dir.File("no")));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+}
+
+// Without -o: next to the trace; "-o -": standard output, and the same bytes.
+TEST(ExportTest, DefaultOutputAndStandardOutput) {
+  TempDir dir;
+  const std::string trace = dir.File("run.trace");
+  fs::copy_file(Trace("leak_loop-h100.trace"), trace);
+  ASSERT_EQ(Gpumem({"export", "--format", "folded", trace}).exit_code, 0);
+  ASSERT_EQ(Gpumem({"export", "--format", "memory-viz", trace}).exit_code, 0);
+  ASSERT_EQ(Gpumem({"export", "--format", "speedscope", "--what", "leaks", trace}).exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir.File("run.pickle")));
+  EXPECT_TRUE(fs::exists(dir.File("run.leaks.speedscope.json")));
+  const ProgramRun stdout_run = Gpumem({"export", "--format", "folded", trace, "-o", "-"});
+  EXPECT_EQ(stdout_run.exit_code, 0);
+  EXPECT_EQ(stdout_run.err, "");
+  EXPECT_EQ(stdout_run.out, ReadFile(dir.File("run.peak.folded")));
+  EXPECT_NE(stdout_run.out.find(" 41943040\n"), std::string::npos) << stdout_run.out;
+}
+
+// ---- the pickle writer ----
+
+TEST(PickleWriterTest, PythonReadsBackEveryKindOfValue) {
+  std::string bytes;
+  report::PickleWriter writer(&bytes);
+  writer.Protocol();
+  writer.BeginDict();
+  writer.String("ints");
+  writer.BeginList();
+  for (const int64_t value :
+       {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{65535}, int64_t{65536}, int64_t{-1},
+        int64_t{-2147483648LL}, int64_t{2147483648LL}, int64_t{-1099511627776LL}, INT64_MAX,
+        INT64_MIN}) {
+    writer.Int(value);
+  }
+  writer.UInt(uint64_t{1} << 63);
+  writer.UInt(UINT64_MAX);
+  writer.EndList();
+  writer.String("text");
+  writer.BeginList();
+  writer.String("héllo ✓ 𝄞");
+  writer.String(std::string(300, 'x'));
+  writer.String("bad \xff\xfe utf-8");
+  writer.EndList();
+  writer.String("many");
+  writer.BeginList();
+  for (int i = 0; i < 2500; ++i) writer.Int(i);
+  writer.EndList();
+  writer.String("nested");
+  writer.BeginList();
+  writer.BeginList();
+  writer.BeginDict();
+  writer.String("a");
+  writer.None();
+  writer.String("b");
+  writer.Bool(true);
+  writer.String("c");
+  writer.Bool(false);
+  writer.String("d");
+  writer.Float(1.5);
+  writer.EndDict();
+  writer.EndList(0);  // memo 0
+  writer.Get(0);
+  writer.BeginTuple();
+  writer.Int(0);
+  writer.Int(0);
+  writer.EndTuple();
+  writer.EndList();
+  writer.EndDict();
+  writer.Stop();
+  ASSERT_EQ(bytes.substr(0, 2), std::string("\x80\x04"));
+
+  TempDir dir;
+  std::ofstream(dir.File("p.pickle"), std::ios::binary) << bytes;
+  const ProgramRun run = RunProgram(
+      {GPUMEM_PYTHON3, "-c",
+       "import pickle,pickletools,sys\n"
+       "raw=open(sys.argv[1],'rb').read()\n"
+       "d=pickle.loads(raw)\n"
+       "assert d['ints']==[0,255,256,65535,65536,-1,-2**31,2**31,-2**40,2**63-1,-2**63,2**63,"
+       "2**64-1], d['ints']\n"
+       "assert d['text']==['h\\u00e9llo \\u2713 \\U0001d11e','x'*300,'bad \\ufffd\\ufffd utf-8'],"
+       " d['text']\n"
+       "assert d['many']==list(range(2500))\n"
+       "inner=d['nested'][0]\n"
+       "assert inner==[{'a':None,'b':True,'c':False,'d':1.5}] and d['nested'][1] is inner\n"
+       "assert d['nested'][2]==(0,0)\n"
+       "assert max(op.proto for op,_,_ in pickletools.genops(raw))<=4\n"
+       "print('ok')\n",
+       dir.File("p.pickle")});
+  EXPECT_EQ(run.out, "ok\n") << run.err;
+}
+
+TEST(PickleWriterTest, ValidUtf8KeepsValidTextAndReplacesTheRest) {
+  EXPECT_EQ(report::ValidUtf8("plain ✓"), "plain ✓");
+  EXPECT_EQ(report::ValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(report::ValidUtf8("\xed\xa0\x80"),
+            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");                         // surrogate
+  EXPECT_EQ(report::ValidUtf8("ok\xe2\x9c"), "ok\xef\xbf\xbd\xef\xbf\xbd");  // cut short
+}
+
+// ---- progress ----
+
+// Drives `progress` past its first delay and one update interval.
+void Drive(report::Progress& progress) {
+  for (int round = 0; round < 3; ++round) {
+    for (uint32_t i = 0; i < report::Progress::kCallsPerClockRead; ++i) progress.Update(512);
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  }
+  for (uint32_t i = 0; i < report::Progress::kCallsPerClockRead; ++i) progress.Update(512);
+  progress.Finish();
+}
+
+TEST(ProgressTest, SilentWhenNotATerminal) {
+  TempDir dir;
+  std::FILE* file = std::fopen(dir.File("err").c_str(), "w+");
+  ASSERT_NE(file, nullptr);
+  {
+    report::Progress progress("run.trace", 1024, file);
+    EXPECT_FALSE(progress.enabled());
+    Drive(progress);
+  }
+  std::fclose(file);
+  EXPECT_EQ(ReadFile(dir.File("err")), "");
+}
+
+TEST(ProgressTest, PrintsOnATerminalAndEndsTheLine) {
+  int master = -1;
+  int slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* terminal = fdopen(slave, "w");
+  ASSERT_NE(terminal, nullptr);
+  {
+    report::Progress progress("run.trace", 1024, terminal);
+    EXPECT_TRUE(progress.enabled());
+    Drive(progress);
+  }
+  std::fclose(terminal);
+  std::string text;
+  char buffer[4096];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+  close(master);
+  EXPECT_NE(text.find("reading run.trace: 50% (512 B)"), std::string::npos) << text;
+  EXPECT_NE(text.find("reading run.trace: 100% (1.00 KiB)"), std::string::npos) << text;
+  // The terminal turns "\n" into "\r\n".
+  EXPECT_TRUE(text.size() >= 2 && text.substr(text.size() - 2) == "\r\n") << text;
+}
+
+}  // namespace
+}  // namespace gpumem
