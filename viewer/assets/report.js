@@ -33,8 +33,8 @@
     return Math.round(ns) + ' ns';
   }
   // A tick label with as many decimals as the tick step needs.
-  function fmtTick(ns, step) {
-    var unit = step >= 1e8 ? 1e9 : step >= 1e5 ? 1e6 : step >= 1e2 ? 1e3 : 1;
+  function fmtTick(ns, step, largest) {
+    var unit = largest >= 1e9 ? 1e9 : largest >= 1e6 ? 1e6 : largest >= 1e3 ? 1e3 : 1;
     var name = { 1e9: ' s', 1e6: ' ms', 1e3: ' µs', 1: ' ns' }[unit];
     var decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(step / unit) + 1e-9)));
     return (ns / unit).toFixed(decimals) + name;
@@ -330,7 +330,7 @@
     var ticks = timeTicks(this.v0, this.v1, Math.max(2, Math.floor(this.plotW / 110)));
     ticks.forEach(function (t) {
       var xx = self.x(t);
-      ctx.fillText(fmtTick(t, ticks.length > 1 ? ticks[1] - ticks[0] : self.v1 - self.v0), xx, bottom + 5);
+      ctx.fillText(fmtTick(t, ticks.length > 1 ? ticks[1] - ticks[0] : self.v1 - self.v0, self.v1), xx, bottom + 5);
       ctx.beginPath(); ctx.moveTo(xx + 0.5, bottom); ctx.lineTo(xx + 0.5, bottom + 4); ctx.stroke();
     });
     this.drawLaunches();
