@@ -29,7 +29,7 @@ BROWSERS = ["chromium-headless-shell", "chromium", "chromium-browser", "google-c
 def find_browser():
     override = os.environ.get("GPUMEM_CHROMIUM")
     if override:
-        return override
+        return override if os.access(override, os.X_OK) else None
     for name in BROWSERS:
         path = shutil.which(name)
         if path:
