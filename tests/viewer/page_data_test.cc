@@ -16,7 +16,12 @@ namespace {
 
 using testing::SourcePath;
 
-std::string Trace(const std::string& name) { return SourcePath("samples/traces/" + name); }
+// The page data of a bundled trace (empty, with a failure, when it cannot be built).
+PageData Build(const std::string& name, const ViewOptions& options = {}) {
+  absl::StatusOr<PageData> page = BuildPageData(SourcePath("samples/traces/" + name), options);
+  EXPECT_TRUE(page.ok()) << page.status();
+  return page.ok() ? *std::move(page) : PageData{};
+}
 
 // samples/leak_loop/expected.txt's "leaked bytes=N count=N site=FUNCTION".
 std::map<std::string, std::string> ExpectedLeak() {
@@ -44,10 +49,9 @@ void ExpectBandsAddUp(const PagePlace& place) {
 }
 
 TEST(PageDataTest, LeakLoopPeakLeakAndBands) {
-  absl::StatusOr<PageData> page = BuildPageData(Trace("leak_loop-h100.trace"), {});
-  ASSERT_TRUE(page.ok()) << page.status();
-  ASSERT_EQ(page->places.size(), 1u);
-  const PagePlace& place = page->places[0];
+  const PageData page = Build("leak_loop-h100.trace");
+  ASSERT_EQ(page.places.size(), 1u);
+  const PagePlace& place = page.places[0];
   EXPECT_EQ(place.peak_bytes, 58720256u);  // 10 x 4 MiB kept + 16 MiB working buffer
   EXPECT_EQ(*std::max_element(place.in_use_max.begin(), place.in_use_max.end()), place.peak_bytes);
   ExpectBandsAddUp(place);
@@ -59,7 +63,7 @@ TEST(PageDataTest, LeakLoopPeakLeakAndBands) {
   EXPECT_EQ(place.leaked.bytes, std::stoull(leak.at("bytes")));
   EXPECT_EQ(place.leaked.count, std::stoull(leak.at("count")));
   ASSERT_EQ(place.leak_sites.size(), 1u);
-  const PageSite& site = page->sites[place.leak_sites[0].site];
+  const PageSite& site = page.sites[place.leak_sites[0].site];
   EXPECT_NE(site.label.find(leak.at("site")), std::string::npos) << site.label;
   EXPECT_NE(site.frames[0].find("leak_loop.cc:26"), std::string::npos) << site.frames[0];
   // The never-freed flame graph: outermost first, the leak's function at the bottom.
@@ -67,61 +71,60 @@ TEST(PageDataTest, LeakLoopPeakLeakAndBands) {
   EXPECT_EQ(node->bytes, place.leaked.bytes);
   while (!node->children.empty()) node = &node->children[0];
   EXPECT_NE(node->name.find(leak.at("site")), std::string::npos) << node->name;
-  EXPECT_TRUE(page->notice.empty());
-  EXPECT_TRUE(page->footer);
-  EXPECT_EQ(page->memory_events, 30u);
+  EXPECT_TRUE(page.notice.empty());
+  EXPECT_TRUE(page.footer);
+  EXPECT_EQ(page.memory_events, 30u);
 }
 
 TEST(PageDataTest, OtherFoldsWhatIsNotABand) {
   ViewOptions options;
   options.bands = 1;
-  absl::StatusOr<PageData> page = BuildPageData(Trace("leak_loop-h100.trace"), options);
-  ASSERT_TRUE(page.ok()) << page.status();
-  const PagePlace& place = page->places[0];
+  const PageData page = Build("leak_loop-h100.trace", options);
+  ASSERT_EQ(page.places.size(), 1u);
+  const PagePlace& place = page.places[0];
   ASSERT_EQ(place.band_sites.size(), 1u);
   ExpectBandsAddUp(place);
   // The band is the larger area (the kept activations); the working buffers are 'other'.
-  EXPECT_NE(page->sites[place.band_sites[0]].frames[0].find("leak_loop.cc:26"), std::string::npos);
+  EXPECT_NE(page.sites[place.band_sites[0]].frames[0].find("leak_loop.cc:26"), std::string::npos);
   EXPECT_EQ(*std::max_element(place.band_bytes[1].begin(), place.band_bytes[1].end()), 16u << 20);
 }
 
 TEST(PageDataTest, TrainMlpLaunchesReservedIterations) {
-  absl::StatusOr<PageData> page = BuildPageData(Trace("train_mlp-async-h100.trace"), {});
-  ASSERT_TRUE(page.ok()) << page.status();
-  ASSERT_EQ(page->places.size(), 1u);
-  const PagePlace& place = page->places[0];
+  const PageData page = Build("train_mlp-async-h100.trace");
+  ASSERT_EQ(page.places.size(), 1u);
+  const PagePlace& place = page.places[0];
   EXPECT_EQ(place.peak_bytes, 222055040u);  // gpumem report's peak of this trace
   EXPECT_EQ(*std::max_element(place.in_use_max.begin(), place.in_use_max.end()), place.peak_bytes);
   ExpectBandsAddUp(place);
   EXPECT_EQ(place.band_sites.size(), kDefaultBands);
   uint64_t launches = 0;
   for (uint64_t count : place.launches) launches += count;
-  EXPECT_EQ(launches, page->launches);
+  EXPECT_EQ(launches, page.launches);
   EXPECT_GT(launches, 0u);
   // The pool's reserved size (at most 100663296 bytes in that run, samples/traces/README.md).
   ASSERT_FALSE(place.reserved.empty());
   EXPECT_EQ(*std::max_element(place.reserved.begin(), place.reserved.end()), 100663296u);
   // 20 training steps.
-  EXPECT_EQ(page->iterations.count, 20u);
-  ASSERT_EQ(page->iterations.times.size(), 20u);
-  EXPECT_TRUE(std::is_sorted(page->iterations.times.begin(), page->iterations.times.end()));
+  EXPECT_EQ(page.iterations.count, 20u);
+  ASSERT_EQ(page.iterations.times.size(), 20u);
+  EXPECT_TRUE(std::is_sorted(page.iterations.times.begin(), page.iterations.times.end()));
   // Python frames spliced into the flame graph's stacks.
   bool python = false;
-  for (const PageSite& site : page->sites) {
+  for (const PageSite& site : page.sites) {
     for (const std::string& frame : site.frames)
       python |=
           frame.find("train_mlp.py:") == 0 || frame.find("/train_mlp.py:") != std::string::npos;
   }
   EXPECT_TRUE(python);
-  EXPECT_FALSE(page->summary.empty());
+  EXPECT_FALSE(page.summary.empty());
 }
 
 TEST(PageDataTest, FewBucketsKeepThePeakExact) {
   ViewOptions options;
   options.buckets = 16;
-  absl::StatusOr<PageData> page = BuildPageData(Trace("train_mlp-async-h100.trace"), options);
-  ASSERT_TRUE(page.ok()) << page.status();
-  const PagePlace& place = page->places[0];
+  const PageData page = Build("train_mlp-async-h100.trace", options);
+  ASSERT_EQ(page.places.size(), 1u);
+  const PagePlace& place = page.places[0];
   EXPECT_LE(place.in_use_max.size(), 16u);
   EXPECT_EQ(*std::max_element(place.in_use_max.begin(), place.in_use_max.end()), 222055040u);
   ExpectBandsAddUp(place);
