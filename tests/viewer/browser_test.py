@@ -257,6 +257,29 @@ def check_page(browser, failures, gpumem, source, artifacts, name, site_text, le
             failures.check(site_text in details,
                            f"click at ({point['x']:.0f}, {point['y']:.0f}) shows the stack with {site_text}")
 
+    # Zoom with the wheel, pan by dragging, double-click back.
+    before = browser.evaluate("gpumemView.view(0)")
+    box = browser.evaluate("(() => { const r = document.querySelector('canvas.timeline')"
+                           ".getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    cx, cy = box[0] + box[2] / 2, box[1] + box[3] / 2
+    browser.send("Input.dispatchMouseEvent",
+                 {"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0, "deltaY": -400})
+    zoomed = browser.evaluate("gpumemView.view(0)")
+    failures.check(zoomed[1] - zoomed[0] < 0.8 * (before[1] - before[0]),
+                   f"the wheel zooms in: {before} -> {zoomed}")
+    for kind, x in [("mousePressed", cx), ("mouseMoved", cx - 60), ("mouseMoved", cx - 120),
+                    ("mouseReleased", cx - 120)]:
+        browser.send("Input.dispatchMouseEvent",
+                     {"type": kind, "x": x, "y": cy, "button": "left", "clickCount": 1})
+    panned = browser.evaluate("gpumemView.view(0)")
+    failures.check(panned[0] > zoomed[0] and abs((panned[1] - panned[0]) - (zoomed[1] - zoomed[0])) < 1,
+                   f"dragging left pans later in time: {zoomed} -> {panned}")
+    browser.send("Input.dispatchMouseEvent", {"type": "mousePressed", "x": cx, "y": cy,
+                                              "button": "left", "clickCount": 2})
+    browser.send("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": cx, "y": cy,
+                                              "button": "left", "clickCount": 2})
+    failures.check(browser.evaluate("gpumemView.view(0)") == before, "double-click resets the view")
+
     # The leak: in the never-freed flame graph and the leak table.
     leaked = browser.evaluate("gpumemView.data.places[0].leaked.bytes")
     failures.check(leaked == leak_bytes, f"never freed {leaked} bytes = {leak_bytes}")

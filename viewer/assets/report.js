@@ -3,8 +3,9 @@
 // never parsed as HTML.
 //
 // Test hook (tests/viewer/browser_test.py): window.gpumemView = {ready, drawnMs, data,
-// bandPoint(placeIndex, siteIndex)}: bandPoint gives the client coordinates of a point inside that
-// call site's band on the place's timeline (where the band is thickest), or null.
+// bandPoint(placeIndex, siteIndex), view(placeIndex)}: bandPoint gives the client coordinates of a
+// point inside that call site's band on the place's timeline (where the band is thickest), or
+// null; view the time range the timeline shows.
 (function () {
   'use strict';
 
@@ -12,7 +13,7 @@
   var COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1',
     '#ff9da7', '#9c755f', '#86bcb6', '#a0cbe8', '#ffbe7d'];
   var OTHER = '#cdd3dd';
-  var hooks = { ready: false, drawnMs: 0, data: data, bandPoint: bandPoint };
+  var hooks = { ready: false, drawnMs: 0, data: data, bandPoint: bandPoint, view: view };
   window.gpumemView = hooks;
   var charts = [];  // one per place
 
@@ -390,7 +391,8 @@
   Chart.prototype.describe = function (h) {
     var p = this.p, i = h.col.i;
     var t0 = this.bucketStart(i), t1 = this.bucketEnd(i);
-    var lines = [fmtTime(t0) + ' – ' + fmtTime(t1) + ' · in use at most ' + fmtBytes(p.max[i]) +
+    var span = Math.max(t1 - t0, 1);
+    var lines = [fmtTick(t0, span, t1) + ' – ' + fmtTick(t1, span, t1) + ' · in use at most ' + fmtBytes(p.max[i]) +
       ', at the end ' + fmtBytes(p.last[i])];
     if (p.reserved.length) lines.push('reserved ' + fmtBytes(p.reserved[i]));
     if (p.launches[i]) lines.push(plural(p.launches[i], 'kernel launch', 'kernel launches'));
@@ -469,6 +471,11 @@
     var r = this.canvas.getBoundingClientRect();
     return { x: r.left + (best.x0 + best.x1) / 2, y: r.top + (this.yOf(base) + this.yOf(base + bestV)) / 2 };
   };
+  // The time range a place's timeline shows, [from, to] in ns since the start.
+  function view(placeIndex) {
+    var chart = charts[placeIndex];
+    return chart ? [chart.v0, chart.v1] : null;
+  }
   function bandPoint(placeIndex, siteIndex) {
     var chart = charts[placeIndex];
     return chart ? chart.bandPoint(siteIndex) : null;
@@ -514,8 +521,14 @@
       }
       return it;
     }
+    // Call sites whose short labels read the same (the same line, reached by other stacks) are
+    // numbered, so each band's legend entry is its own.
+    var seen = {};
     p.bands.forEach(function (site, b) {
-      item(chart.colorOf[b], '', shortLabel(data.sites[site].label), b).title = data.sites[site].label;
+      var text = shortLabel(data.sites[site].label);
+      seen[text] = (seen[text] || 0) + 1;
+      if (seen[text] > 1) text += ' (' + seen[text] + ')';
+      item(chart.colorOf[b], '', text, b).title = data.sites[site].label;
     });
     item(OTHER, '', 'other call sites', p.bands.length);
     if (p.reserved.length) item(null, 'line', 'reserved (memory pools)');
@@ -555,7 +568,7 @@
     this.crumb.textContent = path.length > 1 ? 'zoomed: click a dim bar to zoom out' : 'click a bar to zoom';
     function place(node, level, left, width, ancestor, nodePath) {
       if (width < 0.1) return;
-      var d = add(inner, el('div', 'node' + (ancestor ? ' ancestor' : ''), splitFrame(node.n).fn));
+      var d = add(inner, el('div', 'node' + (ancestor ? ' ancestor' : ''), shortLabel(node.n)));
       d.style.left = left + '%'; d.style.width = 'calc(' + width + '% - 1px)';
       d.style.top = (level * FLAME_H) + 'px';
       d.style.background = level === 0 ? '#dfe4ee' : flameColor(node.n);
