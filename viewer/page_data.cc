@@ -48,7 +48,8 @@ class ViewObserver final : public report::ReplayObserver {
     const bool allocated = event.action() == ALLOC;
     const int32_t alloc_place = report::PlaceOf(event);
     // The places this event changed: where allocations ended, and where one was made.
-    std::vector<int32_t> places;
+    std::vector<int32_t>& places = places_;
+    places.clear();
     for (const Ended& ended : ended_) {
       if (std::find(places.begin(), places.end(), ended.place) == places.end()) {
         places.push_back(ended.place);
@@ -156,6 +157,7 @@ class ViewObserver final : public report::ReplayObserver {
   std::map<int32_t, uint64_t> tracked_;  // live bytes per place as the timelines have them
   std::vector<Ended> ended_;             // by the event being replayed
   std::vector<SiteChange> changes_;
+  std::vector<int32_t> places_;  // changed by the event being replayed
   absl::flat_hash_map<uint64_t, uint32_t> dense_;
   std::vector<uint64_t> site_stacks_;
   std::map<int32_t, Failures> failures_;

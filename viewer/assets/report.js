@@ -155,10 +155,16 @@
       fact('Peak · ' + shortPlace(p), fmtBytes(p.peak.bytes), 'at ' + fmtTime(p.peak.t) +
         (p.total ? ' · ' + pct(p.peak.bytes, p.total) + ' of ' + fmtBytes(p.total) : ''));
     });
-    var leaked = 0, leakCount = 0;
-    data.places.forEach(function (p) { leaked += p.leaked.bytes; leakCount += p.leaked.count; });
+    // Memory an allocator or library keeps (PyTorch's cached segments, cuBLAS workspaces) is told
+    // apart from memory the program lost, as gpumem report does.
+    var leaked = 0, leakCount = 0, held = 0;
+    data.places.forEach(function (p) {
+      leaked += p.leaked.bytes; leakCount += p.leaked.count;
+      p.leak_sites.forEach(function (r) { if (data.sites[r[0]].held_by) held += r[1]; });
+    });
     fact(data.footer ? 'Never freed' : 'Live at the end', fmtBytes(leaked),
-      plural(leakCount, 'allocation', 'allocations'), leaked > 0);
+      plural(leakCount, 'allocation', 'allocations') +
+      (held ? ' · ' + fmtBytes(held) + ' held by allocators and libraries' : ''), leaked > held);
     fact('Kernel launches', fmtCount(data.launches),
       data.iterations.count ? plural(data.iterations.count, 'iteration', 'iterations') : 'no iterations found');
     var fails = 0;
@@ -199,16 +205,18 @@
     while (lo < hi) { var mid = (lo + hi) >> 1; if (this.bucketEnd(mid) <= t) lo = mid + 1; else hi = mid; }
     return lo;
   };
-  // Where the program is busy: buckets hold equal numbers of events, so when the last 95% of them
-  // (and the peak) fit in less than half of the run (a PyTorch program's set-up and import, then
-  // the training loop), the view starts there, with a margin; else the whole run.
+  // Where the program is busy. Buckets hold equal numbers of events, so a long stretch with none
+  // (a PyTorch program's import between setting up its model and training) is one long gap
+  // between two bucket starts: when the longest gap is more than half of the run and the peak
+  // comes after it, the view starts just before the end of the gap; else it is the whole run.
   Chart.prototype.defaultView = function () {
-    var p = this.p, from = this.tmin;
-    if (this.n >= 20) {
-      var busy = Math.min(this.bucketStart(Math.floor(this.n * 0.05)), p.peak.t);
-      if (this.tmax - busy < 0.5 * (this.tmax - this.tmin)) {
-        from = Math.max(this.tmin, busy - (this.tmax - busy) * 0.04);
-      }
+    var p = this.p, from = this.tmin, gap = 0, after = this.tmin;
+    for (var i = 1; i < this.n; i++) {
+      var g = this.bucketStart(i) - this.bucketStart(i - 1);
+      if (g > gap) { gap = g; after = this.bucketStart(i); }
+    }
+    if (gap > 0.5 * (this.tmax - this.tmin) && p.peak.t >= after) {
+      from = Math.max(this.tmin, after - (this.tmax - after) * 0.04);
     }
     this.v0 = from; this.v1 = this.tmax;
   };
