@@ -299,6 +299,24 @@ def check_page(browser, failures, gpumem, source, artifacts, name, site_text, le
     screenshot(browser, os.path.join(artifacts, "view-" + name + ".png"))
 
 
+def check_torn(browser, failures, gpumem, source, artifacts):
+    """A trace cut short renders what could be read, under a visible notice, and exits 2."""
+    whole = open(os.path.join(source, "samples", "traces", "train_mlp-async-h100.trace"), "rb").read()
+    torn = os.path.join(artifacts, "view-torn.trace")
+    with open(torn, "wb") as out:
+        out.write(whole[:len(whole) * 2 // 3])
+    page = os.path.join(artifacts, "view-torn.html")
+    run = subprocess.run([gpumem, "view", torn, "-o", page], capture_output=True, text=True)
+    print("== torn trace")
+    failures.check(run.returncode == 2 and run.stderr.count("gpumem: error: ") == 1,
+                   f"exit {run.returncode} with one error line: {run.stderr.strip()}")
+    load_page(browser, page)
+    failures.check(not browser.errors(), "no console error or exception")
+    notice = browser.evaluate("(document.querySelector('.notice.error') || {}).innerText || ''")
+    failures.check("damaged" in notice and torn in notice, f"a visible notice: {notice[:120]}")
+    failures.check(browser.evaluate(COUNT_BAND_PIXELS)["band"] > 0, "what was read is drawn")
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -324,6 +342,7 @@ def main():
                                                "train_mlp-async-h100.trace"))
         check_page(browser, failures, gpumem, source, artifacts, "train_mlp-async-h100",
                    "train_mlp.py", mlp["leaks"]["places"][0]["bytes"], "train_mlp.py", "train_step")
+        check_torn(browser, failures, gpumem, source, artifacts)
     finally:
         browser.close()
         shutil.rmtree(profile, ignore_errors=True)
