@@ -135,23 +135,6 @@ struct Options {
   bool python_only = false;
 };
 
-std::string DescribeAnomalies(const ReplayAnomalies& anomalies) {
-  if (anomalies.total() == 0) return "none";
-  std::vector<std::string> parts;
-  if (anomalies.unknown_frees > 0) {
-    parts.push_back(
-        Plural(anomalies.unknown_frees, "free of an unknown pointer", "frees of unknown pointers"));
-  }
-  if (anomalies.double_frees > 0) {
-    parts.push_back(Plural(anomalies.double_frees, "double free", "double frees"));
-  }
-  if (anomalies.overlapping_allocations > 0) {
-    parts.push_back(Plural(anomalies.overlapping_allocations, "allocation over a live range",
-                           "allocations over a live range"));
-  }
-  return absl::StrJoin(parts, ", ");
-}
-
 constexpr char kNotCleanExit[] =
     "the process did not exit cleanly: what was live when it stopped, not necessarily leaked";
 

@@ -23,6 +23,7 @@ int RunRecord(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunSymbolize(const std::vector<std::string>& args);
 int RunWhatif(const std::vector<std::string>& args);
+int RunView(const std::vector<std::string>& args);  // report/cmd_view.cc, in the gpumem binary
 
 extern const char kCheckUsage[];
 extern const char kDumpUsage[];
@@ -31,6 +32,7 @@ extern const char kRecordUsage[];
 extern const char kReportUsage[];
 extern const char kSymbolizeUsage[];
 extern const char kWhatifUsage[];
+extern const char kViewUsage[];
 
 // Prints "gpumem: error: <message>" to stderr.
 void PrintError(absl::string_view message);

@@ -32,6 +32,8 @@ Commands:
   whatif --device-memory SIZE [--allocator native|expandable|async|all] [--json] TRACE
                                             would the run fit in SIZE under PyTorch's allocators
                                             (exit 1 when one runs out), and the smallest that fits
+  view [-o OUT.html] TRACE                  one self-contained HTML page: timeline, flame graphs,
+                                            tables (open it in a browser, no network needed)
   help [COMMAND]                            print this text, or a command's
 
 Options:
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "symbolize") return RunSymbolize(rest);
   if (command == "whatif") return RunWhatif(rest);
   if (command == "export") return RunExport(rest);
+  if (command == "view") return RunView(rest);
   if (command == "--version" || command == "version") {
     std::printf("gpumem %s\n", GPUMEM_VERSION);
     return kExitOk;
@@ -79,6 +82,8 @@ int main(int argc, char** argv) {
       std::fputs(kExportUsage, stdout);
     } else if (topic == "whatif") {
       std::fputs(kWhatifUsage, stdout);
+    } else if (topic == "view") {
+      std::fputs(kViewUsage, stdout);
     } else if (topic.empty()) {
       std::fputs(kUsage, stdout);
     } else {

@@ -5,8 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "report/event_stream.h"
 #include "report/memory_space.h"
+#include "report/sizes.h"
 
 namespace gpumem::report {
 namespace {
@@ -305,6 +307,23 @@ std::string PlaceName(int32_t place, const TraceFile& trace) {
     }
   }
   return absl::StrCat("device ", place);
+}
+
+std::string DescribeAnomalies(const ReplayAnomalies& anomalies) {
+  if (anomalies.total() == 0) return "none";
+  std::vector<std::string> parts;
+  if (anomalies.unknown_frees > 0) {
+    parts.push_back(
+        Plural(anomalies.unknown_frees, "free of an unknown pointer", "frees of unknown pointers"));
+  }
+  if (anomalies.double_frees > 0) {
+    parts.push_back(Plural(anomalies.double_frees, "double free", "double frees"));
+  }
+  if (anomalies.overlapping_allocations > 0) {
+    parts.push_back(Plural(anomalies.overlapping_allocations, "allocation over a live range",
+                           "allocations over a live range"));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 }  // namespace gpumem::report

@@ -209,6 +209,9 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
 TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
                         ReplayObserver* observer = nullptr, const PacketVisitor& packets = nullptr);
 
+// "1 free of an unknown pointer, 2 double frees" (non-zero counts), or "none".
+std::string DescribeAnomalies(const ReplayAnomalies& anomalies);
+
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
 // for -1, "pinned host" for kPinnedHost.
 std::string PlaceName(int32_t place, const TraceFile& trace);

@@ -3,9 +3,11 @@
 # (headers, CUPTI, nvcc) is expected at /usr/local/cuda, as on the project's machines.
 set -euo pipefail
 # python3-jsonschema: tests/report/json_schema_test.cc validates `gpumem report --json` against
-# report/report.schema.json with it.
+# report/report.schema.json with it. chromium-headless-shell: tests/viewer/browser_test.py opens
+# `gpumem view`'s page in it (Debian 12 bookworm / bookworm-security; the test is skipped without).
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libprotobuf-dev protobuf-compiler
-          libabsl-dev libdw-dev libelf-dev libgtest-dev binutils python3 python3-jsonschema)
+          libabsl-dev libdw-dev libelf-dev libgtest-dev binutils python3 python3-jsonschema
+          chromium-headless-shell)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
