@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "report/call_sites.h"
 #include "report/pool_sizes.h"
+#include "report/progress.h"
 #include "report/replay.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
@@ -267,11 +268,19 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   IterationTimes iterations(is_marker);
   ViewObserver observer(trace, sites, options, iterations);
   report::SummaryAnalysis summary(trace);
+  // Progress on a terminal (report/progress.h), ticked by every memory event.
+  report::Progress progress(path, trace.file_size());
   const report::TraceReplay replay = report::ReplayTrace(
-      *std::move(opened), [&](const MemoryEvent& event) { summary.Add(event); }, &observer,
+      *std::move(opened),
+      [&](const MemoryEvent& event) {
+        progress.Update(trace.bytes_read());
+        summary.Add(event);
+      },
+      &observer,
       [&](const report::PacketPosition&, const TracePacket& packet) {
         if (packet.has_pool_usage()) observer.AddPoolUsage(packet.pool_usage());
       });
+  progress.Finish();
 
   PageData page;
   const TraceFile& file = *replay.file;
