@@ -306,6 +306,11 @@ void NoteMemoryCallback(bool wrapped) {
   }
 }
 
+void RestartMemoryProbation() {
+  g_wrapped_memory_calls.store(0, std::memory_order_relaxed);
+  g_unwrapped_memory_call.store(false, std::memory_order_relaxed);
+}
+
 void RetireMemoryCallbacksIfRedundant() {
   if (g_memory_callbacks_retired.load(std::memory_order_relaxed) ||
       g_wrapped_memory_calls.load(std::memory_order_relaxed) < kMemoryProbationCalls ||

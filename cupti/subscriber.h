@@ -40,6 +40,8 @@ void SetCallbacksEnabled(bool enabled);
 // does GPUMEM_CUPTI_CATCH_ALL=1.
 void NoteMemoryCallback(bool wrapped);
 void RetireMemoryCallbacksIfRedundant();
+// Starts the probation again (tests: a process whose earlier calls must not count).
+void RestartMemoryProbation();
 
 struct StartConfig {
   bool cupti = true;          // GPUMEM_CUPTI

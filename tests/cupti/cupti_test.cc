@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -748,5 +749,96 @@ TEST(CuptiCallbackSetTest, LaunchCallbacksAreTheEightLaunchApis) {
   EXPECT_FALSE(IsLaunchCallback(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
 }
 
+// ---- The memory callbacks' probation (cupti/subscriber.h) ----
+
+// Each case runs in a child process: retiring the memory callbacks is for the life of a process,
+// and the fake libcupti (lib/fake/libcupti.so) holds one subscription.
+class MemoryCallbackProbation : public CuptiTest {
+ protected:
+  using Check = void (*)(int (*enabled)(unsigned));
+  static void InChild(bool keep_memory_callbacks, Check check) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      StartConfig config;
+      const std::string library = testing::BuildPath("lib/fake/libcupti.so");
+      config.library_path = library.c_str();
+      config.keep_memory_callbacks = keep_memory_callbacks;
+      config.loader = LoaderFunctions{&dlopen, &dlsym};
+      void* fake = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+      const bool active = Start(config) == proto::CuptiState::kActive;
+      if (fake == nullptr) fake = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+      auto enabled = fake != nullptr
+                         ? reinterpret_cast<int (*)(unsigned)>(dlsym(fake, "fake_cupti_enabled"))
+                         : nullptr;
+      if (!active || enabled == nullptr) {
+        std::cerr << "the fake libcupti did not start: " << library << "\n";
+        _exit(3);
+      }
+      RestartMemoryProbation();  // the calls of the tests before this one do not count
+      check(enabled);
+      _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's expectations failed (its output above)";
+  }
+  // A memory call that interposition recorded: CUPTI's callbacks come inside its hook.
+  static void WrappedAllocations(int count) {
+    CUdeviceptr pointer = 0;
+    cuMemAlloc_v2_params params{&pointer, 4096};
+    t_hook_depth = 1;
+    for (int i = 0; i < count; ++i)
+      Call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &params, CUDA_SUCCESS);
+    t_hook_depth = 0;
+  }
+};
+
+TEST_F(MemoryCallbackProbation, RetiredAfterAThousandCallsInterpositionRecorded) {
+  InChild(false, [](int (*enabled)(unsigned)) {
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync));
+    EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));  // launches: interposition's
+    WrappedAllocations(999);
+    RetireMemoryCallbacksIfRedundant();
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2)) << "retired before the 1000th";
+    WrappedAllocations(1);
+    RetireMemoryCallbacksIfRedundant();
+    for (CUpti_CallbackId cbid : kDriverCallbacks) {
+      EXPECT_FALSE(enabled(cbid)) << cbid;
+    }
+    ASSERT_FALSE(g_statuses.empty());
+    EXPECT_EQ(g_statuses.back().state, proto::CuptiState::kActive);
+    EXPECT_NE(g_statuses.back().detail.find("memory callbacks off after 1000 memory calls"),
+              std::string::npos)
+        << g_statuses.back().detail;
+    EXPECT_NE(g_statuses.back().detail.find("libcupti.so"), std::string::npos);  // restated
+    // A benchmark's pause and resume does not bring them back.
+    SetCallbacksEnabled(false);
+    SetCallbacksEnabled(true);
+    EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+  });
+}
+
+TEST_F(MemoryCallbackProbation, OneCallInterpositionMissedKeepsThem) {
+  InChild(false, [](int (*enabled)(unsigned)) {
+    cuMemFree_v2_params missed{0x5000};  // reached the driver outside every hook
+    Call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &missed, CUDA_SUCCESS);
+    EXPECT_EQ(g_memory.size(), 1u);  // recorded from the callback
+    WrappedAllocations(2000);
+    RetireMemoryCallbacksIfRedundant();
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2));
+  });
+}
+
+TEST_F(MemoryCallbackProbation, CatchAllKeepsThem) {
+  InChild(true, [](int (*enabled)(unsigned)) {
+    WrappedAllocations(2000);
+    RetireMemoryCallbacksIfRedundant();
+    EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+  });
+}
 }  // namespace
 }  // namespace gpumem::cupti
