@@ -564,6 +564,36 @@ uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
   return depth > 0 ? CaptureStackOfDepth(caller_pc, static_cast<size_t>(depth)) : 0;
 }
 
+namespace {
+
+// Memory and launch events are encoded the same way: the body after room for the two headers
+// (packet, event) that are then prepended, without bounds checks (each caller's buffer holds its
+// largest event). Both messages start with the same five fields (trace_ids.h).
+constexpr size_t kEventHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
+static_assert(proto::memory_field::kApi == 5 && proto::launch_field::kApi == 5);
+
+uint64_t Int32Field(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
+
+uint8_t* PutEventHead(uint8_t* out, uint64_t seq, const ThreadState* thread, int32_t device,
+                      uint64_t api) {
+  namespace f = proto::memory_field;
+  out = wire::PutVarintField(out, f::kSeq, seq);
+  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
+  out = wire::PutVarintField(out, f::kTid,
+                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  out = wire::PutVarintField(out, f::kDevice, Int32Field(device));
+  return wire::PutVarintField(out, f::kApi, api);
+}
+
+// Prepends the headers to the body [body, end) and appends the packet to the trace.
+void AppendEvent(uint8_t* body, uint8_t* end, uint32_t event_field) {
+  uint8_t* start = wire::PrependHeader(body, event_field, static_cast<size_t>(end - body));
+  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(end - start));
+  g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
+}
+
+}  // namespace
+
 void RecordMemory(const MemoryRecord& record) {
   if (!EnsureOpen()) return;
   self_timing::Scope timing(self_timing::kMemoryEvent);
@@ -572,27 +602,19 @@ void RecordMemory(const MemoryRecord& record) {
     WidenDeviceSpan(record.address, record.size);
   }
   ThreadState* thread = CurrentThread();
-  // The body is written after room for the two headers (packet, memory event) that are then
-  // prepended: at most 18 varint fields of 11 bytes.
-  constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
-  uint8_t buffer[kHeaderRoom + 18 * (1 + wire::kMaxVarintBytes)];
-  uint8_t* body = buffer + kHeaderRoom;
-  uint8_t* out = body;
+  // At most 18 varint fields of 11 bytes.
+  uint8_t buffer[kEventHeaderRoom + 18 * (1 + wire::kMaxVarintBytes)];
+  uint8_t* body = buffer + kEventHeaderRoom;
   namespace f = proto::memory_field;
-  auto int32 = [](int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); };
-  out = wire::PutVarintField(out, f::kSeq, record.seq);
-  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
-  out = wire::PutVarintField(out, f::kTid,
-                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
-  out = wire::PutVarintField(out, f::kDevice, int32(record.device));
-  out = wire::PutVarintField(out, f::kApi, static_cast<uint64_t>(record.api));
+  uint8_t* out =
+      PutEventHead(body, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
   out = wire::PutVarintField(out, f::kKind, static_cast<uint64_t>(record.kind));
   out = wire::PutVarintField(out, f::kAction, static_cast<uint64_t>(record.action));
   out = wire::PutVarintField(out, f::kSize, record.size);
   out = wire::PutVarintField(out, f::kAddress, record.address);
   out = wire::PutVarintField(out, f::kStream, record.stream);
   out = wire::PutVarintField(out, f::kPool, record.pool);
-  out = wire::PutVarintField(out, f::kResult, int32(record.result));
+  out = wire::PutVarintField(out, f::kResult, Int32Field(record.result));
   out = wire::PutVarintField(out, f::kStackId, record.stack_id);
   out = wire::PutVarintField(out, f::kHandle, record.handle);
   out = wire::PutVarintField(out, f::kOffset, record.offset);
@@ -604,10 +626,7 @@ void RecordMemory(const MemoryRecord& record) {
     tail.Varint(f::kPitch, record.pitch);
     out += tail.size();
   }
-  uint8_t* start =
-      wire::PrependHeader(body, proto::packet_field::kMemory, static_cast<size_t>(out - body));
-  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(out - start));
-  g_file_sink.AppendPacket(start, static_cast<size_t>(out - start));
+  AppendEvent(body, out, proto::packet_field::kMemory);
 }
 
 void SetKernelQueries(const KernelQueries& queries) {
@@ -639,21 +658,13 @@ void RecordLaunch(const LaunchRecord& record) {
     self_timing::Scope scan_timing(self_timing::kPointerScan);
     pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
   }
-  // As memory events: the body after room for the two headers, no bounds checks (the buffer
-  // holds the largest launch), the headers prepended.
-  constexpr size_t kHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
-  uint8_t buffer[kHeaderRoom + 21 * (2 + wire::kMaxVarintBytes) +
+  // Encoded as memory events are (PutEventHead, AppendEvent).
+  uint8_t buffer[kEventHeaderRoom + 21 * (2 + wire::kMaxVarintBytes) +
                  kMaxPointerArgs * wire::kMaxVarintBytes];
-  uint8_t* body = buffer + kHeaderRoom;
-  uint8_t* out = body;
+  uint8_t* body = buffer + kEventHeaderRoom;
   namespace f = proto::launch_field;
-  auto int32 = [](int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); };
-  out = wire::PutVarintField(out, f::kSeq, record.seq);
-  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
-  out = wire::PutVarintField(out, f::kTid,
-                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
-  out = wire::PutVarintField(out, f::kDevice, int32(record.device));
-  out = wire::PutVarintField(out, f::kApi, static_cast<uint64_t>(record.api));
+  uint8_t* out =
+      PutEventHead(body, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
   out = wire::PutVarintField(out, f::kKernelId, kernel != nullptr ? kernel->id : 0);
   out = wire::PutVarintField(out, f::kGridX, record.grid[0]);
   out = wire::PutVarintField(out, f::kGridY, record.grid[1]);
@@ -665,17 +676,14 @@ void RecordLaunch(const LaunchRecord& record) {
   out = wire::PutVarintField(out, f::kStream, record.stream);
   out = wire::PutVarintField(out, f::kCorrelationId, record.correlation_id);
   out = wire::PutVarintFieldAnyTag(out, f::kStackId, record.stack_id);
-  out = wire::PutVarintFieldAnyTag(out, f::kResult, int32(record.result));
+  out = wire::PutVarintFieldAnyTag(out, f::kResult, Int32Field(record.result));
   out = wire::PutVarintFieldAnyTag(out, f::kGraph, record.graph);
   out = wire::PutPackedVarints(out, f::kPointerArgs, pointer_args, pointer_arg_count);
   out = wire::PutVarintFieldAnyTag(out, f::kFromCupti, record.from_cupti ? 1 : 0);
   out = wire::PutVarintFieldAnyTag(
       out, f::kParamsUnknown,
       record.function != nullptr && (kernel == nullptr || !kernel->params_known) ? 1 : 0);
-  uint8_t* start =
-      wire::PrependHeader(body, proto::packet_field::kLaunch, static_cast<size_t>(out - body));
-  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(out - start));
-  g_file_sink.AppendPacket(start, static_cast<size_t>(out - start));
+  AppendEvent(body, out, proto::packet_field::kLaunch);
 }
 
 namespace {
