@@ -304,8 +304,7 @@ bool EvalLoopRange(void* (*real_dlsym)(void*, const char*), uintptr_t* start, ui
 
 bool PythonFramesAvailable() { return g_python.available.load(std::memory_order_acquire); }
 
-size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated,
-                        PythonWalkCache* cache) {
+size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated) {
   *truncated = false;
   if (!g_python.available.load(std::memory_order_acquire)) return 0;
   const PythonLayout& l = g_python.layout;
@@ -330,30 +329,17 @@ size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated,
       if (owner < 0 || owner > 3) break;  // not a frame this layout knows
     }
     const uintptr_t code = Load<uintptr_t>(frame + l.frame_code);
-    if (!PointerOk(code)) break;
+    if (!PointerOk(code) || Load<uintptr_t>(code + kObType) != g_python.code_type) break;
     if (count == capacity) {
       *truncated = true;
-      break;
-    }
-    PythonWalkCache::Entry* known = cache != nullptr ? &cache->entries[count] : nullptr;
-    if (known != nullptr && !(known->frame == frame && known->code == code &&
-                              known->name == Load<uintptr_t>(code + l.code_name))) {
-      if (Load<uintptr_t>(code + kObType) != g_python.code_type) break;
-      *known = {frame,
-                code,
-                Load<uintptr_t>(code + l.code_filename),
-                Load<uintptr_t>(code + l.code_name),
-                Load<int64_t>(code + l.code_size),
-                Load<int32_t>(code + l.code_first_line)};
-    } else if (known == nullptr && Load<uintptr_t>(code + kObType) != g_python.code_type) {
       break;
     }
     PythonFrame& out = frames[count++];
     out = PythonFrame{};  // the caller's array is left uninitialised
     out.code = code;
-    out.filename = known != nullptr ? known->filename : Load<uintptr_t>(code + l.code_filename);
-    out.name = known != nullptr ? known->name : Load<uintptr_t>(code + l.code_name);
-    out.first_line = known != nullptr ? known->first_line : Load<int32_t>(code + l.code_first_line);
+    out.filename = Load<uintptr_t>(code + l.code_filename);
+    out.name = Load<uintptr_t>(code + l.code_name);
+    out.first_line = Load<int32_t>(code + l.code_first_line);
     out.byte_offset = -1;
     if (l.frame_objects) {
       const int32_t lasti = Load<int32_t>(frame + l.frame_instr);
@@ -362,7 +348,7 @@ size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated,
     } else {
       const uintptr_t instr = Load<uintptr_t>(frame + l.frame_instr);
       const uintptr_t bytecode = code + static_cast<uint32_t>(l.code_bytecode);
-      const int64_t units = known != nullptr ? known->units : Load<int64_t>(code + l.code_size);
+      const int64_t units = Load<int64_t>(code + l.code_size);
       if (instr >= bytecode && units > 0 && instr - bytecode < static_cast<uint64_t>(units) * 2) {
         out.byte_offset = static_cast<int32_t>(instr - bytecode);
       }

@@ -77,30 +77,10 @@ bool EvalLoopRange(void* (*real_dlsym)(void*, const char*), uintptr_t* start, ui
 // Whether FindPython() found a supported interpreter.
 bool PythonFramesAvailable();
 
-// What a thread's previous walk read from each frame's code object. A frame at the same address
-// running the same code object as then (it holds a reference to it, so it is the same object
-// unless one was freed and another allocated in its place, checked by its name's str object)
-// needs none of it read again: the walk then touches the frames and one word of each code object
-// instead of three cache lines, which inside PyTorch were most of a walk's cost. Entries are by
-// depth; the caller keeps one per thread, zeroed (empty) at first.
-struct PythonWalkCache {
-  struct Entry {
-    uintptr_t frame;
-    uintptr_t code;
-    uintptr_t filename;
-    uintptr_t name;
-    int64_t units;  // code units (3.11+)
-    int32_t first_line;
-  };
-  Entry entries[kMaxPythonFrames];
-};
-
 // The calling thread's Python frames, innermost first, at most `capacity` (<= kMaxPythonFrames);
 // *truncated when there were more. 0 when the thread has no Python frames (or none are read).
-// `frames` may be uninitialised: each frame returned is written whole. `cache` (may be null): the
-// thread's PythonWalkCache, used and updated.
-size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated,
-                        PythonWalkCache* cache = nullptr);
+// `frames` may be uninitialised: each frame returned is written whole.
+size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated);
 
 // Folds the frames into a stack hash (core/stack_table.h): the same native stack from two
 // Python lines gives two hashes.

@@ -46,7 +46,6 @@ struct ThreadState {
     uint64_t hash;
     uint64_t id;
   } stack_cache[kThreadCacheSlots];
-  PythonWalkCache python_walk;
   ThreadState* next_free;
 };
 
@@ -291,7 +290,6 @@ ThreadState* CurrentThread() {
   if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
   t_thread = state;
   memset(state->stack_cache, 0, sizeof(state->stack_cache));
-  memset(&state->python_walk, 0, sizeof(state->python_walk));
   state->generation = generation;
   state->tid = static_cast<uint32_t>(gettid());
 
@@ -505,8 +503,7 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
   size_t python_count = 0;
   if (python) {
     self_timing::Scope timing(self_timing::kPythonFrames);
-    python_count =
-        ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated, &thread->python_walk);
+    python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
     python_skip = std::min(python_skip, python_count);
     python_frames += python_skip;
     python_count -= python_skip;
