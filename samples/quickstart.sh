@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # From nothing to a recorded trace: installs the Debian dependencies, builds, then records the
-# leak_loop sample on the GPU (or, without a GPU, reads a trace that was recorded on an H100).
+# leak_loop sample on the GPU (or, without a GPU, reads a trace that was recorded on an H100),
+# reports it, and writes its HTML view to gpumem-report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/install_deps.sh
@@ -19,3 +20,6 @@ echo "== gpumem dump --counts $trace"
 build/bin/gpumem dump --counts "$trace"
 echo "== gpumem report $trace: the peak, and what was never freed, by line of code"
 build/bin/gpumem report "$trace"
+echo "== gpumem view $trace: the same as one HTML page (timeline, flame graphs, tables)"
+build/bin/gpumem view -o gpumem-report.html "$trace"
+echo "Open gpumem-report.html in a browser (it needs no network)."
