@@ -16,6 +16,15 @@
 namespace gpumem::eh_frame_unwinder {
 namespace {
 
+// SetStop's range as start and size: one unsigned compare a frame.
+std::atomic<uintptr_t> g_stop_start{0};
+std::atomic<uintptr_t> g_stop_size{0};
+
+void StoreStop(uintptr_t start, uintptr_t end) {
+  g_stop_start.store(start, std::memory_order_relaxed);
+  g_stop_size.store(end > start ? end - start : 0, std::memory_order_relaxed);
+}
+
 #if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE)
 
 // DWARF register numbers of the x86-64 psABI.
@@ -666,9 +675,6 @@ struct ThreadMemoTable {
   Memo memos[kMemoSlots];
 };
 std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make every memo stale
-// SetStop's range as start and size: one unsigned compare a frame.
-std::atomic<uintptr_t> g_stop_start{0};
-std::atomic<uintptr_t> g_stop_size{0};
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
 __thread ThreadMemoTable* t_memos __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -892,8 +898,7 @@ void PrintUnsupported() {
 }
 
 void SetStop(uintptr_t start, uintptr_t end) {
-  g_stop_start.store(start, std::memory_order_relaxed);
-  g_stop_size.store(end > start ? end - start : 0, std::memory_order_relaxed);
+  StoreStop(start, end);
   g_rules_generation.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -910,9 +915,18 @@ void ForgetRules() {
 bool Init(void* (*)(void*, const char*)) { return false; }
 int Backtrace(void**, int) { return -1; }
 void PrintUnsupported() {}
-void SetStop(uintptr_t, uintptr_t) {}
+void SetStop(uintptr_t start, uintptr_t end) { StoreStop(start, end); }
 void ForgetRules() {}
 
 #endif
+
+int CutAtStop(void** frames, int depth) {
+  const uintptr_t start = g_stop_start.load(std::memory_order_relaxed);
+  const uintptr_t size = g_stop_size.load(std::memory_order_relaxed);
+  for (int i = 0; i < depth; ++i) {
+    if (reinterpret_cast<uintptr_t>(frames[i]) - start < size) return i + 1;
+  }
+  return depth;
+}
 
 }  // namespace gpumem::eh_frame_unwinder

@@ -27,6 +27,10 @@ void PrintUnsupported();
 // core/stack_capture.h); earlier replays are forgotten.
 void SetStop(uintptr_t start, uintptr_t end);
 
+// The same cut applied to a stack another unwinder took (libunwind cannot be told where to stop):
+// the count of frames up to and including the first in SetStop's range.
+int CutAtStop(void** frames, int depth);
+
 // Drops the cached rules (after a module was unloaded, its addresses may hold other code).
 void ForgetRules();
 

@@ -19,18 +19,6 @@ constexpr size_t kScratchFrames = 288;  // the deepest kept stack plus gpumem's 
 
 UnwBacktraceFn g_unw_backtrace = nullptr;
 bool g_fast_unwind = false;
-std::atomic<uintptr_t> g_end_start{0};  // SetStackEnd's range, as start and size
-std::atomic<uintptr_t> g_end_size{0};
-
-// libunwind cannot be told where to stop: its stack is cut after the fact.
-int CutAtStackEnd(void** frames, int depth) {
-  const uintptr_t start = g_end_start.load(std::memory_order_relaxed);
-  const uintptr_t size = g_end_size.load(std::memory_order_relaxed);
-  for (int i = 0; i < depth; ++i) {
-    if (reinterpret_cast<uintptr_t>(frames[i]) - start < size) return i + 1;
-  }
-  return depth;
-}
 
 // The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so both
 // start at the same frame: the return address into CaptureStack.
@@ -38,7 +26,7 @@ __attribute__((always_inline)) inline int Unwind(void** frames, int capacity) {
   int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity) : -1;
   if (depth < 0) {
     if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
-    depth = CutAtStackEnd(frames, g_unw_backtrace(frames, capacity));
+    depth = eh_frame_unwinder::CutAtStop(frames, g_unw_backtrace(frames, capacity));
   }
   self_timing::Count(self_timing::kFramesUnwound, static_cast<uint64_t>(std::max(depth, 0)));
   return depth;
@@ -102,11 +90,7 @@ bool InitStackCapture(const char* explicit_path, bool fast_unwind,
 
 bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 
-void SetStackEnd(uintptr_t start, uintptr_t end) {
-  g_end_start.store(start, std::memory_order_relaxed);
-  g_end_size.store(end > start ? end - start : 0, std::memory_order_relaxed);
-  eh_frame_unwinder::SetStop(start, end);
-}
+void SetStackEnd(uintptr_t start, uintptr_t end) { eh_frame_unwinder::SetStop(start, end); }
 
 size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
   if (g_unw_backtrace == nullptr || capacity == 0) return 0;
