@@ -66,6 +66,17 @@ def recording_switch():
     return lambda on: setter(1 if on and not control else 0)
 
 
+def profiler_gate():
+    """Under tests/bench/pc_sampler.cc (PC_SAMPLER_GATED=1): its switch, so that only the steps
+    are sampled, not the import of torch; a no-op otherwise."""
+    try:
+        gate = ctypes.CDLL(None).pc_sampler_enable
+    except AttributeError:
+        return lambda on: None
+    gate.argtypes = [ctypes.c_int]
+    return lambda on: gate(1 if on else 0)
+
+
 def toggle_figures(windows):
     """Windows alternate A B B A ... (recording off, on, on, off): each adjacent pair (2k, 2k+1)
     holds one of each, so a drift of the machine cancels; the ratio of each pair is on / off."""
@@ -117,12 +128,14 @@ def main():
     window_cpu_started = 0.0
     windows_ms = []
     switch = recording_switch()
+    profile = profiler_gate()
     toggled = []  # with a switch: each window's wall and process CPU time per step, and its mode
     for step in range(steps):
         if step == 1:  # time the steady state: step 0 pays for lazy initialisation
             torch.cuda.synchronize()
             if switch:
                 switch(recording_in_window(0))
+            profile(True)
             started = window_started = time.perf_counter()
             cpu_started = time.thread_time()
             process_cpu_started = window_cpu_started = time.process_time()
@@ -139,6 +152,7 @@ def main():
                 window_cpu_started = time.process_time()
             window_started = time.perf_counter()
     torch.cuda.synchronize()
+    profile(False)
     step_ms = (time.perf_counter() - started) * 1000 / (steps - 1) if started else 0.0
     # The main thread's own CPU time per step: what recording adds on the thread that launches,
     # without the time the machine gave to others.

@@ -19,7 +19,8 @@ cp "$build/lib/libgpumem.so" "$build/lib/libunwind.so.8" "$carry/lib/"
 cp -r "$build/lib/python" "$carry/lib/"  # gpumem's Python observer
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
-  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" "$carry/tests/bench/"
+  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" \
+  "$build/tests/bench/libpc_sampler.so" "$carry/tests/bench/"
 cp "$build/bin/gpumem" "$carry/bin/"  # the analyzer benchmark also times `gpumem report`
 ldd "$build/tests/bench/analyzer_throughput" "$build/bin/gpumem" |
   awk '/libprotobuf|libabsl|libz\.so|libdw|libelf|liblzma|libbz2|libzstd/ {print $3}' | sort -u |
