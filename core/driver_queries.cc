@@ -142,30 +142,28 @@ void AnnounceDevice(int ordinal) {
 
 namespace {
 
-// The current pool of each device, asked again every kCurrentPoolRefresh allocations: a program
-// may switch pools (cuDeviceSetMemPool), rarely, and each question is a driver call on the
+// The current pool of each device, asked again every kCurrentPoolRefresh allocations of a thread: a
+// program may switch pools (cuDeviceSetMemPool), rarely, and each question is a driver call on the
 // allocation's path (~150 ns on the H100 machine).
 constexpr int kDevicesCached = 64;
 constexpr uint32_t kCurrentPoolRefresh = 256;
-struct CurrentPoolCache {
-  std::atomic<uint64_t> pool{0};
-  std::atomic<uint32_t> uses{0};
-};
-CurrentPoolCache g_current_pools[kDevicesCached];
+std::atomic<uint64_t> g_current_pools[kDevicesCached];
+// Counted per thread: a shared counter's line moved between the threads that allocate (PyTorch's
+// main and autograd threads) at every allocation.
+__thread uint32_t t_pool_uses __attribute__((tls_model("initial-exec"))) = 0;
 
 uint64_t CurrentPool(int device) {
-  CurrentPoolCache* cache =
+  std::atomic<uint64_t>* cache =
       device >= 0 && device < kDevicesCached ? &g_current_pools[device] : nullptr;
-  if (cache != nullptr &&
-      cache->uses.fetch_add(1, std::memory_order_relaxed) % kCurrentPoolRefresh != 0) {
-    const uint64_t pool = cache->pool.load(std::memory_order_relaxed);
+  if (cache != nullptr && t_pool_uses++ % kCurrentPoolRefresh != 0) {
+    const uint64_t pool = cache->load(std::memory_order_relaxed);
     if (pool != 0) return pool;
   }
   auto get_pool = Get<decltype(&cuDeviceGetMemPool)>(kDeviceGetMemPool);
   CUmemoryPool current = nullptr;
   if (get_pool == nullptr || device < 0 || get_pool(&current, device) != CUDA_SUCCESS) return 0;
   const auto pool = reinterpret_cast<uint64_t>(current);
-  if (cache != nullptr) cache->pool.store(pool, std::memory_order_relaxed);
+  if (cache != nullptr) cache->store(pool, std::memory_order_relaxed);
   return pool;
 }
 

@@ -27,13 +27,28 @@ void StackTable::Reset() {
   }
 }
 
+namespace {
+
+uint64_t MixIn(uint64_t hash, uint64_t value) {
+  hash ^= value;
+  hash *= 0xff51afd7ed558ccdull;
+  return hash ^ (hash >> 32);
+}
+
+}  // namespace
+
 uint64_t StackTable::Hash(const uint64_t* frames, size_t count) {
-  uint64_t hash = 0x9e3779b97f4a7c15ull ^ count;
-  for (size_t i = 0; i < count; ++i) {
-    hash ^= frames[i];
-    hash *= 0xff51afd7ed558ccdull;
-    hash ^= hash >> 32;
+  // Two lanes, even and odd frames, so that two multiplications are in flight rather than one
+  // chain of them as long as the stack.
+  uint64_t even = 0x9e3779b97f4a7c15ull ^ count;
+  uint64_t odd = 0xc2b2ae3d27d4eb4full;
+  size_t i = 0;
+  for (; i + 1 < count; i += 2) {
+    even = MixIn(even, frames[i]);
+    odd = MixIn(odd, frames[i + 1]);
   }
+  if (i < count) even = MixIn(even, frames[i]);
+  const uint64_t hash = MixIn(even, odd);
   return hash == 0 ? 1 : hash;  // 0 marks an empty slot
 }
 

@@ -213,6 +213,12 @@ CuptiState Start(const StartConfig& config) {
     if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
     return Report(CuptiState::kActive, detail, false);
   }
+  if (!config.pools && !config.kernel_times) {
+    // Registering buffers with no activity kind on still costs every driver call a detour
+    // through libcupti.
+    text.Append("; memory pools from their attributes (GPUMEM_CUPTI_POOLS=1: CUPTI's records)");
+    return Report(CuptiState::kActive, detail, false);
+  }
   SetGetNextRecord(f.get_next_record);
   result = f.register_callbacks(&BufferRequested, &BufferCompleted);
   if (result != CUPTI_SUCCESS) {
@@ -334,6 +340,16 @@ void RetireMemoryCallbacksIfRedundant() {
       .Append(
           " memory calls that interposition recorded, none it missed (GPUMEM_CUPTI_CATCH_ALL=1 "
           "keeps them)");
+  // A subscription with no callback and no activity kind on still costs every driver call a
+  // detour through libcupti (0.3 % of a PyTorch step's samples on the H100): given up, which also
+  // leaves it to a profiler started later.
+  if (!g_launch_callbacks && !g_pool_records && !g_kernel_records &&
+      g_cupti.unsubscribe != nullptr && g_cupti.unsubscribe(g_subscriber) == CUPTI_SUCCESS) {
+    g_subscriber = nullptr;
+    text.Append(
+        "; then unsubscribed, nothing else being asked of CUPTI (GPUMEM_CUPTI_LAUNCHES=1, "
+        "GPUMEM_CUPTI_POOLS=1 or GPUMEM_KERNEL_TIMES=1 keep it)");
+  }
   Report(CuptiState::kActive, detail, g_last_kernel_timing);
   --t_hook_depth;
   errno = saved_errno;

@@ -756,7 +756,7 @@ TEST(CuptiCallbackSetTest, LaunchCallbacksAreTheEightLaunchApis) {
 class MemoryCallbackProbation : public CuptiTest {
  protected:
   using Check = void (*)(int (*enabled)(unsigned));
-  static void InChild(bool keep_memory_callbacks, Check check) {
+  static void InChild(bool keep_memory_callbacks, Check check, bool launches = false) {
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
@@ -764,6 +764,7 @@ class MemoryCallbackProbation : public CuptiTest {
       const std::string library = testing::BuildPath("lib/fake/libcupti.so");
       config.library_path = library.c_str();
       config.keep_memory_callbacks = keep_memory_callbacks;
+      config.launches = launches;
       config.loader = LoaderFunctions{&dlopen, &dlsym};
       void* fake = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
       const bool active = Start(config) == proto::CuptiState::kActive;
@@ -783,6 +784,13 @@ class MemoryCallbackProbation : public CuptiTest {
     ASSERT_EQ(waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's expectations failed (its output above)";
+  }
+  static bool Subscribed() {
+    void* fake = dlopen(testing::BuildPath("lib/fake/libcupti.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+    auto subscribed = fake != nullptr
+                          ? reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribed"))
+                          : nullptr;
+    return subscribed != nullptr && subscribed() != 0;
   }
   // A memory call that interposition recorded: CUPTI's callbacks come inside its hook.
   static void WrappedAllocations(int count) {
@@ -814,11 +822,30 @@ TEST_F(MemoryCallbackProbation, RetiredAfterAThousandCallsInterpositionRecorded)
               std::string::npos)
         << g_statuses.back().detail;
     EXPECT_NE(g_statuses.back().detail.find("libcupti.so"), std::string::npos);  // restated
+    // Nothing else was asked of CUPTI: the subscription itself is given up.
+    EXPECT_FALSE(Subscribed());
+    EXPECT_NE(g_statuses.back().detail.find("then unsubscribed"), std::string::npos)
+        << g_statuses.back().detail;
     // A benchmark's pause and resume does not bring them back.
     SetCallbacksEnabled(false);
     SetCallbacksEnabled(true);
     EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
   });
+}
+
+TEST_F(MemoryCallbackProbation, ASubscriptionWithLaunchCallbacksIsKept) {
+  InChild(
+      false,
+      [](int (*enabled)(unsigned)) {
+        EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        WrappedAllocations(1000);
+        RetireMemoryCallbacksIfRedundant();
+        EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+        EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        EXPECT_TRUE(Subscribed());
+        EXPECT_EQ(g_statuses.back().detail.find("unsubscribed"), std::string::npos);
+      },
+      /*launches=*/true);
 }
 
 TEST_F(MemoryCallbackProbation, OneCallInterpositionMissedKeepsThem) {

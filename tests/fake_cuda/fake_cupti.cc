@@ -49,6 +49,9 @@ __attribute__((visibility("default"))) CUptiResult cuptiGetResultString(CUptiRes
   return CUPTI_SUCCESS;
 }
 
+// For tests: whether someone holds the subscription.
+__attribute__((visibility("default"))) int fake_cupti_subscribed() { return g_subscribed ? 1 : 0; }
+
 // For tests: whether the driver callback `cbid` is on.
 __attribute__((visibility("default"))) int fake_cupti_enabled(unsigned cbid) {
   return g_enabled.count({CUPTI_CB_DOMAIN_DRIVER_API, cbid}) > 0;

@@ -70,9 +70,11 @@ TEST(Launches, EveryLaunchApiRecordedOnceWithNameShapeAndPointers) {
             }));
   ASSERT_EQ(recorded.launches.size(), 126u);
   // Each kernel is named once; every launch of a kernel with pointer parameters found them among
-  // the three 1 MiB buffers (add: a, b and out), and every one carries a stack and succeeded.
+  // the three 1 MiB buffers (add: a, b and out; one add: a twice, and out), each once, and every
+  // one carries a stack and succeeded.
   EXPECT_EQ(recorded.names.size(), 3u);
   std::set<uint64_t> seqs;
+  int in_place_adds = 0;
   for (const LaunchEvent& launch : recorded.launches) {
     EXPECT_EQ(launch.result(), 0);
     EXPECT_NE(launch.stack_id(), 0u);
@@ -84,8 +86,15 @@ TEST(Launches, EveryLaunchApiRecordedOnceWithNameShapeAndPointers) {
     }
     EXPECT_FALSE(launch.params_unknown());
     const std::string& name = recorded.names.at(launch.kernel_id());
+    const std::set<uint64_t> distinct(launch.pointer_args().begin(), launch.pointer_args().end());
+    EXPECT_EQ(distinct.size(), static_cast<size_t>(launch.pointer_args_size()));
+    if (name == "add" && launch.pointer_args_size() == 2) {
+      ++in_place_adds;  // add(a, a, out): `a` once
+      continue;
+    }
     EXPECT_EQ(launch.pointer_args_size(), name == "add" ? 3 : 1) << name;
   }
+  EXPECT_EQ(in_place_adds, 1);
 }
 
 TEST(Launches, SwitchesTurnLaunchesAndTheirStacksOff) {

@@ -1,7 +1,8 @@
 // Launches kernels through every launch API gpumem records, then frees everything and exits 0:
 //   fill   3x cuLaunchKernel through a pointer from cudaGetDriverEntryPointByVersion (grid 256,
 //          block 256), 1x cuLaunchCooperativeKernel;
-//   add    100x cuLaunchKernel, the exported symbol (grid 4096, block 256, kernelParams),
+//   add    100x cuLaunchKernel, the exported symbol (grid 4096, block 256, kernelParams), the
+//          last one with the same pointer as both inputs,
 //          10x cuLaunchKernelEx (a packed argument buffer through `extra`),
 //          5x cuGraphLaunch of a one-node graph;
 //   scale  7x cudaLaunchKernel, registered at start-up as nvcc-generated code registers it.
@@ -243,9 +244,12 @@ int main() {
   }
 
   // add: the exported symbol, arguments by pointer.
+  // The last one adds `a` to itself: the same pointer in two parameters is one touched buffer.
   void* add_args[] = {&a, &b, &out, &n};
+  void* add_in_place_args[] = {&a, &a, &out, &n};
   for (int i = 0; i < 100; ++i) {
-    CHECK(cuLaunchKernel(add, 4096, 1, 1, 256, 1, 1, 0, nullptr, add_args, nullptr));
+    CHECK(cuLaunchKernel(add, 4096, 1, 1, 256, 1, 1, 0, nullptr,
+                         i < 99 ? add_args : add_in_place_args, nullptr));
   }
 
   // add: cuLaunchKernelEx, arguments packed in one buffer as the driver lays them out. Its size is
