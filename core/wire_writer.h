@@ -18,8 +18,12 @@ inline constexpr uint32_t kLengthDelimited = 2;
 inline constexpr size_t kMaxVarintBytes = 10;
 
 inline size_t VarintSize(uint64_t value) {
-  const int bits = 64 - __builtin_clzll(value | 1);
-  return static_cast<size_t>((bits + 6) / 7);
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
 }
 
 inline uint8_t* PutVarint(uint8_t* out, uint64_t value) {
@@ -31,43 +35,21 @@ inline uint8_t* PutVarint(uint8_t* out, uint64_t value) {
   return out;
 }
 
-// PutVarint without a loop, for the hot path: values below 2^56 (all but negative int32s) are
-// spread into 8 bytes at once and the continuation bits or'ed in, where the loop's exit cost a
-// branch per byte. Writes 8 bytes at `out` whatever the value's size: the caller's buffer must
-// have kMaxVarintBytes of room there, and nothing it needs after the varint's own bytes.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "PutVarintWide stores bytes as a word");
-inline uint8_t* PutVarintWide(uint8_t* out, uint64_t value) {
-  if (value < 0x80) {
-    *out = static_cast<uint8_t>(value);
-    return out + 1;
-  }
-  if (value >> 56 != 0) return PutVarint(out, value);
-  uint64_t bytes = 0;
-  for (int group = 0; group < 8; ++group) {  // unrolled: eight shift-and-mask steps
-    bytes |= (value << group) & (uint64_t{0x7f} << (8 * group));
-  }
-  const size_t size = VarintSize(value);  // 2..8
-  bytes |= 0x8080808080808080ull & ((uint64_t{1} << (8 * (size - 1))) - 1);
-  memcpy(out, &bytes, sizeof(bytes));  // little-endian: the first group first
-  return out + size;
-}
-
 // Unchecked helpers for the hot path (one memory event per CUDA call), where the caller's buffer
-// is sized for the largest packet (kMaxVarintBytes after every tag): no bounds checks, no moving
-// bodies around.
+// is sized for the largest packet: no bounds checks, no moving bodies around.
 
 // A varint field with a one-byte tag (field numbers below 16); zero is omitted.
 inline uint8_t* PutVarintField(uint8_t* out, uint32_t field, uint64_t value) {
   if (value == 0) return out;
   *out++ = static_cast<uint8_t>(field << 3 | kVarint);
-  return PutVarintWide(out, value);
+  return PutVarint(out, value);
 }
 
 // The same for any field number: from field 16 the tag takes two bytes.
 inline uint8_t* PutVarintFieldAnyTag(uint8_t* out, uint32_t field, uint64_t value) {
   if (value == 0) return out;
-  out = PutVarintWide(out, uint64_t{field} << 3 | kVarint);
-  return PutVarintWide(out, value);
+  out = PutVarint(out, uint64_t{field} << 3 | kVarint);
+  return PutVarint(out, value);
 }
 
 // A packed repeated varint field (nothing when `count` is 0).
@@ -76,9 +58,9 @@ inline uint8_t* PutPackedVarints(uint8_t* out, uint32_t field, const uint64_t* v
   if (count == 0) return out;
   size_t length = 0;
   for (size_t i = 0; i < count; ++i) length += VarintSize(values[i]);
-  out = PutVarintWide(out, uint64_t{field} << 3 | kLengthDelimited);
-  out = PutVarintWide(out, length);
-  for (size_t i = 0; i < count; ++i) out = PutVarintWide(out, values[i]);
+  out = PutVarint(out, uint64_t{field} << 3 | kLengthDelimited);
+  out = PutVarint(out, length);
+  for (size_t i = 0; i < count; ++i) out = PutVarint(out, values[i]);
   return out;
 }
 

@@ -126,8 +126,9 @@ void HandleDriverCallback(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
 __attribute__((noinline)) void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                                                    CUpti_CallbackId cbid, const void* cbdata) {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbdata == nullptr) return;
-  HandleDriverCallback(cbid, *static_cast<const CUpti_CallbackData*>(cbdata),
-                       reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  const auto& data = *static_cast<const CUpti_CallbackData*>(cbdata);
+  HandleDriverCallback(cbid, data, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  if (data.callbackSite == CUPTI_API_EXIT) DetachAtExitIfPending();
 }
 
 }  // namespace gpumem::cupti

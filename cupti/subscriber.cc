@@ -36,6 +36,7 @@ struct CuptiFunctions {
   decltype(&cuptiActivityDisable) activity_disable = nullptr;
   decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiFinalize) finalize = nullptr;
 };
 
 CuptiFunctions g_cupti;
@@ -70,6 +71,7 @@ void ResolveAll(const LoaderFunctions& loader, void* handle, CuptiFunctions* f) 
   Resolve(loader, handle, "cuptiActivityDisable", &f->activity_disable);
   Resolve(loader, handle, "cuptiActivityGetNextRecord", &f->get_next_record);
   Resolve(loader, handle, "cuptiActivityFlushAll", &f->flush_all);
+  Resolve(loader, handle, "cuptiFinalize", &f->finalize);
 }
 
 void AppendResult(FixedText& text, const CuptiFunctions& f, CUptiResult result) {
@@ -98,7 +100,8 @@ constexpr uint32_t kMemoryProbationCalls = 1000;
 std::atomic<uint32_t> g_wrapped_memory_calls{0};
 std::atomic<bool> g_unwrapped_memory_call{false};
 std::atomic<bool> g_memory_callbacks_retired{false};
-bool g_keep_memory_callbacks = false;  // GPUMEM_CUPTI_CATCH_ALL=1
+std::atomic<bool> g_detach_pending{false};  // retired, CUPTI to be detached at an exit callback
+bool g_keep_memory_callbacks = false;       // GPUMEM_CUPTI_CATCH_ALL=1
 
 void StopAtExit() { Stop(); }
 
@@ -317,6 +320,25 @@ void RestartMemoryProbation() {
   g_unwrapped_memory_call.store(false, std::memory_order_relaxed);
 }
 
+// Whether, once the memory callbacks retire, nothing is left for CUPTI to do.
+bool NothingElseAskedOfCupti() {
+  return !g_launch_callbacks && !g_pool_records && !g_kernel_records;
+}
+
+// The status restated when the memory callbacks retire: what was, plus what happened to them.
+void ReportRetired(const char* what_then) {
+  char detail[sizeof(g_last_detail)];
+  FixedText text(detail, sizeof(detail));
+  text.Append(g_last_detail)
+      .Append("; memory callbacks off after ")
+      .Append(static_cast<uint64_t>(kMemoryProbationCalls))
+      .Append(
+          " memory calls that interposition recorded, none it missed (GPUMEM_CUPTI_CATCH_ALL=1 "
+          "keeps them)")
+      .Append(what_then);
+  Report(CuptiState::kActive, detail, g_last_kernel_timing);
+}
+
 void RetireMemoryCallbacksIfRedundant() {
   if (g_memory_callbacks_retired.load(std::memory_order_relaxed) ||
       g_wrapped_memory_calls.load(std::memory_order_relaxed) < kMemoryProbationCalls ||
@@ -325,6 +347,14 @@ void RetireMemoryCallbacksIfRedundant() {
   }
   SpinGuard guard(g_subscription_lock);
   if (g_subscriber == nullptr || g_memory_callbacks_retired.exchange(true)) return;
+  // Loaded and attached, CUPTI costs every driver call a detour through libcupti even with no
+  // callback on (0.4 % of a PyTorch step's samples on the H100, unsubscribed or not): when
+  // nothing else is asked of it, it is detached instead, which NVIDIA's documentation wants done
+  // from a driver call's exit callback: the next memory call's (DetachAtExitIfPending).
+  if (NothingElseAskedOfCupti() && g_cupti.finalize != nullptr) {
+    g_detach_pending.store(true, std::memory_order_release);
+    return;
+  }
   const int saved_errno = errno;
   ++t_hook_depth;
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
@@ -332,25 +362,31 @@ void RetireMemoryCallbacksIfRedundant() {
       g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     }
   }
-  char detail[sizeof(g_last_detail)];
-  FixedText text(detail, sizeof(detail));
-  text.Append(g_last_detail)
-      .Append("; memory callbacks off after ")
-      .Append(static_cast<uint64_t>(kMemoryProbationCalls))
-      .Append(
-          " memory calls that interposition recorded, none it missed (GPUMEM_CUPTI_CATCH_ALL=1 "
-          "keeps them)");
-  // A subscription with no callback and no activity kind on still costs every driver call a
-  // detour through libcupti (0.3 % of a PyTorch step's samples on the H100): given up, which also
-  // leaves it to a profiler started later.
-  if (!g_launch_callbacks && !g_pool_records && !g_kernel_records &&
-      g_cupti.unsubscribe != nullptr && g_cupti.unsubscribe(g_subscriber) == CUPTI_SUCCESS) {
+  ReportRetired("");
+  --t_hook_depth;
+  errno = saved_errno;
+}
+
+void DetachAtExitIfPending() {
+  if (!g_detach_pending.load(std::memory_order_relaxed)) return;
+  SpinGuard guard(g_subscription_lock);
+  if (!g_detach_pending.exchange(false) || g_subscriber == nullptr) return;
+  const int saved_errno = errno;
+  ++t_hook_depth;
+  const CUptiResult result = g_cupti.finalize();
+  if (result == CUPTI_SUCCESS) {
     g_subscriber = nullptr;
-    text.Append(
-        "; then unsubscribed, nothing else being asked of CUPTI (GPUMEM_CUPTI_LAUNCHES=1, "
-        "GPUMEM_CUPTI_POOLS=1 or GPUMEM_KERNEL_TIMES=1 keep it)");
+    ReportRetired(
+        "; then CUPTI detached (cuptiFinalize), nothing else being asked of it "
+        "(GPUMEM_CUPTI_LAUNCHES=1, GPUMEM_CUPTI_POOLS=1 or GPUMEM_KERNEL_TIMES=1 keep it)");
+  } else {
+    for (CUpti_CallbackId cbid : kDriverCallbacks) {
+      if (!IsLaunchCallback(cbid)) {
+        g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+      }
+    }
+    ReportRetired("; CUPTI could not be detached (cuptiFinalize failed)");
   }
-  Report(CuptiState::kActive, detail, g_last_kernel_timing);
   --t_hook_depth;
   errno = saved_errno;
 }

@@ -40,6 +40,11 @@ void SetCallbacksEnabled(bool enabled);
 // does GPUMEM_CUPTI_CATCH_ALL=1.
 void NoteMemoryCallback(bool wrapped);
 void RetireMemoryCallbacksIfRedundant();
+// Where nothing else is asked of CUPTI (no launch callbacks, no activity kinds), retiring the
+// memory callbacks detaches CUPTI altogether instead (cuptiFinalize), at the exit callback of the
+// next memory call, as NVIDIA's documentation asks; the status is restated then. Called by the
+// callback at every API_EXIT: one relaxed load until a detach is pending.
+void DetachAtExitIfPending();
 // Starts the probation again (tests: a process whose earlier calls must not count).
 void RestartMemoryProbation();
 

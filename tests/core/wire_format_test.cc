@@ -2,7 +2,6 @@
 // what it wrote with the real libprotobuf and compare field by field, and compare the hand-written
 // encoding byte for byte with libprotobuf's own serialization.
 #include <dlfcn.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -11,7 +10,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include "core/recorder.h"
 #include "core/trace.pb.h"
@@ -89,29 +87,6 @@ TEST(WireWriter, EncodesExactlyAsLibprotobuf) {
     ASSERT_FALSE(writer.overflowed());
     std::string written(reinterpret_cast<const char*>(writer.data()), writer.size());
     ASSERT_EQ(written, expected.SerializeAsString()) << expected.ShortDebugString();
-  }
-}
-
-// The hot path's loop-free varint against the loop, and against libprotobuf's size: at every bit
-// length and on both sides of every 7-bit boundary, with garbage after the varint's bytes.
-TEST(WireWriter, WideVarintEqualsTheLoop) {
-  std::vector<uint64_t> values = {0, 1, ~uint64_t{0}, uint64_t{1} << 63};
-  for (int bits = 1; bits < 64; ++bits) {
-    const uint64_t top = uint64_t{1} << bits;
-    values.insert(values.end(),
-                  {top - 1, top, top + 1, top | 0x5a5a5a5a5a5a5a5aull >> (64 - bits)});
-  }
-  for (const uint64_t value : values) {
-    uint8_t loop[wire::kMaxVarintBytes + 8];
-    uint8_t wide[wire::kMaxVarintBytes + 8];
-    memset(loop, 0xee, sizeof(loop));
-    memset(wide, 0xee, sizeof(wide));
-    const size_t loop_size = static_cast<size_t>(wire::PutVarint(loop, value) - loop);
-    const size_t wide_size = static_cast<size_t>(wire::PutVarintWide(wide, value) - wide);
-    ASSERT_EQ(wide_size, loop_size) << value;
-    EXPECT_EQ(memcmp(wide, loop, loop_size), 0) << value;
-    EXPECT_EQ(wire::VarintSize(value), loop_size) << value;
-    EXPECT_EQ(loop_size, google::protobuf::io::CodedOutputStream::VarintSize64(value)) << value;
   }
 }
 

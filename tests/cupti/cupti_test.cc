@@ -785,12 +785,12 @@ class MemoryCallbackProbation : public CuptiTest {
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's expectations failed (its output above)";
   }
-  static bool Subscribed() {
+  // A yes/no question to the fake libcupti (fake_cupti_subscribed, fake_cupti_finalized).
+  static bool FakeCupti(const char* question) {
     void* fake = dlopen(testing::BuildPath("lib/fake/libcupti.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
-    auto subscribed = fake != nullptr
-                          ? reinterpret_cast<int (*)()>(dlsym(fake, "fake_cupti_subscribed"))
-                          : nullptr;
-    return subscribed != nullptr && subscribed() != 0;
+    auto ask = fake != nullptr ? reinterpret_cast<int (*)()>(dlsym(fake, question)) : nullptr;
+    EXPECT_NE(ask, nullptr) << question;
+    return ask != nullptr && ask() != 0;
   }
   // A memory call that interposition recorded: CUPTI's callbacks come inside its hook.
   static void WrappedAllocations(int count) {
@@ -813,27 +813,29 @@ TEST_F(MemoryCallbackProbation, RetiredAfterAThousandCallsInterpositionRecorded)
     EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2)) << "retired before the 1000th";
     WrappedAllocations(1);
     RetireMemoryCallbacksIfRedundant();
+    // Nothing else is asked of CUPTI: it is detached, at the next memory call's exit callback.
+    EXPECT_FALSE(FakeCupti("fake_cupti_finalized")) << "detached outside an exit callback";
+    WrappedAllocations(1);
+    EXPECT_TRUE(FakeCupti("fake_cupti_finalized"));
+    EXPECT_FALSE(FakeCupti("fake_cupti_subscribed"));
     for (CUpti_CallbackId cbid : kDriverCallbacks) {
       EXPECT_FALSE(enabled(cbid)) << cbid;
     }
     ASSERT_FALSE(g_statuses.empty());
     EXPECT_EQ(g_statuses.back().state, proto::CuptiState::kActive);
-    EXPECT_NE(g_statuses.back().detail.find("memory callbacks off after 1000 memory calls"),
-              std::string::npos)
-        << g_statuses.back().detail;
-    EXPECT_NE(g_statuses.back().detail.find("libcupti.so"), std::string::npos);  // restated
-    // Nothing else was asked of CUPTI: the subscription itself is given up.
-    EXPECT_FALSE(Subscribed());
-    EXPECT_NE(g_statuses.back().detail.find("then unsubscribed"), std::string::npos)
-        << g_statuses.back().detail;
-    // A benchmark's pause and resume does not bring them back.
+    const std::string& detail = g_statuses.back().detail;
+    EXPECT_NE(detail.find("memory callbacks off after 1000 memory calls"), std::string::npos)
+        << detail;
+    EXPECT_NE(detail.find("then CUPTI detached (cuptiFinalize)"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("libcupti.so"), std::string::npos);  // restated
+    // A benchmark's pause and resume does not bring anything back.
     SetCallbacksEnabled(false);
     SetCallbacksEnabled(true);
     EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
   });
 }
 
-TEST_F(MemoryCallbackProbation, ASubscriptionWithLaunchCallbacksIsKept) {
+TEST_F(MemoryCallbackProbation, WithLaunchCallbacksOnlyTheMemoryOnesRetire) {
   InChild(
       false,
       [](int (*enabled)(unsigned)) {
@@ -841,9 +843,13 @@ TEST_F(MemoryCallbackProbation, ASubscriptionWithLaunchCallbacksIsKept) {
         WrappedAllocations(1000);
         RetireMemoryCallbacksIfRedundant();
         EXPECT_FALSE(enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2));
+        WrappedAllocations(1);
         EXPECT_TRUE(enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
-        EXPECT_TRUE(Subscribed());
-        EXPECT_EQ(g_statuses.back().detail.find("unsubscribed"), std::string::npos);
+        EXPECT_TRUE(FakeCupti("fake_cupti_subscribed"));
+        EXPECT_FALSE(FakeCupti("fake_cupti_finalized"));
+        EXPECT_NE(g_statuses.back().detail.find("memory callbacks off after 1000"),
+                  std::string::npos);
+        EXPECT_EQ(g_statuses.back().detail.find("detached"), std::string::npos);
       },
       /*launches=*/true);
 }

@@ -1,6 +1,7 @@
 // A fake libcupti (libcupti.so in lib/fake) for the subscriber's tests on machines without a GPU:
 // cuptiSubscribe takes the one subscription, cuptiEnableCallback remembers which driver callbacks
-// are on, and fake_cupti_enabled() lets a test ask. No activity API: the subscriber records that it
+// are on, cuptiFinalize drops both, and fake_cupti_enabled(), _subscribed() and _finalized() let a
+// test ask. No activity API: the subscriber records that it
 // has none and carries on.
 #include <cupti.h>
 
@@ -11,6 +12,7 @@ namespace {
 
 std::set<std::pair<int, unsigned>> g_enabled;  // (domain, callback id)
 bool g_subscribed = false;
+bool g_finalized = false;
 
 }  // namespace
 
@@ -43,11 +45,21 @@ __attribute__((visibility("default"))) CUptiResult cuptiEnableCallback(uint32_t 
   return CUPTI_SUCCESS;
 }
 
+__attribute__((visibility("default"))) CUptiResult cuptiFinalize() {
+  g_subscribed = false;
+  g_enabled.clear();
+  g_finalized = true;
+  return CUPTI_SUCCESS;
+}
+
 __attribute__((visibility("default"))) CUptiResult cuptiGetResultString(CUptiResult,
                                                                         const char** text) {
   *text = "fake CUPTI error";
   return CUPTI_SUCCESS;
 }
+
+// For tests: whether cuptiFinalize detached CUPTI.
+__attribute__((visibility("default"))) int fake_cupti_finalized() { return g_finalized ? 1 : 0; }
 
 // For tests: whether someone holds the subscription.
 __attribute__((visibility("default"))) int fake_cupti_subscribed() { return g_subscribed ? 1 : 0; }
