@@ -73,6 +73,12 @@ record() {
   PYTHONUNBUFFERED=1 $python "$kernels" 15 --profile 5 15 >"$out/profiler_reference.json" \
     2>"$out/profiler_reference.err"
   record_one torch_profiled "$out" PYTORCH_CUDA_ALLOC_CONF= -- $python "$kernels" 15 --profile 5 15
+  # ... and a profiler that starts after gpumem detached CUPTI (under cudaMallocAsync every
+  # tensor is a memory call: past 1000 of them, by step 40, the memory callbacks retire).
+  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync PYTHONUNBUFFERED=1 $python "$kernels" 50 \
+    --profile 40 50 >"$out/profiler_late_reference.json" 2>"$out/profiler_late_reference.err"
+  record_one torch_profiled_late "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
+    $python "$kernels" 50 --profile 40 50
   allocators "$out"
   exports "$out"
 }
@@ -222,6 +228,13 @@ check() {
   [[ $profiled == "$reference" ]] || fail "torch.profiler saw $profiled kernels under gpumem, $reference without"
   echo "-- the profiled run under gpumem: $("$build/bin/gpumem" dump "$out/torch_profiled"/*.trace | grep -m1 ' cupti ' | cut -d' ' -f2-)"
   echo "   $(launches "$out/torch_profiled") launch events recorded"
+  local late_reference=$(tail -1 "$out/profiler_late_reference.json" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  local late=$(tail -1 "$out/torch_profiled_late/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  local late_status=$("$build/bin/gpumem" dump "$out/torch_profiled_late"/*.trace | grep ' cupti ' | tail -1)
+  echo "-- torch.profiler started at step 40, after gpumem detached CUPTI: $late kernels in steps 40..49 under gpumem, $late_reference without"
+  echo "   last status: ...${late_status: -160}"
+  [[ $late_status == *"CUPTI detached"* ]] || fail "CUPTI was not detached before the profiler started"
+  [[ $late == "$late_reference" ]] || fail "torch.profiler saw $late kernels after gpumem detached CUPTI, $late_reference without"
 
   echo "== Python frames: the planted leak's line, and the script lines at the peak"
   local leak_line=$(grep -n "hidden = body(x)" samples/pytorch/leak_train.py | cut -d: -f1)
