@@ -661,6 +661,7 @@ struct Memo {
   int capacity;
   int depth;
   int reads;
+  ReplayNote note;
   MemoRead read[kMaxMemoReads];  // address and value side by side: a replay streams one array
   void* frames[kMaxMemoFrames];
 };
@@ -703,8 +704,9 @@ int MemoSetIndex(uintptr_t sp) {
   return static_cast<int>((hash >> 40) % kMemoSets);
 }
 
-// The memo's frames if every word it read is still there; -1 otherwise.
-int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** frames) {
+// The memo's depth if every word it read is still there, its frames copied unless `copy` is
+// false; -1 otherwise.
+int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** frames, bool copy) {
   if (memo.sp != sp || (memo.bp_used && memo.bp != bp) || memo.capacity != capacity ||
       memo.generation != g_rules_generation.load(std::memory_order_relaxed)) {
     return -1;
@@ -712,7 +714,7 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
   for (int i = 0; i < memo.reads; ++i) {
     if (*reinterpret_cast<const uintptr_t*>(memo.read[i].address) != memo.read[i].value) return -1;
   }
-  memcpy(frames, memo.frames, static_cast<size_t>(memo.depth) * sizeof(void*));
+  if (copy) memcpy(frames, memo.frames, static_cast<size_t>(memo.depth) * sizeof(void*));
   return memo.depth;
 }
 
@@ -745,7 +747,8 @@ bool Init(void* (*real_dlsym)(void*, const char*)) {
   return g_find_object != nullptr;
 }
 
-__attribute__((noinline)) int Backtrace(void** frames, int capacity) {
+__attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note) {
+  if (note != nullptr) *note = nullptr;
   if (g_find_object == nullptr) return -1;
   const StackBounds& bounds = ThreadStack();
   uintptr_t pc;
@@ -767,9 +770,12 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     for (int way = 0; way < kMemoWays; ++way) {
       if (set->sp[way] != sp) continue;
       sp_seen = true;
-      const int replayed = Replay(ways[way], sp, bp, capacity, frames);
+      Memo& candidate = ways[way];
+      const bool noted = note != nullptr && candidate.note.word[0] != 0;
+      const int replayed = Replay(candidate, sp, bp, capacity, frames, !noted);
       if (replayed >= 0) {
         self_timing::Count(self_timing::kUnwindReplayed);
+        if (note != nullptr) *note = &candidate.note;
         return replayed;
       }
     }
@@ -871,8 +877,10 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity) {
     memo->generation = g_rules_generation.load(std::memory_order_relaxed);
     memo->capacity = capacity;
     memo->depth = depth;
+    memo->note = {};
     memo->sp = start_sp;  // last: the memo is whole
     set->sp[way_to_fill] = start_sp;
+    if (note != nullptr) *note = &memo->note;
   }
   return depth;
 }
@@ -913,7 +921,10 @@ void ForgetRules() {
 #else
 
 bool Init(void* (*)(void*, const char*)) { return false; }
-int Backtrace(void**, int) { return -1; }
+int Backtrace(void**, int, ReplayNote** note) {
+  if (note != nullptr) *note = nullptr;
+  return -1;
+}
 void PrintUnsupported() {}
 void SetStop(uintptr_t start, uintptr_t end) { StoreStop(start, end); }
 void ForgetRules() {}

@@ -14,10 +14,19 @@ namespace gpumem::eh_frame_unwinder {
 // it, and Backtrace then always answers -1.
 bool Init(void* (*real_dlsym)(void*, const char*));
 
+// Room, in each unwind this thread keeps for replaying, for its caller's note about the frames
+// (stack_capture.cc: their hash as the recorder keeps them). Zeroed whenever the unwind is kept
+// anew, so a nonzero note always describes the frames a replay would give.
+struct ReplayNote {
+  uint64_t word[4];
+};
+
 // Like unw_backtrace: fills `frames` with return addresses, innermost first, frames[0] being the
 // return address into Backtrace's caller; returns how many. Returns -1, having written nothing
 // useful, when a frame is not one this unwinder handles: the caller asks libunwind instead.
-int Backtrace(void** frames, int capacity);
+// With `note`: *note is the note of this unwind (nullptr when it is not kept), and when a replay
+// finds it nonzero (word[0]), `frames` is left unwritten: the note stands for them.
+int Backtrace(void** frames, int capacity, ReplayNote** note = nullptr);
 
 // Writes to stderr the first few addresses whose frames were left to libunwind, and why
 // (GPUMEM_SELF_TIMING=1 at exit).

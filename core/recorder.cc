@@ -521,9 +521,14 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
   }
   uint64_t frames[kMaxStackDepth + 1];
   size_t count = 0;
+  // One frame more than kept, to know whether the stack was cut. The hash comes with the frames,
+  // from the unwinder's note when this thread took the same stack before (frames then unwritten).
+  StackPrint print;
+  print.kept = depth;
+  print.hash = StackTable::Hash(frames, 0);
   if (g.stacks_available && depth > 0) {
     self_timing::Scope timing(self_timing::kNativeStack);
-    count = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+    count = gpumem::CaptureStack(caller_pc, frames, depth + 1, &print);
   }
   bool truncated = count > depth;
   if (truncated) count = depth;
@@ -532,13 +537,23 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  uint64_t hash = StackTable::Hash(frames, count);
+  uint64_t hash = print.hash;
   if (python_count > 0) {
     hash = HashPythonFrames(hash, python_frames, python_count, python_truncated);
   }
   ThreadState::CachedStack& cached = thread->stack_cache[hash & (kThreadCacheSlots - 1)];
   if (cached.hash == hash) return cached.id;
   uint64_t id = g.stacks.Find(hash);
+  if (id == 0 && count > 0 && !print.frames_written) {
+    // A new stack, whose frames the note stood for: taken again, copied this time (the same
+    // call site and stack pointer: a replay).
+    self_timing::Scope native_timing(self_timing::kNativeStack, false);
+    const size_t again = gpumem::CaptureStack(caller_pc, frames, depth + 1);
+    if (std::min(again, depth) != count) {
+      g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
+      return 0;
+    }
+  }
   if (id == 0) {
     // A new stack: its code objects are interned (PythonCode packets first), lines looked up.
     uint64_t codes[kMaxPythonFrames];

@@ -8,6 +8,7 @@
 
 #include "core/eh_frame_unwinder.h"
 #include "core/self_timing.h"
+#include "core/stack_table.h"
 
 namespace gpumem {
 namespace {
@@ -22,8 +23,9 @@ bool g_fast_unwind = false;
 
 // The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so both
 // start at the same frame: the return address into CaptureStack.
-__attribute__((always_inline)) inline int Unwind(void** frames, int capacity) {
-  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity) : -1;
+__attribute__((always_inline)) inline int Unwind(void** frames, int capacity,
+                                                 eh_frame_unwinder::ReplayNote** note) {
+  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note) : -1;
   if (depth < 0) {
     if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
     depth = eh_frame_unwinder::CutAtStop(frames, g_unw_backtrace(frames, capacity));
@@ -92,9 +94,14 @@ bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 
 void SetStackEnd(uintptr_t start, uintptr_t end) { eh_frame_unwinder::SetStop(start, end); }
 
-size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
+size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, StackPrint* print) {
   if (g_unw_backtrace == nullptr || capacity == 0) return 0;
   void* scratch[kScratchFrames];
+  // The note of the unwind, when it is one the unwinder keeps: [0] the hash (never 0), [1] the
+  // caller's pc, [2] capacity and kept, [3] the count. Read only with a print.
+  eh_frame_unwinder::ReplayNote* note = nullptr;
+  eh_frame_unwinder::ReplayNote** note_wanted = print != nullptr ? &note : nullptr;
+  const uint64_t shape = print != nullptr ? capacity | uint64_t{print->kept} << 32 : 0;
   // Unwinding costs per frame, so it stops at what the caller keeps plus gpumem's own frames
   // (which come first). How many of those there are is fixed for a given hooked call site: learnt
   // the first time, then exact; until then an allowance.
@@ -103,8 +110,20 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
   const bool is_known = known != 0 && (known & kPcMask) == caller_pc;
   const size_t own = is_known ? static_cast<size_t>(known >> kOwnShift) : kOwnFramesAllowance;
   size_t wanted = std::min(capacity + own, kScratchFrames);
-  int depth = Unwind(scratch, static_cast<int>(wanted));
+  int depth = Unwind(scratch, static_cast<int>(wanted), note_wanted);
   if (depth <= 0) return 0;
+  if (note != nullptr && note->word[0] != 0) {
+    if (note->word[1] == caller_pc && note->word[2] == shape) {
+      print->hash = note->word[0];
+      print->frames_written = false;
+      return static_cast<size_t>(note->word[3]);
+    }
+    // Noted by another caller or shape (not expected): the frames were not written; again,
+    // copying them.
+    note = nullptr;
+    depth = Unwind(scratch, static_cast<int>(wanted), nullptr);
+    if (depth <= 0) return 0;
+  }
   // Drop gpumem's own frames: everything above the hooked function's return address.
   int first = 0;
   if (is_known && static_cast<int>(own) < depth &&
@@ -117,7 +136,8 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
       // More own frames than learnt or allowed (another path to this call site): the unwind
       // stopped short of what the caller keeps, so once more, far enough.
       wanted = full;
-      depth = Unwind(scratch, static_cast<int>(wanted));
+      note = nullptr;
+      depth = Unwind(scratch, static_cast<int>(wanted), nullptr);
       if (depth <= first) return 0;
     }
     if (first == depth) {
@@ -130,6 +150,11 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity) {
   size_t count = 0;
   for (int i = first; i < depth && count < capacity; ++i) {
     frames[count++] = reinterpret_cast<uintptr_t>(scratch[i]);
+  }
+  if (print != nullptr) {
+    print->hash = StackTable::Hash(frames, std::min(count, print->kept));
+    print->frames_written = true;
+    if (note != nullptr) *note = {{print->hash, caller_pc, shape, count}};
   }
   return count;
 }

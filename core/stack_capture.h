@@ -15,9 +15,21 @@ bool InitStackCapture(const char* explicit_path, bool fast_unwind,
                       void* (*real_dlopen)(const char*, int),
                       void* (*real_dlsym)(void*, const char*));
 
+// What the recorder identifies a stack by, computed with it (CaptureStack's `print`).
+struct StackPrint {
+  size_t kept = 0;              // in: how many of the frames the caller keeps
+  uint64_t hash = 0;            // out: StackTable::Hash of the first min(count, kept) frames
+  bool frames_written = false;  // out: false when the print comes from an earlier identical stack
+};
+
 // Fills `frames` with return addresses, innermost first, starting at the frame that returns to
 // `caller_pc` (the hooked API's caller), so no gpumem frame is ever recorded. Returns the count.
-size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity);
+// With `print`, also its hash; and where this thread took the same stack before (same stack
+// pointer, same stack words: eh_frame_unwinder's replay) count and hash come from a note kept
+// with that unwind and `frames` is not written: a replay then costs no copy and no hashing. A
+// caller that needs the frames after all calls again, from the same place, without `print`.
+size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity,
+                    StackPrint* print = nullptr);
 
 bool StackCaptureAvailable();
 
