@@ -676,6 +676,7 @@ struct ThreadMemoTable {
   Memo memos[kMemoSlots];
 };
 std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make every memo stale
+std::atomic<uintptr_t> g_anchor_offset{0};    // anchor - stack pointer in Backtrace (0: unknown)
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
 __thread ThreadMemoTable* t_memos __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -747,7 +748,24 @@ bool Init(void* (*real_dlsym)(void*, const char*)) {
   return g_find_object != nullptr;
 }
 
-__attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note) {
+void PrefetchReplay(uintptr_t anchor) {
+  const uintptr_t offset = g_anchor_offset.load(std::memory_order_relaxed);
+  const ThreadMemoTable* memos = t_memos;
+  if (offset == 0 || memos == nullptr || memos == MAP_FAILED) return;
+  const int set_index = MemoSetIndex(anchor - offset);
+  __builtin_prefetch(&memos->sets[set_index]);
+  // Each way's head (its stack pointer, note and first reads): which one matches is not known
+  // without waiting for the set's line.
+  for (int way = 0; way < kMemoWays; ++way) {
+    const auto* memo = reinterpret_cast<const char*>(&memos->memos[set_index * kMemoWays + way]);
+    __builtin_prefetch(memo);
+    __builtin_prefetch(memo + 64);
+    __builtin_prefetch(memo + 128);
+  }
+}
+
+__attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note,
+                                        uintptr_t anchor) {
   if (note != nullptr) *note = nullptr;
   if (g_find_object == nullptr) return -1;
   const StackBounds& bounds = ThreadStack();
@@ -758,6 +776,9 @@ __attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote*
   asm volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
                : "=r"(pc), "=r"(sp), "=r"(bp));
   if (sp < bounds.low || sp >= bounds.high) return -1;
+  if (anchor > sp && g_anchor_offset.load(std::memory_order_relaxed) != anchor - sp) {
+    g_anchor_offset.store(anchor - sp, std::memory_order_relaxed);
+  }
   ThreadMemoTable* memos = ThreadMemos();
   Memo* memo = nullptr;
   int way_to_fill = -1;
@@ -921,10 +942,11 @@ void ForgetRules() {
 #else
 
 bool Init(void* (*)(void*, const char*)) { return false; }
-int Backtrace(void**, int, ReplayNote** note) {
+int Backtrace(void**, int, ReplayNote** note, uintptr_t) {
   if (note != nullptr) *note = nullptr;
   return -1;
 }
+void PrefetchReplay(uintptr_t) {}
 void PrintUnsupported() {}
 void SetStop(uintptr_t start, uintptr_t end) { StoreStop(start, end); }
 void ForgetRules() {}

@@ -26,7 +26,16 @@ struct ReplayNote {
 // useful, when a frame is not one this unwinder handles: the caller asks libunwind instead.
 // With `note`: *note is the note of this unwind (nullptr when it is not kept), and when a replay
 // finds it nonzero (word[0]), `frames` is left unwritten: the note stands for them.
-int Backtrace(void** frames, int capacity, ReplayNote** note = nullptr);
+// `anchor`: an address in the caller's frame (a local array), from which PrefetchReplay learns
+// where the stack pointer of a Backtrace called from there will be.
+int Backtrace(void** frames, int capacity, ReplayNote** note = nullptr, uintptr_t anchor = 0);
+
+// Starts fetching the thread's kept unwinds for the stack pointer a Backtrace will have when
+// called with this anchor (learnt from the last call that gave one), so that the caller's work
+// meanwhile (the Python frames) hides their cache misses: a replay's first touch of its unwind
+// was a tenth of gpumem's samples on a PyTorch step. Only prefetches: a wrong guess costs nothing
+// but the fetches.
+void PrefetchReplay(uintptr_t anchor);
 
 // Writes to stderr the first few addresses whose frames were left to libunwind, and why
 // (GPUMEM_SELF_TIMING=1 at exit).

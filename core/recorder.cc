@@ -509,6 +509,9 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
   PythonFrame* python_frames = python_buffer.frames;
   bool python_truncated = false;
   size_t python_count = 0;
+  uint64_t frames[kMaxStackDepth + 1];
+  const bool native = g.stacks_available && depth > 0;
+  if (native) PrefetchStack(frames);  // the Python frames' walk hides the fetches
   if (python) {
     self_timing::Scope timing(self_timing::kPythonFrames);
     python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
@@ -519,14 +522,13 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
     const uint32_t first_group = python_count > 0 ? python_frames[0].group : 0;
     for (size_t i = 0; i < python_count; ++i) python_frames[i].group -= first_group;
   }
-  uint64_t frames[kMaxStackDepth + 1];
   size_t count = 0;
   // One frame more than kept, to know whether the stack was cut. The hash comes with the frames,
   // from the unwinder's note when this thread took the same stack before (frames then unwritten).
   StackPrint print;
   print.kept = depth;
   print.hash = StackTable::Hash(frames, 0);
-  if (g.stacks_available && depth > 0) {
+  if (native) {
     self_timing::Scope timing(self_timing::kNativeStack);
     count = gpumem::CaptureStack(caller_pc, frames, depth + 1, &print);
   }

@@ -24,8 +24,11 @@ bool g_fast_unwind = false;
 // The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so both
 // start at the same frame: the return address into CaptureStack.
 __attribute__((always_inline)) inline int Unwind(void** frames, int capacity,
-                                                 eh_frame_unwinder::ReplayNote** note) {
-  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note) : -1;
+                                                 eh_frame_unwinder::ReplayNote** note,
+                                                 const uint64_t* anchor) {
+  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note,
+                                                           reinterpret_cast<uintptr_t>(anchor))
+                            : -1;
   if (depth < 0) {
     if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
     depth = eh_frame_unwinder::CutAtStop(frames, g_unw_backtrace(frames, capacity));
@@ -92,6 +95,10 @@ bool InitStackCapture(const char* explicit_path, bool fast_unwind,
 
 bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 
+void PrefetchStack(const uint64_t* frames) {
+  if (g_fast_unwind) eh_frame_unwinder::PrefetchReplay(reinterpret_cast<uintptr_t>(frames));
+}
+
 void SetStackEnd(uintptr_t start, uintptr_t end) { eh_frame_unwinder::SetStop(start, end); }
 
 size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, StackPrint* print) {
@@ -110,7 +117,7 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, Stac
   const bool is_known = known != 0 && (known & kPcMask) == caller_pc;
   const size_t own = is_known ? static_cast<size_t>(known >> kOwnShift) : kOwnFramesAllowance;
   size_t wanted = std::min(capacity + own, kScratchFrames);
-  int depth = Unwind(scratch, static_cast<int>(wanted), note_wanted);
+  int depth = Unwind(scratch, static_cast<int>(wanted), note_wanted, frames);
   if (depth <= 0) return 0;
   if (note != nullptr && note->word[0] != 0) {
     if (note->word[1] == caller_pc && note->word[2] == shape) {
@@ -121,7 +128,7 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, Stac
     // Noted by another caller or shape (not expected): the frames were not written; again,
     // copying them.
     note = nullptr;
-    depth = Unwind(scratch, static_cast<int>(wanted), nullptr);
+    depth = Unwind(scratch, static_cast<int>(wanted), nullptr, frames);
     if (depth <= 0) return 0;
   }
   // Drop gpumem's own frames: everything above the hooked function's return address.
@@ -137,7 +144,7 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, Stac
       // stopped short of what the caller keeps, so once more, far enough.
       wanted = full;
       note = nullptr;
-      depth = Unwind(scratch, static_cast<int>(wanted), nullptr);
+      depth = Unwind(scratch, static_cast<int>(wanted), nullptr, frames);
       if (depth <= first) return 0;
     }
     if (first == depth) {

@@ -33,6 +33,11 @@ size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity,
 
 bool StackCaptureAvailable();
 
+// Starts fetching what a replay of the stack about to be taken reads, for a CaptureStack call
+// from here with this `frames` array: other work before it (the Python frames) then hides those
+// cache misses. A hint only.
+void PrefetchStack(const uint64_t* frames);
+
 // Stacks end at the first return address in [start, end), which is kept: the Python interpreter's
 // eval loop, when the Python frames take over from there. start == end: stacks go to the end.
 void SetStackEnd(uintptr_t start, uintptr_t end);
