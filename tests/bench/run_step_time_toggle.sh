@@ -7,9 +7,10 @@
 # process on the H100 machine, tests/bench/run_step_time.sh) is the same for both halves of a pair.
 # A paused gpumem still has its hooks in place (each forwards at once) and its CUPTI callbacks
 # off; what that leaves is measured by run_step_time.sh's `disabled` arm.
-# Prints the median over all pairs of every process of (window with recording / window without),
-# for wall time and for all threads' CPU time, and the same for an A/A control run (both windows
-# paused: the method's own bias; GPUMEM_BENCH_TOGGLE_AA=1).
+# Prints (tests/bench/toggle_summary.py) the median over all pairs of every process of (window
+# with recording / window without), for wall time and for all threads' CPU time, with a 95 %
+# interval from a bootstrap over processes, and the same for an A/A control run (both windows
+# paused: the method's own bias; GPUMEM_BENCH_TOGGLE_AA=1). OUT_DIR keeps each process's line.
 # Usage: tests/bench/run_step_time_toggle.sh [BUILD_DIR] [PROCESSES] [STEPS] [OUT_DIR]
 # TOGGLE_AA=0 leaves the A/A control out (to compare settings, GPUMEM_* exported, in less time).
 set -euo pipefail
@@ -32,20 +33,6 @@ for ((i = 0; i < processes; i++)); do
   [[ ${TOGGLE_AA:-1} == 0 ]] || run GPUMEM_BENCH_TOGGLE_AA=1 >>"$out/toggle_aa.txt"
 done
 rm -f "$out/toggle.trace"
-$python - "$out" "$processes" "$steps" "${pin[*]:-unpinned}" <<'PY'
-import json, statistics, sys
-out, processes, steps, pin = sys.argv[1:5]
-print(f"step_time_toggle: train_mlp.py, backend:cudaMallocAsync, {processes} processes x {steps} steps, "
-      f"windows of 25 steps, off/on in ABBA order, {pin}; ratio = median over pairs of on / off")
-for name, label in (("toggle", "recording (stacks on every allocation and launch)"),
-                    ("toggle_aa", "A/A control (both windows paused)")):
-    runs = [json.loads(line) for line in open(f"{out}/{name}.txt")]
-    if not runs or "toggle_pairs" not in runs[0]:
-        print(f"  {label}: no toggle figures (is GPUMEM_BENCH_TOGGLE honoured?)")
-        continue
-    wall = [r for run in runs for r in run["toggle_wall_ratios"]]
-    cpu = [r for run in runs for r in run["toggle_cpu_ratios"]]
-    per_process = " ".join(f"{statistics.median(run['toggle_wall_ratios']):.3f}" for run in runs)
-    print(f"  {label}: {len(wall)} pairs; wall ratio {statistics.median(wall):.3f} "
-          f"(per process {per_process}); all threads' CPU ratio {statistics.median(cpu):.3f}")
-PY
+# The summary (tests/bench/toggle_summary.py) can be printed again from OUT_DIR's files.
+$python "$(dirname "$0")/toggle_summary.py" "$out" \
+  "step_time_toggle: train_mlp.py, backend:cudaMallocAsync, $processes processes x $steps steps, windows of 25 steps, off/on in ABBA order, ${pin[*]:-unpinned}; ratio = median over pairs of on / off"
