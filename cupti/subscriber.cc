@@ -40,6 +40,9 @@ struct CuptiFunctions {
 };
 
 CuptiFunctions g_cupti;
+
+constexpr char kPoolsFromAttributes[] =
+    "; memory pools from their attributes (GPUMEM_CUPTI_POOLS=1: CUPTI's records)";
 // The subscription and the activity kinds gpumem holds; changed under g_subscription_lock (Start
 // and YieldSubscription may run on different threads).
 std::atomic_flag g_subscription_lock = ATOMIC_FLAG_INIT;
@@ -219,7 +222,7 @@ CuptiState Start(const StartConfig& config) {
   if (!config.pools && !config.kernel_times) {
     // Registering buffers with no activity kind on still costs every driver call a detour
     // through libcupti.
-    text.Append("; memory pools from their attributes (GPUMEM_CUPTI_POOLS=1: CUPTI's records)");
+    text.Append(kPoolsFromAttributes);
     return Report(CuptiState::kActive, detail, false);
   }
   SetGetNextRecord(f.get_next_record);
@@ -245,7 +248,7 @@ CuptiState Start(const StartConfig& config) {
       text.Append(")");
     }
   } else {
-    text.Append("; memory pools from their attributes (GPUMEM_CUPTI_POOLS=1: CUPTI's records)");
+    text.Append(kPoolsFromAttributes);
   }
   if (config.kernel_times) {
     result = f.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -325,6 +328,14 @@ bool NothingElseAskedOfCupti() {
   return !g_launch_callbacks && !g_pool_records && !g_kernel_records;
 }
 
+void DisableMemoryCallbacks() {
+  for (CUpti_CallbackId cbid : kDriverCallbacks) {
+    if (!IsLaunchCallback(cbid)) {
+      g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    }
+  }
+}
+
 // The status restated when the memory callbacks retire: what was, plus what happened to them.
 void ReportRetired(const char* what_then) {
   char detail[sizeof(g_last_detail)];
@@ -357,11 +368,7 @@ void RetireMemoryCallbacksIfRedundant() {
   }
   const int saved_errno = errno;
   ++t_hook_depth;
-  for (CUpti_CallbackId cbid : kDriverCallbacks) {
-    if (!IsLaunchCallback(cbid)) {
-      g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-    }
-  }
+  DisableMemoryCallbacks();
   ReportRetired("");
   --t_hook_depth;
   errno = saved_errno;
@@ -380,11 +387,7 @@ void DetachAtExitIfPending() {
         "; then CUPTI detached (cuptiFinalize), nothing else being asked of it "
         "(GPUMEM_CUPTI_LAUNCHES=1, GPUMEM_CUPTI_POOLS=1 or GPUMEM_KERNEL_TIMES=1 keep it)");
   } else {
-    for (CUpti_CallbackId cbid : kDriverCallbacks) {
-      if (!IsLaunchCallback(cbid)) {
-        g_cupti.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      }
-    }
+    DisableMemoryCallbacks();
     ReportRetired("; CUPTI could not be detached (cuptiFinalize failed)");
   }
   --t_hook_depth;
