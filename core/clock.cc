@@ -6,6 +6,8 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
+
 namespace gpumem {
 namespace {
 
@@ -73,7 +75,7 @@ void InitClock() {
   g_calibrate_at.store(g_base_tsc, std::memory_order_relaxed);
 }
 
-uint64_t MonotonicNs() {
+GPUMEM_HOT uint64_t MonotonicNs() {
   if (!g_use_tsc) return ClockNs();
   uint64_t tsc = __rdtsc();
   uint64_t ns_per_tick = g_ns_per_tick.load(std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "core/clock.h"
+#include "core/hot_path.h"
 #include "core/self_timing.h"
 
 namespace gpumem::driver {
@@ -66,17 +67,16 @@ PoolSeen* SeenOf(uint64_t pool) {
   return nullptr;
 }
 
-template <typename Fn>
-Fn Get(QueryId id) {
-  Query& query = g_queries[id];
-  void* function = query.function.load(std::memory_order_acquire);
-  if (function != nullptr) return reinterpret_cast<Fn>(function);
+// The driver's function, looked up in libcuda at the first question (and again after a failed
+// look, a few times: libcuda may be loaded later).
+GPUMEM_COLD void* LookUp(Query& query) {
   auto real_dlopen = g_dlopen.load(std::memory_order_acquire);
   auto real_dlsym = g_dlsym.load(std::memory_order_acquire);
   if (real_dlopen == nullptr || real_dlsym == nullptr ||
       query.failed_lookups.load(std::memory_order_relaxed) >= kMaxFailedLookups) {
     return nullptr;
   }
+  void* function = nullptr;
   if (void* library = real_dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
     function = real_dlsym(library, query.symbol);
     dlclose(library);
@@ -86,6 +86,15 @@ Fn Get(QueryId id) {
   } else {
     query.failed_lookups.fetch_add(1, std::memory_order_relaxed);
   }
+  return function;
+}
+
+template <typename Fn>
+Fn Get(QueryId id) {
+  Query& query = g_queries[id];
+  void* function = query.function.load(std::memory_order_acquire);
+  if (function == nullptr) [[unlikely]]
+    function = LookUp(query);
   return reinterpret_cast<Fn>(function);
 }
 
@@ -96,12 +105,12 @@ void SetLoader(const LoaderFunctions& loader) {
   g_dlopen.store(loader.dlopen, std::memory_order_release);
 }
 
-int CurrentDevice() {
+GPUMEM_HOT int CurrentDevice() {
   self_timing::Scope timing(self_timing::kDeviceQuery);
   return ContextDevice(nullptr);
 }
 
-int ContextDevice(void* context) {
+GPUMEM_HOT int ContextDevice(void* context) {
   CUdevice device = -1;
   if (context != nullptr) {
     auto get_device_v2 = Get<decltype(&cuCtxGetDevice_v2)>(kCtxGetDeviceV2);
@@ -125,7 +134,7 @@ bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   return true;
 }
 
-void AnnounceDevice(int ordinal) {
+GPUMEM_HOT void AnnounceDevice(int ordinal) {
   if (recorder::DeviceKnown(ordinal)) return;
   auto device_get = Get<decltype(&cuDeviceGet)>(kDeviceGet);
   auto get_name = Get<decltype(&cuDeviceGetName)>(kDeviceGetName);
@@ -152,7 +161,7 @@ std::atomic<uint64_t> g_current_pools[kDevicesCached];
 // main and autograd threads) at every allocation.
 __thread uint32_t t_pool_uses __attribute__((tls_model("initial-exec"))) = 0;
 
-uint64_t CurrentPool(int device) {
+GPUMEM_HOT uint64_t CurrentPool(int device) {
   std::atomic<uint64_t>* cache =
       device >= 0 && device < kDevicesCached ? &g_current_pools[device] : nullptr;
   if (cache != nullptr && t_pool_uses++ % kCurrentPoolRefresh != 0) {
@@ -169,7 +178,7 @@ uint64_t CurrentPool(int device) {
 
 }  // namespace
 
-void NotePoolUsage(uint64_t pool, int device) {
+GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device) {
   self_timing::Scope timing(self_timing::kPoolQuery);
   auto get_attribute = Get<decltype(&cuMemPoolGetAttribute)>(kMemPoolGetAttribute);
   if (get_attribute == nullptr) return;
@@ -194,7 +203,7 @@ void NotePoolUsage(uint64_t pool, int device) {
   recorder::RecordPoolUsage(pool, device, reserved, used, MonotonicNs(), 0);
 }
 
-void PrepareKernelQueries() {
+GPUMEM_HOT void PrepareKernelQueries() {
   static std::atomic<bool> prepared{false};
   if (prepared.load(std::memory_order_relaxed)) return;
   KernelQueries queries;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/hot_path.h"
 #include "core/self_timing.h"
 
 namespace gpumem::eh_frame_unwinder {
@@ -769,7 +770,7 @@ bool Init(void* (*real_dlsym)(void*, const char*)) {
   return g_find_object != nullptr;
 }
 
-void PrefetchReplay(uintptr_t anchor) {
+GPUMEM_HOT void PrefetchReplay(uintptr_t anchor) {
   const uintptr_t offset = g_anchor_offset.load(std::memory_order_relaxed);
   const ThreadMemoTable* memos = t_memos;
   if (offset == 0 || memos == nullptr || memos == MAP_FAILED) return;
@@ -783,8 +784,8 @@ void PrefetchReplay(uintptr_t anchor) {
   }
 }
 
-__attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note,
-                                        uintptr_t anchor) {
+GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note,
+                                                   uintptr_t anchor) {
   if (note != nullptr) *note = nullptr;
   if (g_find_object == nullptr) return -1;
   const StackBounds& bounds = ThreadStack();

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/hot_path.h"
 #include "core/spin_lock.h"
 #include "core/trace_ids.h"
 #include "core/wire_writer.h"
@@ -57,7 +58,7 @@ void KernelTable::Reset() {
   if (slots_ != nullptr) madvise(slots_, kSlots * sizeof(Slot), MADV_DONTNEED);
 }
 
-const KernelInfo* KernelTable::Find(uintptr_t function) const {
+GPUMEM_HOT const KernelInfo* KernelTable::Find(uintptr_t function) const {
   for (size_t i = SlotOf(function, kSlots);; i = (i + 1) & (kSlots - 1)) {
     uintptr_t slot_function = slots_[i].function.load(std::memory_order_acquire);
     if (slot_function == function) return &slots_[i].info;
@@ -65,8 +66,8 @@ const KernelInfo* KernelTable::Find(uintptr_t function) const {
   }
 }
 
-const KernelInfo* KernelTable::Lookup(void* function, const char* name_hint,
-                                      const KernelQueries& queries, PacketSink& sink) {
+GPUMEM_HOT const KernelInfo* KernelTable::Lookup(void* function, const char* name_hint,
+                                                 const KernelQueries& queries, PacketSink& sink) {
   if (slots_ == nullptr || function == nullptr) return nullptr;
   const auto key = reinterpret_cast<uintptr_t>(function);
   if (const KernelInfo* info = Find(key)) return info;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/hot_path.h"
 #include "core/spin_lock.h"
 #include "core/trace_ids.h"
 #include "core/wire_writer.h"
@@ -304,7 +305,7 @@ bool EvalLoopRange(void* (*real_dlsym)(void*, const char*), uintptr_t* start, ui
 
 bool PythonFramesAvailable() { return g_python.available.load(std::memory_order_acquire); }
 
-size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated) {
+GPUMEM_HOT size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated) {
   *truncated = false;
   if (!g_python.available.load(std::memory_order_acquire)) return 0;
   const PythonLayout& l = g_python.layout;
@@ -361,7 +362,8 @@ size_t ReadPythonFrames(PythonFrame* frames, size_t capacity, bool* truncated) {
   return count;
 }
 
-uint64_t HashPythonFrames(uint64_t hash, const PythonFrame* frames, size_t count, bool truncated) {
+GPUMEM_HOT uint64_t HashPythonFrames(uint64_t hash, const PythonFrame* frames, size_t count,
+                                     bool truncated) {
   hash = Mix(hash, (uint64_t{count} << 1) | (truncated ? 1 : 0));
   for (size_t i = 0; i < count; ++i) {
     const PythonFrame& f = frames[i];

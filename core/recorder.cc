@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/driver_queries.h"
 #include "core/eh_frame_unwinder.h"
+#include "core/hot_path.h"
 #include "core/kernel_table.h"
 #include "core/module_map.h"
 #include "core/options.h"
@@ -235,7 +236,7 @@ void WriteHeader() {
   if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
 }
 
-bool OpenTrace() {
+GPUMEM_COLD bool OpenTrace() {
   if (!OpenTraceFile()) {
     char reason[256];
     snprintf(reason, sizeof(reason), "': %s; the program runs on without recording",
@@ -248,9 +249,8 @@ bool OpenTrace() {
   return true;
 }
 
-bool EnsureOpen() {
+GPUMEM_COLD bool OpenOnce() {
   int state = g.open_state.load(std::memory_order_acquire);
-  if (state == kOpen) return true;
   if (state == kOpenFailed) return false;
   int expected = kNotOpen;
   if (g.open_state.compare_exchange_strong(expected, kOpening)) {
@@ -260,6 +260,10 @@ bool EnsureOpen() {
   }
   while ((state = g.open_state.load(std::memory_order_acquire)) == kOpening) sched_yield();
   return state == kOpen;
+}
+
+GPUMEM_HOT bool EnsureOpen() {
+  return g.open_state.load(std::memory_order_acquire) == kOpen || OpenOnce();
 }
 
 ThreadState* NewThreadState() {
@@ -282,11 +286,8 @@ ThreadState* NewThreadState() {
   return state;
 }
 
-// The calling thread's state, registered (Thread packet written) in the current trace file.
-ThreadState* CurrentThread() {
-  ThreadState* state = t_thread;
-  uint32_t generation = g.generation.load(std::memory_order_relaxed);
-  if (state != nullptr && state->generation == generation) return state;
+// The calling thread's state, registered (its Thread packet written) in the current trace file.
+GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation) {
   if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
   t_thread = state;
   memset(state->stack_cache, 0, sizeof(state->stack_cache));
@@ -307,7 +308,15 @@ ThreadState* CurrentThread() {
   return state;
 }
 
-void WidenDeviceSpan(uint64_t address, uint64_t size) {
+GPUMEM_HOT ThreadState* CurrentThread() {
+  ThreadState* state = t_thread;
+  const uint32_t generation = g.generation.load(std::memory_order_relaxed);
+  if (state != nullptr && state->generation == generation) [[likely]]
+    return state;
+  return RegisterThread(state, generation);
+}
+
+GPUMEM_HOT void WidenDeviceSpan(uint64_t address, uint64_t size) {
   const uint64_t end = address + size < address ? ~uint64_t{0} : address + size;
   uint64_t low = g.span_low.load(std::memory_order_relaxed);
   while (address < low && !g.span_low.compare_exchange_weak(low, address)) {
@@ -323,8 +332,8 @@ constexpr uintptr_t kLaunchParamEnd = 0x00;
 constexpr uintptr_t kLaunchParamBufferPointer = 0x01;
 constexpr uintptr_t kLaunchParamBufferSize = 0x02;
 
-size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_t* out,
-                   size_t capacity) {
+GPUMEM_HOT size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& record, uint64_t* out,
+                              size_t capacity) {
   const uint64_t low = g.span_low.load(std::memory_order_relaxed);
   const uint64_t high = g.span_high.load(std::memory_order_relaxed);
   if (low >= high) return 0;
@@ -431,7 +440,7 @@ void Init(const LoaderFunctions& loader) {
   g.init_state.store(2, std::memory_order_release);
 }
 
-bool Enabled() {
+GPUMEM_HOT bool Enabled() {
   return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled &&
          !g.paused.load(std::memory_order_relaxed);
 }
@@ -444,9 +453,9 @@ bool SetPausedForBenchmark(bool paused) {
 
 const RecorderOptions& Options() { return g.options; }
 
-uint64_t NextSeq() { return g.next_seq.fetch_add(1, std::memory_order_relaxed); }
+GPUMEM_HOT uint64_t NextSeq() { return g.next_seq.fetch_add(1, std::memory_order_relaxed); }
 
-bool FreeStacks() { return g.options.free_stacks; }
+GPUMEM_HOT bool FreeStacks() { return g.options.free_stacks; }
 
 namespace {
 
@@ -464,37 +473,83 @@ void WritePythonStatus() {
   if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
 }
 
-// Whether this thread's Python frames are to be read (the trace is open). Finds the interpreter
-// at the first call; in a process without one, looks again every 4096th call (libpython may be
-// dlopen'd later), which costs a few dlsym misses.
-bool PythonWanted() {
-  if (!g.options.python_frames) return false;
-  if (g.python_state.load(std::memory_order_acquire) == kPythonNotFound) {
-    if ((g.python_retry.fetch_add(1, std::memory_order_relaxed) & 4095) != 0) return false;
-    if (g.python_lock.test_and_set(std::memory_order_acquire)) return false;  // another looks
-    if (g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
-        FindPython(g.loader.dlsym, &g.python_info)) {
-      if (g.python_info.supported) {
-        g.python_codes.UseFoundPython();
-        // Native frames above the eval loop are the interpreter's, which the Python frames
-        // replace: unwinding them was up to half of a PyTorch stack's frames.
-        uintptr_t start = 0;
-        uintptr_t end = 0;
-        if (!g.options.interpreter_frames && EvalLoopRange(g.loader.dlsym, &start, &end)) {
-          SetStackEnd(start, end);
-        }
+// Finds the interpreter; whether it was found.
+GPUMEM_COLD bool FindPythonNow() {
+  if (g.python_lock.test_and_set(std::memory_order_acquire)) return false;  // another looks
+  if (g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
+      FindPython(g.loader.dlsym, &g.python_info)) {
+    if (g.python_info.supported) {
+      g.python_codes.UseFoundPython();
+      // Native frames above the eval loop are the interpreter's, which the Python frames
+      // replace: unwinding them was up to half of a PyTorch stack's frames.
+      uintptr_t start = 0;
+      uintptr_t end = 0;
+      if (!g.options.interpreter_frames && EvalLoopRange(g.loader.dlsym, &start, &end)) {
+        SetStackEnd(start, end);
       }
-      g.python_state.store(kPythonFound, std::memory_order_release);
     }
-    g.python_lock.clear(std::memory_order_release);
-    if (g.python_state.load(std::memory_order_acquire) == kPythonNotFound) return false;
+    g.python_state.store(kPythonFound, std::memory_order_release);
   }
-  if (!g.python_status_written.load(std::memory_order_relaxed)) WritePythonStatus();
+  g.python_lock.clear(std::memory_order_release);
+  return g.python_state.load(std::memory_order_acquire) != kPythonNotFound;
+}
+
+// Whether this thread's Python frames are to be read (the trace is open).
+GPUMEM_HOT bool PythonWanted() {
+  if (!g.options.python_frames) return false;
+  // Looked for at the first call; in a process without one, again every 4096th call (libpython
+  // may be dlopen'd later, and each look costs a few dlsym misses).
+  if (g.python_state.load(std::memory_order_acquire) == kPythonNotFound &&
+      ((g.python_retry.fetch_add(1, std::memory_order_relaxed) & 4095) != 0 || !FindPythonNow())) {
+    return false;
+  }
+  if (!g.python_status_written.load(std::memory_order_relaxed)) [[unlikely]]
+    WritePythonStatus();
   return g.python_info.supported;
 }
 
+// A stack that missed the thread's cache, as CaptureStackOfDepth took it.
+struct TakenStack {
+  uintptr_t caller_pc;
+  size_t depth;
+  uint64_t hash;
+  uint64_t* frames;  // unwritten when !frames_written (the unwinder's note stood for them)
+  size_t count;
+  bool truncated;
+  bool frames_written;
+  const PythonFrame* python_frames;
+  size_t python_count;
+  bool python_truncated;
+};
+
+// Its id in the process's table, interned there (its packets written) when new; 0 on failure.
+GPUMEM_COLD uint64_t FindOrInternStack(const TakenStack& taken) {
+  uint64_t id = g.stacks.Find(taken.hash);
+  if (id != 0) return id;
+  if (taken.count > 0 && !taken.frames_written) {
+    // A new stack, whose frames the note stood for: taken again, copied this time (the same
+    // call site and stack pointer: a replay).
+    self_timing::Scope native_timing(self_timing::kNativeStack, false);
+    const size_t again = gpumem::CaptureStack(taken.caller_pc, taken.frames, taken.depth + 1);
+    if (std::min(again, taken.depth) != taken.count) return 0;
+  }
+  // Its code objects are interned (PythonCode packets first), lines looked up.
+  uint64_t codes[kMaxPythonFrames];
+  uint64_t lines[kMaxPythonFrames];
+  uint64_t groups[kMaxPythonFrames];
+  for (size_t i = 0; i < taken.python_count; ++i) {
+    codes[i] = g.python_codes.Intern(taken.python_frames[i], g_file_sink);
+    lines[i] = g.python_codes.Line(codes[i], taken.python_frames[i]);
+    groups[i] = taken.python_frames[i].group;
+  }
+  const PythonStackFrames python_stack{codes, lines, groups, taken.python_count,
+                                       taken.python_truncated};
+  return g.stacks.Intern(taken.hash, taken.frames, taken.count, taken.truncated, python_stack,
+                         g_file_sink, g.modules);
+}
+
 // `python_skip`: innermost Python frames left out (a caller's own, written in Python).
-uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_skip = 0) {
+GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_skip = 0) {
   if (g.options.stack_depth == 0 || !EnsureOpen()) return 0;
   const bool python = PythonWanted();
   if (!g.stacks_available && !python) return 0;
@@ -527,7 +582,7 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
   // from the unwinder's note when this thread took the same stack before (frames then unwritten).
   StackPrint print;
   print.kept = depth;
-  print.hash = StackTable::Hash(frames, 0);
+  print.hash = StackTable::kEmptyHash;
   if (native) {
     self_timing::Scope timing(self_timing::kNativeStack);
     count = gpumem::CaptureStack(caller_pc, frames, depth + 1, &print);
@@ -545,30 +600,17 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
   }
   ThreadState::CachedStack& cached = thread->stack_cache[hash & (kThreadCacheSlots - 1)];
   if (cached.hash == hash) return cached.id;
-  uint64_t id = g.stacks.Find(hash);
-  if (id == 0 && count > 0 && !print.frames_written) {
-    // A new stack, whose frames the note stood for: taken again, copied this time (the same
-    // call site and stack pointer: a replay).
-    self_timing::Scope native_timing(self_timing::kNativeStack, false);
-    const size_t again = gpumem::CaptureStack(caller_pc, frames, depth + 1);
-    if (std::min(again, depth) != count) {
-      g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
-      return 0;
-    }
-  }
-  if (id == 0) {
-    // A new stack: its code objects are interned (PythonCode packets first), lines looked up.
-    uint64_t codes[kMaxPythonFrames];
-    uint64_t lines[kMaxPythonFrames];
-    uint64_t groups[kMaxPythonFrames];
-    for (size_t i = 0; i < python_count; ++i) {
-      codes[i] = g.python_codes.Intern(python_frames[i], g_file_sink);
-      lines[i] = g.python_codes.Line(codes[i], python_frames[i]);
-      groups[i] = python_frames[i].group;
-    }
-    const PythonStackFrames python_stack{codes, lines, groups, python_count, python_truncated};
-    id = g.stacks.Intern(hash, frames, count, truncated, python_stack, g_file_sink, g.modules);
-  }
+  const TakenStack taken{caller_pc,
+                         depth,
+                         hash,
+                         frames,
+                         count,
+                         truncated,
+                         print.frames_written,
+                         python_frames,
+                         python_count,
+                         python_truncated};
+  const uint64_t id = FindOrInternStack(taken);
   if (id == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -579,11 +621,11 @@ uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_sk
 
 }  // namespace
 
-uint64_t CaptureStack(uintptr_t caller_pc) {
+GPUMEM_HOT uint64_t CaptureStack(uintptr_t caller_pc) {
   return CaptureStackOfDepth(caller_pc, static_cast<size_t>(g.options.stack_depth));
 }
 
-uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
+GPUMEM_HOT uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
   if (!g.options.launch_stacks) return 0;
   const int depth = std::min(g.options.stack_depth, g.options.launch_stack_depth);
   return depth > 0 ? CaptureStackOfDepth(caller_pc, static_cast<size_t>(depth)) : 0;
@@ -591,27 +633,28 @@ uint64_t CaptureLaunchStack(uintptr_t caller_pc) {
 
 namespace {
 
-// Memory and launch events are encoded the same way: the body after room for the two headers
-// (packet, event) that are then prepended, without bounds checks (each caller's buffer holds its
-// largest event). Both messages start with the same five fields (trace_ids.h).
+// Memory and launch events are encoded the same way: their varint fields gathered in field order
+// (an array indexed by field number - 1), then written by one loop (wire::PutVarintFields) after
+// room for the two headers (packet, event) that are then prepended, without bounds checks (each
+// caller's buffer holds its largest event). Both messages start with the same five fields
+// (trace_ids.h).
 constexpr size_t kEventHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
-static_assert(proto::memory_field::kApi == 5 && proto::launch_field::kApi == 5);
+static_assert(proto::memory_field::kSeq == 1 && proto::memory_field::kApi == 5 &&
+              proto::launch_field::kSeq == 1 && proto::launch_field::kApi == 5);
 
 uint64_t Int32Field(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
 
-uint8_t* PutEventHead(uint8_t* out, uint64_t seq, const ThreadState* thread, int32_t device,
-                      uint64_t api) {
-  namespace f = proto::memory_field;
-  out = wire::PutVarintField(out, f::kSeq, seq);
-  out = wire::PutVarintField(out, f::kTimestampNs, MonotonicNs());
-  out = wire::PutVarintField(out, f::kTid,
-                             thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
-  out = wire::PutVarintField(out, f::kDevice, Int32Field(device));
-  return wire::PutVarintField(out, f::kApi, api);
+GPUMEM_HOT void FillEventHead(uint64_t* fields, uint64_t seq, const ThreadState* thread,
+                              int32_t device, uint64_t api) {
+  fields[0] = seq;
+  fields[1] = MonotonicNs();
+  fields[2] = thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid());
+  fields[3] = Int32Field(device);
+  fields[4] = api;
 }
 
 // Prepends the headers to the body [body, end) and appends the packet to the trace.
-void AppendEvent(uint8_t* body, uint8_t* end, uint32_t event_field) {
+GPUMEM_HOT void AppendEvent(uint8_t* body, uint8_t* end, uint32_t event_field) {
   uint8_t* start = wire::PrependHeader(body, event_field, static_cast<size_t>(end - body));
   start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(end - start));
   g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
@@ -619,39 +662,35 @@ void AppendEvent(uint8_t* body, uint8_t* end, uint32_t event_field) {
 
 }  // namespace
 
-void RecordMemory(const MemoryRecord& record) {
+GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
   if (!EnsureOpen()) return;
   self_timing::Scope timing(self_timing::kMemoryEvent);
   if (record.action == proto::Action::kAlloc && record.address != 0 &&
       record.kind != proto::MemoryKind::kVmmPhysical) {
     WidenDeviceSpan(record.address, record.size);
   }
-  ThreadState* thread = CurrentThread();
-  // At most 18 varint fields of 11 bytes.
-  uint8_t buffer[kEventHeaderRoom + 18 * (1 + wire::kMaxVarintBytes)];
-  uint8_t* body = buffer + kEventHeaderRoom;
   namespace f = proto::memory_field;
-  uint8_t* out =
-      PutEventHead(body, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
-  out = wire::PutVarintField(out, f::kKind, static_cast<uint64_t>(record.kind));
-  out = wire::PutVarintField(out, f::kAction, static_cast<uint64_t>(record.action));
-  out = wire::PutVarintField(out, f::kSize, record.size);
-  out = wire::PutVarintField(out, f::kAddress, record.address);
-  out = wire::PutVarintField(out, f::kStream, record.stream);
-  out = wire::PutVarintField(out, f::kPool, record.pool);
-  out = wire::PutVarintField(out, f::kResult, Int32Field(record.result));
-  out = wire::PutVarintField(out, f::kStackId, record.stack_id);
-  out = wire::PutVarintField(out, f::kHandle, record.handle);
-  out = wire::PutVarintField(out, f::kOffset, record.offset);
-  // Fields 16 and up have two-byte tags: rare (failed allocations, pitched allocations).
-  if (record.free_bytes | record.total_bytes | record.pitch) {
-    wire::Writer tail(out, sizeof(buffer) - static_cast<size_t>(out - buffer));
-    tail.Varint(f::kFreeBytes, record.free_bytes);
-    tail.Varint(f::kTotalBytes, record.total_bytes);
-    tail.Varint(f::kPitch, record.pitch);
-    out += tail.size();
-  }
-  AppendEvent(body, out, proto::packet_field::kMemory);
+  constexpr size_t kFields = f::kPitch;
+  uint64_t fields[kFields];
+  FillEventHead(fields, record.seq, CurrentThread(), record.device,
+                static_cast<uint64_t>(record.api));
+  fields[f::kKind - 1] = static_cast<uint64_t>(record.kind);
+  fields[f::kAction - 1] = static_cast<uint64_t>(record.action);
+  fields[f::kSize - 1] = record.size;
+  fields[f::kAddress - 1] = record.address;
+  fields[f::kStream - 1] = record.stream;
+  fields[f::kPool - 1] = record.pool;
+  fields[f::kResult - 1] = Int32Field(record.result);
+  fields[f::kStackId - 1] = record.stack_id;
+  fields[f::kHandle - 1] = record.handle;
+  fields[f::kOffset - 1] = record.offset;
+  fields[f::kFreeBytes - 1] = record.free_bytes;
+  fields[f::kTotalBytes - 1] = record.total_bytes;
+  fields[f::kPitch - 1] = record.pitch;
+  // Each field: a tag of at most two bytes and a varint.
+  uint8_t buffer[kEventHeaderRoom + kFields * (2 + wire::kMaxVarintBytes)];
+  uint8_t* body = buffer + kEventHeaderRoom;
+  AppendEvent(body, wire::PutVarintFields(body, 1, fields, kFields), proto::packet_field::kMemory);
 }
 
 void SetKernelQueries(const KernelQueries& queries) {
@@ -663,9 +702,9 @@ void SetKernelQueries(const KernelQueries& queries) {
   g.kernel_queries_set.store(true, std::memory_order_release);
 }
 
-bool LaunchesEnabled() { return Enabled() && g.options.launches; }
+GPUMEM_HOT bool LaunchesEnabled() { return Enabled() && g.options.launches; }
 
-void RecordLaunch(const LaunchRecord& record) {
+GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
   if (!EnsureOpen()) return;
   self_timing::Scope timing(self_timing::kLaunchEvent);
   ThreadState* thread = CurrentThread();
@@ -683,31 +722,34 @@ void RecordLaunch(const LaunchRecord& record) {
     self_timing::Scope scan_timing(self_timing::kPointerScan);
     pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
   }
-  // Encoded as memory events are (PutEventHead, AppendEvent).
-  uint8_t buffer[kEventHeaderRoom + 21 * (2 + wire::kMaxVarintBytes) +
+  // Encoded as memory events are (FillEventHead, AppendEvent); the packed pointers come after the
+  // fields before them, the two flags after those.
+  namespace f = proto::launch_field;
+  static_assert(f::kPointerArgs == f::kGraph + 1 && f::kParamsUnknown == f::kFromCupti + 1);
+  uint64_t fields[f::kParamsUnknown];
+  FillEventHead(fields, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
+  fields[f::kKernelId - 1] = kernel != nullptr ? kernel->id : 0;
+  fields[f::kGridX - 1] = record.grid[0];
+  fields[f::kGridY - 1] = record.grid[1];
+  fields[f::kGridZ - 1] = record.grid[2];
+  fields[f::kBlockX - 1] = record.block[0];
+  fields[f::kBlockY - 1] = record.block[1];
+  fields[f::kBlockZ - 1] = record.block[2];
+  fields[f::kSharedMemoryBytes - 1] = record.shared_memory_bytes;
+  fields[f::kStream - 1] = record.stream;
+  fields[f::kCorrelationId - 1] = record.correlation_id;
+  fields[f::kStackId - 1] = record.stack_id;
+  fields[f::kResult - 1] = Int32Field(record.result);
+  fields[f::kGraph - 1] = record.graph;
+  fields[f::kFromCupti - 1] = record.from_cupti ? 1 : 0;
+  fields[f::kParamsUnknown - 1] =
+      record.function != nullptr && (kernel == nullptr || !kernel->params_known) ? 1 : 0;
+  uint8_t buffer[kEventHeaderRoom + f::kParamsUnknown * (2 + wire::kMaxVarintBytes) +
                  kMaxPointerArgs * wire::kMaxVarintBytes];
   uint8_t* body = buffer + kEventHeaderRoom;
-  namespace f = proto::launch_field;
-  uint8_t* out =
-      PutEventHead(body, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
-  out = wire::PutVarintField(out, f::kKernelId, kernel != nullptr ? kernel->id : 0);
-  out = wire::PutVarintField(out, f::kGridX, record.grid[0]);
-  out = wire::PutVarintField(out, f::kGridY, record.grid[1]);
-  out = wire::PutVarintField(out, f::kGridZ, record.grid[2]);
-  out = wire::PutVarintField(out, f::kBlockX, record.block[0]);
-  out = wire::PutVarintField(out, f::kBlockY, record.block[1]);
-  out = wire::PutVarintField(out, f::kBlockZ, record.block[2]);
-  out = wire::PutVarintField(out, f::kSharedMemoryBytes, record.shared_memory_bytes);
-  out = wire::PutVarintField(out, f::kStream, record.stream);
-  out = wire::PutVarintField(out, f::kCorrelationId, record.correlation_id);
-  out = wire::PutVarintFieldAnyTag(out, f::kStackId, record.stack_id);
-  out = wire::PutVarintFieldAnyTag(out, f::kResult, Int32Field(record.result));
-  out = wire::PutVarintFieldAnyTag(out, f::kGraph, record.graph);
+  uint8_t* out = wire::PutVarintFields(body, 1, fields, f::kGraph);
   out = wire::PutPackedVarints(out, f::kPointerArgs, pointer_args, pointer_arg_count);
-  out = wire::PutVarintFieldAnyTag(out, f::kFromCupti, record.from_cupti ? 1 : 0);
-  out = wire::PutVarintFieldAnyTag(
-      out, f::kParamsUnknown,
-      record.function != nullptr && (kernel == nullptr || !kernel->params_known) ? 1 : 0);
+  out = wire::PutVarintFields(out, f::kFromCupti, fields + f::kFromCupti - 1, 2);
   AppendEvent(body, out, proto::packet_field::kLaunch);
 }
 
@@ -782,7 +824,7 @@ void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintpt
   });
 }
 
-bool DeviceKnown(int ordinal) {
+GPUMEM_HOT bool DeviceKnown(int ordinal) {
   if (ordinal < 0 || ordinal >= 64) return true;
   return (g.devices_written.load(std::memory_order_relaxed) >> ordinal) & 1;
 }

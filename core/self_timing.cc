@@ -15,6 +15,42 @@ struct Total {
 };
 Total g_totals[kPhaseCount];
 
+// Each phase's times in buckets of a quarter octave (±12 %): a mean alone hides whether a phase is
+// slow every time or only now and then (a page fault, the thread preempted inside the phase).
+constexpr int kSubBuckets = 4;
+constexpr int kBuckets = 64 * kSubBuckets;
+std::atomic<uint32_t> g_histograms[kPhaseCount][kBuckets];
+
+int BucketOf(uint64_t ns) {
+  if (ns == 0) return 0;
+  const int octave = 63 - __builtin_clzll(ns);
+  const uint64_t sub = octave >= 2 ? (ns >> (octave - 2)) & 3 : (ns << (2 - octave)) & 3;
+  return octave * kSubBuckets + static_cast<int>(sub);
+}
+
+// The middle of a bucket's range.
+double BucketValue(int bucket) {
+  const int octave = bucket / kSubBuckets;
+  const double low = static_cast<double>(uint64_t{1} << octave);
+  const double step = low / kSubBuckets;
+  return low + step * (bucket % kSubBuckets) + step / 2;
+}
+
+// The time under which `fraction` of the phase's timed parts fell (each part of a phase timed in
+// two parts counts apart).
+double Percentile(int phase, double fraction) {
+  uint64_t total = 0;
+  for (const auto& bucket : g_histograms[phase]) total += bucket.load(std::memory_order_relaxed);
+  if (total == 0) return 0;
+  const auto wanted = static_cast<uint64_t>(fraction * static_cast<double>(total));
+  uint64_t seen = 0;
+  for (int bucket = 0; bucket < kBuckets; ++bucket) {
+    seen += g_histograms[phase][bucket].load(std::memory_order_relaxed);
+    if (seen > wanted) return BucketValue(bucket);
+  }
+  return BucketValue(kBuckets - 1);
+}
+
 constexpr const char* kNames[kPhaseCount] = {
     "native stack",    "Python frames", "stack lookup", "memory event", "launch event",
     "kernel lookup",   "pointer scan",  "pool query",   "device query", "sink write",
@@ -36,6 +72,7 @@ constexpr const char* kCounterNames[kCounterCount] = {
 void Add(Phase phase, uint64_t ns, bool count) {
   if (count) g_totals[phase].count.fetch_add(1, std::memory_order_relaxed);
   g_totals[phase].ns.fetch_add(ns, std::memory_order_relaxed);
+  g_histograms[phase][BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void AddCount(Counter counter, uint64_t amount) {
@@ -49,7 +86,7 @@ void Print() {
     if (!IsOuterPhase(phase)) all_ns += g_totals[phase].ns.load(std::memory_order_relaxed);
   }
   // snprintf + write: no stdio buffer, which may be gone at exit.
-  char line[160];
+  char line[224];
   int n =
       snprintf(line, sizeof(line), "gpumem: self timing (pid %d): %.3f ms in the inner phases\n",
                static_cast<int>(getpid()), static_cast<double>(all_ns) / 1e6);
@@ -58,10 +95,13 @@ void Print() {
     const uint64_t count = g_totals[phase].count.load(std::memory_order_relaxed);
     if (count == 0) continue;
     const uint64_t ns = g_totals[phase].ns.load(std::memory_order_relaxed);
-    n = snprintf(line, sizeof(line), "gpumem:   %-14s %10llu x %8.0f ns = %9.3f ms\n",
+    n = snprintf(line, sizeof(line),
+                 "gpumem:   %-14s %10llu x %8.0f ns = %9.3f ms  (median %.0f ns, p90 %.0f, "
+                 "p99 %.0f)\n",
                  kNames[phase], static_cast<unsigned long long>(count),
                  static_cast<double>(ns) / static_cast<double>(count),
-                 static_cast<double>(ns) / 1e6);
+                 static_cast<double>(ns) / 1e6, Percentile(phase, 0.5), Percentile(phase, 0.9),
+                 Percentile(phase, 0.99));
     if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
   }
   for (int counter = 0; counter < kCounterCount; ++counter) {

@@ -56,7 +56,8 @@ void AddCount(Counter counter, uint64_t amount);
 inline void Count(Counter counter, uint64_t amount = 1) {
   if (g_enabled) AddCount(counter, amount);
 }
-// One line per phase that ran: count, total and mean; to stderr.
+// One line per phase that ran: count, total, mean and percentiles (quarter-octave buckets); to
+// stderr.
 void Print();
 
 class Scope {

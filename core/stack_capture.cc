@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "core/eh_frame_unwinder.h"
+#include "core/hot_path.h"
 #include "core/self_timing.h"
 #include "core/stack_table.h"
 
@@ -95,13 +96,14 @@ bool InitStackCapture(const char* explicit_path, bool fast_unwind,
 
 bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 
-void PrefetchStack(const uint64_t* frames) {
+GPUMEM_HOT void PrefetchStack(const uint64_t* frames) {
   if (g_fast_unwind) eh_frame_unwinder::PrefetchReplay(reinterpret_cast<uintptr_t>(frames));
 }
 
 void SetStackEnd(uintptr_t start, uintptr_t end) { eh_frame_unwinder::SetStop(start, end); }
 
-size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, StackPrint* print) {
+GPUMEM_HOT size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity,
+                               StackPrint* print) {
   if (g_unw_backtrace == nullptr || capacity == 0) return 0;
   void* scratch[kScratchFrames];
   // The note of the unwind, when it is one the unwinder keeps: [0] the hash (never 0), [1] the

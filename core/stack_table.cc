@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/hot_path.h"
 #include "core/spin_lock.h"
 #include "core/trace_ids.h"
 #include "core/wire_writer.h"
@@ -37,7 +38,7 @@ uint64_t MixIn(uint64_t hash, uint64_t value) {
 
 }  // namespace
 
-uint64_t StackTable::Hash(const uint64_t* frames, size_t count) {
+GPUMEM_HOT uint64_t StackTable::Hash(const uint64_t* frames, size_t count) {
   // Two lanes, even and odd frames, so that two multiplications are in flight rather than one
   // chain of them as long as the stack.
   uint64_t even = 0x9e3779b97f4a7c15ull ^ count;
@@ -52,7 +53,7 @@ uint64_t StackTable::Hash(const uint64_t* frames, size_t count) {
   return hash == 0 ? 1 : hash;  // 0 marks an empty slot
 }
 
-uint64_t StackTable::Find(uint64_t hash) const {
+GPUMEM_HOT uint64_t StackTable::Find(uint64_t hash) const {
   if (slots_ == nullptr) return 0;
   for (size_t i = hash & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
     uint64_t slot_hash = slots_[i].hash.load(std::memory_order_acquire);

@@ -35,6 +35,8 @@ class StackTable {
   void Reset();
 
   static uint64_t Hash(const uint64_t* frames, size_t count);
+  // Hash(anything, 0), without running it on every event.
+  static constexpr uint64_t kEmptyHash = 0xbe27d6cefa81bddcull;
 
   // Lock-free; 0 when unknown.
   uint64_t Find(uint64_t hash) const;

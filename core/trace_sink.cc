@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/hot_path.h"
 #include "core/self_timing.h"
 #include "core/spin_lock.h"
 
@@ -77,7 +78,7 @@ bool TraceSink::EnsureFileSize(uint64_t end) {
   return true;
 }
 
-bool TraceSink::Append(const uint8_t* data, size_t size) {
+GPUMEM_HOT bool TraceSink::Append(const uint8_t* data, size_t size) {
   if (fd_ < 0 || broken_.load(std::memory_order_relaxed)) return false;
   self_timing::Scope timing(self_timing::kSinkWrite);
   uint64_t offset = next_offset_.fetch_add(size, std::memory_order_relaxed);

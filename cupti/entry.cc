@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
 #include "core/options.h"
 #include "core/recorder.h"
 #include "core/thread_flags.h"
@@ -21,7 +22,7 @@ std::atomic<int> g_start_state{kNotStarted};
 
 }  // namespace
 
-void StartOnce() {
+GPUMEM_HOT void StartOnce() {
   if (g_start_state.load(std::memory_order_acquire) != kNotStarted) {
     RetireMemoryCallbacksIfRedundant();
     return;

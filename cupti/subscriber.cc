@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include "core/driver_queries.h"
+#include "core/hot_path.h"
 #include "core/spin_lock.h"
 #include "core/thread_flags.h"
 #include "cupti/activity.h"
@@ -350,7 +351,7 @@ void ReportRetired(const char* what_then) {
   Report(CuptiState::kActive, detail, g_last_kernel_timing);
 }
 
-void RetireMemoryCallbacksIfRedundant() {
+GPUMEM_HOT void RetireMemoryCallbacksIfRedundant() {
   if (g_memory_callbacks_retired.load(std::memory_order_relaxed) ||
       g_wrapped_memory_calls.load(std::memory_order_relaxed) < kMemoryProbationCalls ||
       g_unwrapped_memory_call.load(std::memory_order_relaxed) || g_keep_memory_callbacks) {

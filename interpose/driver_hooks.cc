@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
 #include "interpose/driver_table.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
@@ -23,8 +24,8 @@ using Kind = proto::MemoryKind;
 
 // ---- Bodies: forward, then record. `real` is never null here. ----
 
-CUresult MemAllocBody(decltype(&cuMemAlloc_v2) real, uintptr_t caller, CUdeviceptr* dptr,
-                      size_t size) {
+GPUMEM_HOT CUresult MemAllocBody(decltype(&cuMemAlloc_v2) real, uintptr_t caller, CUdeviceptr* dptr,
+                                 size_t size) {
   HookScope scope;
   CUresult result = real(dptr, size);
   if (!scope.recording()) return result;
@@ -49,7 +50,7 @@ CUresult MemAllocPitchBody(decltype(&cuMemAllocPitch_v2) real, uintptr_t caller,
   return result;
 }
 
-CUresult MemFreeBody(decltype(&cuMemFree_v2) real, uintptr_t caller, CUdeviceptr dptr) {
+GPUMEM_HOT CUresult MemFreeBody(decltype(&cuMemFree_v2) real, uintptr_t caller, CUdeviceptr dptr) {
   HookScope scope;
   if (!scope.recording() || dptr == 0) return real(dptr);
   PendingFree pending(caller);
@@ -107,8 +108,8 @@ CUresult MemFreeHostBody(decltype(&cuMemFreeHost) real, uintptr_t caller, void* 
   return result;
 }
 
-CUresult MemAllocAsyncBody(decltype(&cuMemAllocAsync) real, uintptr_t caller, CUdeviceptr* dptr,
-                           size_t size, CUstream stream) {
+GPUMEM_HOT CUresult MemAllocAsyncBody(decltype(&cuMemAllocAsync) real, uintptr_t caller,
+                                      CUdeviceptr* dptr, size_t size, CUstream stream) {
   HookScope scope;
   CUresult result = real(dptr, size, stream);
   if (!scope.recording()) return result;
@@ -119,8 +120,8 @@ CUresult MemAllocAsyncBody(decltype(&cuMemAllocAsync) real, uintptr_t caller, CU
   return result;
 }
 
-CUresult MemFreeAsyncBody(decltype(&cuMemFreeAsync) real, uintptr_t caller, CUdeviceptr dptr,
-                          CUstream stream) {
+GPUMEM_HOT CUresult MemFreeAsyncBody(decltype(&cuMemFreeAsync) real, uintptr_t caller,
+                                     CUdeviceptr dptr, CUstream stream) {
   HookScope scope;
   if (!scope.recording() || dptr == 0) return real(dptr, stream);
   PendingFree pending(caller);
@@ -131,9 +132,9 @@ CUresult MemFreeAsyncBody(decltype(&cuMemFreeAsync) real, uintptr_t caller, CUde
   return result;
 }
 
-CUresult MemAllocFromPoolAsyncBody(decltype(&cuMemAllocFromPoolAsync) real, uintptr_t caller,
-                                   CUdeviceptr* dptr, size_t size, CUmemoryPool pool,
-                                   CUstream stream) {
+GPUMEM_HOT CUresult MemAllocFromPoolAsyncBody(decltype(&cuMemAllocFromPoolAsync) real,
+                                              uintptr_t caller, CUdeviceptr* dptr, size_t size,
+                                              CUmemoryPool pool, CUstream stream) {
   HookScope scope;
   CUresult result = real(dptr, size, pool, stream);
   if (!scope.recording()) return result;
@@ -264,7 +265,7 @@ template <auto Body, typename Fn, size_t kSlot>
 struct ChainWrapper;
 template <auto Body, typename R, typename... Args, size_t kSlot>
 struct ChainWrapper<Body, R (*)(Args...), kSlot> {
-  static R Call(Args... args) {
+  GPUMEM_HOT static R Call(Args... args) {
     auto real =
         reinterpret_cast<R (*)(Args...)>(g_chain_real[kSlot].load(std::memory_order_acquire));
     return Body(real, GPUMEM_CALLER(), args...);
@@ -310,7 +311,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 }
 
-#define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
+#define GPUMEM_EXPORT extern "C" __attribute__((visibility("default"))) GPUMEM_HOT
 
 #define GPUMEM_DEFINE_EXPORT(id, slot, symbol, params, args)                    \
   GPUMEM_EXPORT CUresult symbol params {                                        \

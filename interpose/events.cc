@@ -1,12 +1,13 @@
 #include "interpose/events.h"
 
 #include "core/driver_queries.h"
+#include "core/hot_path.h"
 #include "core/self_timing.h"
 
 namespace gpumem {
 
-void RecordAllocation(const Allocation& allocation, int result, uint64_t address,
-                      uintptr_t caller_pc) {
+GPUMEM_HOT void RecordAllocation(const Allocation& allocation, int result, uint64_t address,
+                                 uintptr_t caller_pc) {
   self_timing::Scope timing(self_timing::kAllocationHook);
   MemoryRecord record;
   record.seq = recorder::NextSeq();
@@ -34,14 +35,15 @@ void RecordAllocation(const Allocation& allocation, int result, uint64_t address
   }
 }
 
-PendingFree::PendingFree(uintptr_t caller_pc) {
+GPUMEM_HOT PendingFree::PendingFree(uintptr_t caller_pc) {
   self_timing::Scope timing(self_timing::kFreeHook, /*count=*/false);  // Record() counts the free
   seq_ = recorder::NextSeq();
   stack_id_ = recorder::FreeStacks() ? recorder::CaptureStack(caller_pc) : 0;
 }
 
-void PendingFree::Record(proto::Api api, proto::MemoryKind kind, int result, uint64_t address,
-                         uint64_t size, uint64_t handle, uint64_t stream) {
+GPUMEM_HOT void PendingFree::Record(proto::Api api, proto::MemoryKind kind, int result,
+                                    uint64_t address, uint64_t size, uint64_t handle,
+                                    uint64_t stream) {
   self_timing::Scope timing(self_timing::kFreeHook);
   MemoryRecord record;
   record.seq = seq_;

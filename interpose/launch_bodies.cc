@@ -1,6 +1,7 @@
 #include "interpose/launch_bodies.h"
 
 #include "core/driver_queries.h"
+#include "core/hot_path.h"
 #include "core/recorder.h"
 #include "core/self_timing.h"
 #include "core/thread_flags.h"
@@ -14,7 +15,7 @@ using proto::LaunchApi;
 // Forwards the launch (`call`), then records `record` with what only the call can tell: the
 // result, the device, CUPTI's correlation id if its callback saw the launch inside the call.
 template <typename Call>
-CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
+GPUMEM_HOT CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
   HookScope scope;
   if (!scope.recording() || !recorder::LaunchesEnabled()) return call();
   record.seq = recorder::NextSeq();
@@ -32,10 +33,11 @@ CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&& call) {
   return result;
 }
 
-LaunchRecord KernelLaunch(LaunchApi api, CUfunction function, unsigned grid_x, unsigned grid_y,
-                          unsigned grid_z, unsigned block_x, unsigned block_y, unsigned block_z,
-                          unsigned shared_memory_bytes, CUstream stream, void** kernel_params,
-                          void** extra) {
+GPUMEM_HOT LaunchRecord KernelLaunch(LaunchApi api, CUfunction function, unsigned grid_x,
+                                     unsigned grid_y, unsigned grid_z, unsigned block_x,
+                                     unsigned block_y, unsigned block_z,
+                                     unsigned shared_memory_bytes, CUstream stream,
+                                     void** kernel_params, void** extra) {
   LaunchRecord record;
   record.api = api;
   record.function = function;
@@ -54,10 +56,11 @@ LaunchRecord KernelLaunch(LaunchApi api, CUfunction function, unsigned grid_x, u
 
 }  // namespace
 
-CUresult LaunchKernelBody(decltype(&cuLaunchKernel) real, uintptr_t caller, CUfunction function,
-                          unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
-                          unsigned block_y, unsigned block_z, unsigned shared_memory_bytes,
-                          CUstream stream, void** kernel_params, void** extra) {
+GPUMEM_HOT CUresult LaunchKernelBody(decltype(&cuLaunchKernel) real, uintptr_t caller,
+                                     CUfunction function, unsigned grid_x, unsigned grid_y,
+                                     unsigned grid_z, unsigned block_x, unsigned block_y,
+                                     unsigned block_z, unsigned shared_memory_bytes,
+                                     CUstream stream, void** kernel_params, void** extra) {
   LaunchRecord record =
       KernelLaunch(LaunchApi::kCuLaunchKernel, function, grid_x, grid_y, grid_z, block_x, block_y,
                    block_z, shared_memory_bytes, stream, kernel_params, extra);
@@ -67,9 +70,9 @@ CUresult LaunchKernelBody(decltype(&cuLaunchKernel) real, uintptr_t caller, CUfu
   });
 }
 
-CUresult LaunchKernelExBody(decltype(&cuLaunchKernelEx) real, uintptr_t caller,
-                            const CUlaunchConfig* config, CUfunction function, void** kernel_params,
-                            void** extra) {
+GPUMEM_HOT CUresult LaunchKernelExBody(decltype(&cuLaunchKernelEx) real, uintptr_t caller,
+                                       const CUlaunchConfig* config, CUfunction function,
+                                       void** kernel_params, void** extra) {
   if (config == nullptr) return real(config, function, kernel_params, extra);
   LaunchRecord record =
       KernelLaunch(LaunchApi::kCuLaunchKernelEx, function, config->gridDimX, config->gridDimY,
@@ -79,11 +82,12 @@ CUresult LaunchKernelExBody(decltype(&cuLaunchKernelEx) real, uintptr_t caller,
                         [&] { return real(config, function, kernel_params, extra); });
 }
 
-CUresult LaunchCooperativeKernelBody(decltype(&cuLaunchCooperativeKernel) real, uintptr_t caller,
-                                     CUfunction function, unsigned grid_x, unsigned grid_y,
-                                     unsigned grid_z, unsigned block_x, unsigned block_y,
-                                     unsigned block_z, unsigned shared_memory_bytes,
-                                     CUstream stream, void** kernel_params) {
+GPUMEM_HOT CUresult LaunchCooperativeKernelBody(decltype(&cuLaunchCooperativeKernel) real,
+                                                uintptr_t caller, CUfunction function,
+                                                unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                                unsigned block_x, unsigned block_y,
+                                                unsigned block_z, unsigned shared_memory_bytes,
+                                                CUstream stream, void** kernel_params) {
   LaunchRecord record =
       KernelLaunch(LaunchApi::kCuLaunchCooperativeKernel, function, grid_x, grid_y, grid_z, block_x,
                    block_y, block_z, shared_memory_bytes, stream, kernel_params, nullptr);
@@ -93,8 +97,8 @@ CUresult LaunchCooperativeKernelBody(decltype(&cuLaunchCooperativeKernel) real, 
   });
 }
 
-CUresult GraphLaunchBody(decltype(&cuGraphLaunch) real, uintptr_t caller, CUgraphExec graph,
-                         CUstream stream) {
+GPUMEM_HOT CUresult GraphLaunchBody(decltype(&cuGraphLaunch) real, uintptr_t caller,
+                                    CUgraphExec graph, CUstream stream) {
   LaunchRecord record;
   record.api = LaunchApi::kCuGraphLaunch;
   record.graph = reinterpret_cast<uintptr_t>(graph);

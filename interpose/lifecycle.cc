@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
 #include "core/recorder.h"
 #include "cupti/subscriber.h"
 #include "interpose/hook_guard.h"
@@ -17,9 +18,7 @@ void ChildAfterFork() { recorder::AfterForkInChild(); }
 
 }  // namespace
 
-// Also reached from the first hook, which may run before our constructor (another preloaded
-// library's constructor can call CUDA).
-void EnsureRecorderInitialized() {
+GPUMEM_COLD void InitializeRecorder() {
   if (g_initialized.load(std::memory_order_acquire)) return;
   ++t_hook_depth;  // nothing done here is recorded
   recorder::Init(LoaderFunctions{&RealDlopen, &RealDlsym});
@@ -27,6 +26,13 @@ void EnsureRecorderInitialized() {
   if (!fork_handler_registered.exchange(true)) pthread_atfork(nullptr, nullptr, &ChildAfterFork);
   g_initialized.store(true, std::memory_order_release);
   --t_hook_depth;
+}
+
+// Also reached from the first hook, which may run before our constructor (another preloaded
+// library's constructor can call CUDA).
+GPUMEM_HOT void EnsureRecorderInitialized() {
+  if (!g_initialized.load(std::memory_order_acquire)) [[unlikely]]
+    InitializeRecorder();
 }
 
 }  // namespace gpumem

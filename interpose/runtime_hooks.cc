@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
 #include "interpose/loader.h"
@@ -38,7 +39,7 @@ using gpumem::Kind;
 using gpumem::PendingFree;
 using gpumem::RecordAllocation;
 
-#define GPUMEM_EXPORT extern "C" __attribute__((visibility("default")))
+#define GPUMEM_EXPORT extern "C" __attribute__((visibility("default"))) GPUMEM_HOT
 #define GPUMEM_CALLER() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
 // The function shadowed by the one being defined; cudaErrorInitializationError if there is none.
 #define GPUMEM_REAL(function)                                          \
@@ -71,8 +72,8 @@ GPUMEM_EXPORT cudaError_t cudaFree(void* pointer) {
 
 namespace {
 
-cudaError_t MallocAsyncBody(decltype(&cudaMallocAsync) real, uintptr_t caller, void** pointer,
-                            size_t size, cudaStream_t stream) {
+GPUMEM_HOT cudaError_t MallocAsyncBody(decltype(&cudaMallocAsync) real, uintptr_t caller,
+                                       void** pointer, size_t size, cudaStream_t stream) {
   HookScope scope;
   cudaError_t result = real(pointer, size, stream);
   if (!scope.recording()) return result;
@@ -84,8 +85,8 @@ cudaError_t MallocAsyncBody(decltype(&cudaMallocAsync) real, uintptr_t caller, v
   return result;
 }
 
-cudaError_t FreeAsyncBody(decltype(&cudaFreeAsync) real, uintptr_t caller, void* pointer,
-                          cudaStream_t stream) {
+GPUMEM_HOT cudaError_t FreeAsyncBody(decltype(&cudaFreeAsync) real, uintptr_t caller, void* pointer,
+                                     cudaStream_t stream) {
   HookScope scope;
   if (!scope.recording() || pointer == nullptr) return real(pointer, stream);
   PendingFree pending(caller);
@@ -96,9 +97,9 @@ cudaError_t FreeAsyncBody(decltype(&cudaFreeAsync) real, uintptr_t caller, void*
   return result;
 }
 
-cudaError_t MallocFromPoolAsyncBody(decltype(&cudaMallocFromPoolAsync) real, uintptr_t caller,
-                                    void** pointer, size_t size, cudaMemPool_t pool,
-                                    cudaStream_t stream) {
+GPUMEM_HOT cudaError_t MallocFromPoolAsyncBody(decltype(&cudaMallocFromPoolAsync) real,
+                                               uintptr_t caller, void** pointer, size_t size,
+                                               cudaMemPool_t pool, cudaStream_t stream) {
   HookScope scope;
   cudaError_t result = real(pointer, size, pool, stream);
   if (!scope.recording()) return result;

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tests/bench/cpu_counters.h"
+
 namespace {
 
 constexpr char kNoop[] = R"ptx(
@@ -49,18 +51,26 @@ __attribute__((noinline)) int MeasureAtDepth(int depth, long launches) {
   // real program rather than all in L1.
   const char* evict_kb = getenv("LAUNCH_COST_EVICT_KB");
   std::vector<uint64_t> evict(evict_kb != nullptr ? static_cast<size_t>(atol(evict_kb)) * 128 : 0);
+  // LAUNCH_COST_COUNTERS=1: the CPU's counters summed over the launches (cpu_counters.h), printed
+  // per launch on a line of their own: what a cold launch's time goes to.
+  CpuCounters counters;
+  const char* counters_wanted = getenv("LAUNCH_COST_COUNTERS");
+  const bool counting = counters_wanted != nullptr && counters_wanted[0] == '1' && counters.Open();
   unsigned n = 1024;
   void* args[] = {&g_data, &n};
   for (long i = 0; i < launches; ++i) {
+    if (counting) counters.Start();
     const uint64_t start = NowNs();
     if (cuLaunchKernel(g_kernel, 1, 1, 1, 32, 1, 1, 0, g_stream, args, nullptr) != CUDA_SUCCESS) {
       return 1;
     }
     launch_ns[static_cast<size_t>(i)] = static_cast<uint32_t>(NowNs() - start);
+    if (counting) counters.Stop();
     for (size_t word = 0; word < evict.size(); word += 8) evict[word] += static_cast<uint64_t>(i);
     if (i % 256 == 255 && cuStreamSynchronize(g_stream) != CUDA_SUCCESS) return 1;
   }
   std::nth_element(launch_ns.begin(), launch_ns.begin() + launches / 2, launch_ns.end());
+  if (counting) counters.Print("counters per launch:", static_cast<uint64_t>(launches));
   printf("launch_ns=%u\n", launch_ns[static_cast<size_t>(launches / 2)]);
   return 0;
 }

@@ -63,6 +63,13 @@ class StackCaptureTest : public ::testing::Test {
   }
 };
 
+// The constant the recorder starts each stack's print from.
+TEST(StackTable, EmptyHashIsTheHashOfNoFrames) {
+  const uint64_t frame = 0x1234;
+  EXPECT_EQ(StackTable::kEmptyHash, StackTable::Hash(&frame, 0));
+  EXPECT_NE(StackTable::kEmptyHash, StackTable::Hash(&frame, 1));
+}
+
 TEST_F(StackCaptureTest, StartsAtTheCallerAndKeepsTheCapacity) {
   uintptr_t site = 0;
   const std::vector<uint64_t> first = Program(20, 2, &site);
