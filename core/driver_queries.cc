@@ -53,6 +53,7 @@ Query g_queries[kCount] = {
 struct PoolSeen {
   std::atomic<uint64_t> pool{0};                 // 0: a free slot
   std::atomic<uint64_t> reserved{~uint64_t{0}};  // none recorded yet
+  PoolSpan span;  // the addresses of the allocations it served so far
 };
 constexpr int kPoolsTracked = 16;
 PoolSeen g_pools_seen[kPoolsTracked];
@@ -176,9 +177,24 @@ GPUMEM_HOT uint64_t CurrentPool(int device) {
   return pool;
 }
 
+__thread uint32_t t_pool_allocations __attribute__((tls_model("initial-exec"))) = 0;
+
 }  // namespace
 
-GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device) {
+GPUMEM_HOT bool PoolMayHaveGrown(PoolSpan& span, uint64_t address, uint64_t size,
+                                 uint32_t& allocations_within) {
+  const uint64_t end = address + size;
+  const uint64_t low = span.low.load(std::memory_order_relaxed);
+  const uint64_t high = span.high.load(std::memory_order_relaxed);
+  if (address >= low && end <= high) return allocations_within++ % kPoolRecheck == 0;
+  // Two threads widening at once may lose one widening: a later allocation there asks again,
+  // which costs a query, not a change.
+  if (address < low) span.low.store(address, std::memory_order_relaxed);
+  if (end > high) span.high.store(end, std::memory_order_relaxed);
+  return true;
+}
+
+GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint64_t size) {
   self_timing::Scope timing(self_timing::kPoolQuery);
   auto get_attribute = Get<decltype(&cuMemPoolGetAttribute)>(kMemPoolGetAttribute);
   if (get_attribute == nullptr) return;
@@ -187,14 +203,15 @@ GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device) {
     pool = CurrentPool(device);
     if (pool == 0) return;
   }
+  PoolSeen* seen = SeenOf(pool);  // (beyond kPoolsTracked pools: asked and recorded every time)
+  if (seen != nullptr && !PoolMayHaveGrown(seen->span, address, size, t_pool_allocations)) return;
   const auto handle = reinterpret_cast<CUmemoryPool>(pool);
   cuuint64_t reserved = 0;
   if (get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) {
     return;
   }
   // Only changes are recorded: the size moves when the pool grows or gives memory back, not with
-  // every allocation it serves. (Beyond kPoolsTracked pools, every query is recorded.)
-  PoolSeen* seen = SeenOf(pool);
+  // every allocation it serves.
   if (seen != nullptr && seen->reserved.exchange(reserved, std::memory_order_relaxed) == reserved) {
     return;
   }

@@ -17,13 +17,9 @@ inline constexpr uint32_t kVarint = 0;
 inline constexpr uint32_t kLengthDelimited = 2;
 inline constexpr size_t kMaxVarintBytes = 10;
 
+// Without a loop: how many 7-bit groups the value's highest set bit needs (zero takes one byte).
 inline size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
+  return static_cast<size_t>(70 - __builtin_clzll(value | 1)) / 7;
 }
 
 inline uint8_t* PutVarint(uint8_t* out, uint64_t value) {

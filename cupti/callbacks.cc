@@ -61,7 +61,7 @@ void RecordAllocationAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& dat
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   g_sinks.memory(record);
   if (record.kind == proto::MemoryKind::kPool && record.action == proto::Action::kAlloc) {
-    driver::NotePoolUsage(record.pool, record.device);
+    driver::NotePoolUsage(record.pool, record.device, record.address, record.size);
   }
 }
 

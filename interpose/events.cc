@@ -31,7 +31,7 @@ GPUMEM_HOT void RecordAllocation(const Allocation& allocation, int result, uint6
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   recorder::RecordMemory(record);
   if (record.kind == proto::MemoryKind::kPool && result == 0) {
-    driver::NotePoolUsage(record.pool, record.device);
+    driver::NotePoolUsage(record.pool, record.device, record.address, record.size);
   }
 }
 
