@@ -34,5 +34,5 @@ for ((i = 0; i < processes; i++)); do
 done
 rm -f "$out/toggle.trace"
 # The summary (tests/bench/toggle_summary.py) can be printed again from OUT_DIR's files.
-$python "$(dirname "$0")/toggle_summary.py" "$out" \
+$python "$(dirname "$0")/toggle_summary.py" "$out" --header \
   "step_time_toggle: train_mlp.py, backend:cudaMallocAsync, $processes processes x $steps steps, windows of 25 steps, off/on in ABBA order, ${pin[*]:-unpinned}; ratio = median over pairs of on / off"
