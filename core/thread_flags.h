@@ -2,6 +2,8 @@
 // entry points (interpose/) and the CUPTI callbacks (cupti/). Initial-exec TLS, a few bytes.
 #pragma once
 
+#include <errno.h>
+
 #include <cstdint>
 
 namespace gpumem {
@@ -14,5 +16,31 @@ inline __thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
 // Set by CUPTI's launch callback when the launch is an interposed one: the wrapper that records
 // it after the call takes CUPTI's correlation id from here (0: CUPTI did not see it).
 inline __thread uint64_t t_launch_correlation_id __attribute__((tls_model("initial-exec"))) = 0;
+
+// Keeps the errno the real call produced across the recording work done after it.
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+  ErrnoKeeper(const ErrnoKeeper&) = delete;
+  ErrnoKeeper& operator=(const ErrnoKeeper&) = delete;
+
+ private:
+  int saved_;
+};
+
+// gpumem's own work done from a callback or a hook's aftermath (CUPTI's callbacks, starting or
+// giving up the subscription): the CUDA calls it makes are neither recorded nor seen again by
+// CUPTI's callbacks, and the program's errno comes out as it went in.
+class OwnWorkScope {
+ public:
+  OwnWorkScope() { ++t_hook_depth; }
+  ~OwnWorkScope() { --t_hook_depth; }
+  OwnWorkScope(const OwnWorkScope&) = delete;
+  OwnWorkScope& operator=(const OwnWorkScope&) = delete;
+
+ private:
+  ErrnoKeeper errno_;  // restored after the depth (members are destroyed after the body)
+};
 
 }  // namespace gpumem

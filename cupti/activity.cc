@@ -48,19 +48,17 @@ void SetGetNextRecord(GetNextRecordFn get_next_record) {
 }
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  const int saved_errno = errno;
+  ErrnoKeeper keep;
   uint8_t* memory = TakeBuffer();
   *buffer = memory;  // null: CUPTI drops the records (it counts them) rather than fail anything
   *size = memory != nullptr ? kActivityBufferBytes : 0;
   *max_records = 0;  // as many as fit
-  errno = saved_errno;
 }
 
 void CUPTIAPI BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/, uint8_t* buffer,
                               size_t /*size*/, size_t valid_size) {
   if (buffer == nullptr) return;
-  const int saved_errno = errno;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   GetNextRecordFn get_next_record = g_get_next_record.load(std::memory_order_acquire);
   CUpti_Activity* record = nullptr;
   while (get_next_record != nullptr && valid_size > 0 &&
@@ -68,8 +66,6 @@ void CUPTIAPI BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/, uin
     HandleActivityRecord(*record);
   }
   GiveBack(buffer);
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 void HandleActivityRecord(const CUpti_Activity& record) {

@@ -96,8 +96,7 @@ void HandleDriverCallback(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
   }
   if (!recorder::Enabled()) return;
   if (info.kind == CallbackClass::kLaunch && !recorder::LaunchesEnabled()) return;
-  const int saved_errno = errno;
-  ++t_hook_depth;  // nothing done while recording is seen again (by a hook or by this callback)
+  OwnWorkScope own_work;  // nothing done while recording is seen again (by a hook or by this one)
   switch (info.kind) {
     case CallbackClass::kLaunch:
       if (!entry) {
@@ -119,8 +118,6 @@ void HandleDriverCallback(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
     case CallbackClass::kIgnored:
       break;
   }
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 __attribute__((noinline)) void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain,

@@ -32,8 +32,7 @@ GPUMEM_HOT void StartOnce() {
     return;
   }
   if (recorder::Enabled()) {
-    const int saved_errno = errno;
-    ++t_hook_depth;  // what libcupti does while starting is not recorded (nor seen by callbacks)
+    OwnWorkScope own_work;  // what libcupti does while starting is not recorded (nor called back)
     const RecorderOptions& options = recorder::Options();
     StartConfig config;
     config.cupti = options.cupti;
@@ -44,8 +43,6 @@ GPUMEM_HOT void StartOnce() {
     config.library_path = options.cupti_path;
     config.loader = LoaderFunctions{&RealDlopen, &RealDlsym};
     Start(config);
-    --t_hook_depth;
-    errno = saved_errno;
   }
   g_start_state.store(kStarted, std::memory_order_release);
 }

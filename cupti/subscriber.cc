@@ -268,8 +268,7 @@ void YieldSubscription(const void* callback, const char* name) {
   if (callback == reinterpret_cast<const void*>(&OnCallback)) return;
   SpinGuard guard(g_subscription_lock);
   if (g_subscriber == nullptr) return;
-  const int saved_errno = errno;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   // The activity API is process-wide: the newcomer will register its own buffer callbacks, so
   // every buffer CUPTI holds of ours comes back now (and is never handed to the newcomer's).
   if (g_activity_registered.exchange(false)) {
@@ -296,19 +295,16 @@ void YieldSubscription(const void* callback, const char* name) {
       "calls gpumem does not wrap; memory (pool sizes included) and launches are still recorded "
       "by interposition");
   Report(CuptiState::kOtherSubscriber, detail, false);
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 void SetCallbacksEnabled(bool enabled) {
   if (g_subscriber == nullptr || g_cupti.enable_callback == nullptr) return;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   const bool memory_retired = g_memory_callbacks_retired.load(std::memory_order_relaxed);
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
     if (IsLaunchCallback(cbid) ? !g_launch_callbacks : memory_retired) continue;
     g_cupti.enable_callback(enabled ? 1 : 0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
-  --t_hook_depth;
 }
 
 void NoteMemoryCallback(bool wrapped) {
@@ -367,20 +363,16 @@ GPUMEM_HOT void RetireMemoryCallbacksIfRedundant() {
     g_detach_pending.store(true, std::memory_order_release);
     return;
   }
-  const int saved_errno = errno;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   DisableMemoryCallbacks();
   ReportRetired("");
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 void DetachAtExitIfPending() {
   if (!g_detach_pending.load(std::memory_order_relaxed)) return;
   SpinGuard guard(g_subscription_lock);
   if (!g_detach_pending.exchange(false) || g_subscriber == nullptr) return;
-  const int saved_errno = errno;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   const CUptiResult result = g_cupti.finalize();
   if (result == CUPTI_SUCCESS) {
     g_subscriber = nullptr;
@@ -391,8 +383,6 @@ void DetachAtExitIfPending() {
     DisableMemoryCallbacks();
     ReportRetired("; CUPTI could not be detached (cuptiFinalize failed)");
   }
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 void Stop() {
@@ -401,11 +391,8 @@ void Stop() {
   // A child after fork has a copy of CUPTI's state but not its threads: flushing could wait on
   // a lock a parent thread held at fork time.
   if (getpid() != g_started_pid || g_cupti.flush_all == nullptr) return;
-  const int saved_errno = errno;
-  ++t_hook_depth;
+  OwnWorkScope own_work;
   g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  --t_hook_depth;
-  errno = saved_errno;
 }
 
 }  // namespace gpumem::cupti

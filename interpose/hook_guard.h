@@ -33,14 +33,4 @@ class HookScope {
   bool recording_ = false;
 };
 
-// Keeps the errno the real call produced across the recording work done after it.
-class ErrnoKeeper {
- public:
-  ErrnoKeeper() : saved_(errno) {}
-  ~ErrnoKeeper() { errno = saved_; }
-
- private:
-  int saved_;
-};
-
 }  // namespace gpumem
