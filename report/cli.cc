@@ -1,3 +1,6 @@
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -16,6 +19,12 @@ int UsageError(absl::string_view message, absl::string_view command) {
       command.empty() ? "gpumem --help" : "gpumem " + std::string(command) + " --help";
   std::fprintf(stderr, "Try '%s'.\n", help.c_str());
   return kExitBadInput;
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
 }
 
 }  // namespace gpumem::report

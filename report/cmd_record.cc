@@ -77,12 +77,6 @@ void InstallForwarding() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-std::string HostName() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
-
 std::string HumanSize(uint64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, bytes == 1 ? " byte" : " bytes");
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -27,8 +28,10 @@ Resolves every stack frame of each TRACE to function, file and line with the bin
 machine (as `dump --symbolize` does: the recorded paths, else GPUMEM_SYMBOL_PATH matched by GNU
 build id) and appends the results to that TRACE as SymbolizedFrame packets. `gpumem report`,
 `check` and `dump --symbolize` use them before any local binary, so the trace then reads the same
-on a machine without the binaries. Frames already recorded are not resolved again: running it
-twice adds nothing; frames that no binary here resolves are left out.
+on a machine without the binaries: from then on reports never open a binary for the modules it
+looked at, whatever lies at their recorded paths elsewhere. Frames already recorded are not
+resolved again: running it twice adds nothing; frames that no binary here resolves are left out
+(print as module+offset).
 
 A TRACE may be a directory: every *.trace file directly inside it (one per process), each
 symbolized in place. A trace that fails does not stop the others.
@@ -96,6 +99,12 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
   Trace appended;
   uint64_t already = 0;
   uint64_t unresolved = 0;
+  // Every module with a frame, found here or not: reports then read none of their binaries.
+  std::set<uint32_t> new_modules;
+  for (const ReturnAddress& address : addresses) {
+    const uint32_t id = trace.modules()[address.module].module.id();
+    if (!trace.ModuleSymbolized(id)) new_modules.insert(id);
+  }
   for (const ReturnAddress& address : addresses) {
     const ModuleRecord& record = trace.modules()[address.module];
     if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
@@ -119,6 +128,12 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
       resolved->set_line(static_cast<uint32_t>(frame.line));
       resolved->set_inlined(frame.inlined);
     }
+  }
+
+  if (!new_modules.empty()) {
+    Symbolization* symbolization = appended.add_packet()->mutable_symbolization();
+    symbolization->mutable_module_id()->Assign(new_modules.begin(), new_modules.end());
+    symbolization->set_host(HostName());
   }
 
   std::string target = path;
@@ -145,8 +160,9 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
     PrintError(error);
     return false;
   }
+  const int symbolized = appended.packet_size() - (new_modules.empty() ? 0 : 1);
   std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
-              target.c_str(), appended.packet_size(), static_cast<unsigned long long>(already),
+              target.c_str(), symbolized, static_cast<unsigned long long>(already),
               static_cast<unsigned long long>(unresolved));
   std::fflush(stdout);  // each trace's line before the next trace's error, if any
   return true;

@@ -34,6 +34,9 @@ extern const char kSymbolizeUsage[];
 extern const char kWhatifUsage[];
 extern const char kViewUsage[];
 
+// This machine's name ("localhost" if it has none).
+std::string HostName();
+
 // Prints "gpumem: error: <message>" to stderr.
 void PrintError(absl::string_view message);
 // Prints the error and "Try 'gpumem <command> --help'." to stderr; returns kExitBadInput.

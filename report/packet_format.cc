@@ -200,6 +200,10 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
     case TracePacket::kSymbolizedFrame:
       AppendSymbolizedFrame(packet.symbolized_frame(), &line);
       break;
+    case TracePacket::kSymbolization:
+      absl::StrAppend(&line, "symbolization host=", Quoted(packet.symbolization().host()),
+                      " modules=[", absl::StrJoin(packet.symbolization().module_id(), " "), "]");
+      break;
     case TracePacket::kKernelName:
       absl::StrAppend(&line, "kernel_name id=", packet.kernel_name().id(),
                       " name=", Quoted(packet.kernel_name().name()));

@@ -45,6 +45,14 @@ std::string ReadBuildId(const std::string& path) {
 
 bool IsFile(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
+// A binary built with its source paths relative (-ffile-prefix-map, as gpumem's samples are) has
+// "." as its compilation directory, which libdw puts in front: "./samples/x.cc" reads as
+// "samples/x.cc".
+std::string SourcePath(std::string file) {
+  while (file.size() > 2 && file[0] == '.' && file[1] == '/') file.erase(0, 2);
+  return file;
+}
+
 // Where to read `module` from on this machine: its recorded path if that is the same file (same
 // build id, or none recorded), else a same-named file with the recorded build id in
 // GPUMEM_SYMBOL_PATH. Empty when neither exists.
@@ -205,7 +213,7 @@ std::vector<Frame> Symbolizer::Resolve(OpenModule* module, const Frame& unresolv
   Frame frame = unresolved;
   if (Dwfl_Line* line = dwfl_module_getsrc(module->module, address)) {
     const char* file = dwfl_lineinfo(line, nullptr, &frame.line, nullptr, nullptr, nullptr);
-    if (file != nullptr) frame.file = file;
+    if (file != nullptr) frame.file = SourcePath(file);
   }
   // The symbol table names the function that holds the code, also without DWARF.
   if (const char* symbol = dwfl_module_addrname(module->module, address)) {
@@ -218,7 +226,7 @@ std::vector<Frame> Symbolizer::Resolve(OpenModule* module, const Frame& unresolv
   for (size_t i = 0; i < chain.size(); ++i) {
     Frame level = frame;
     if (!chain[i].function.empty()) level.function = std::move(chain[i].function);
-    level.file = std::move(chain[i].file);
+    level.file = SourcePath(std::move(chain[i].file));
     level.line = chain[i].line;
     level.inlined = i + 1 < chain.size();
     frames.push_back(std::move(level));
@@ -234,16 +242,26 @@ const SymbolizedFrame* Symbolizer::Recorded(uint32_t module_id, uint64_t pc) {
     TraceReader reader;
     std::string error;
     if (reader.Open(trace_->path(), &error)) {
-      // Only packets whose first byte is the tag of TracePacket.symbolized_frame are parsed.
-      constexpr char kTag = static_cast<char>((9 << 3) | 2);
+      // Only packets whose first byte is the tag of TracePacket.symbolized_frame (field 9) or
+      // .symbolization (field 19, a two-byte tag) are parsed.
+      constexpr char kFrameTag = static_cast<char>((9 << 3) | 2);
+      constexpr char kSymbolizationTag = static_cast<char>(0x80 | (((19 << 3) | 2) & 0x7f));
       Packet packet;
       while (reader.Next(&packet)) {
-        if (packet.bytes.empty() || packet.bytes[0] != kTag) continue;
+        if (packet.bytes.empty() ||
+            (packet.bytes[0] != kFrameTag && packet.bytes[0] != kSymbolizationTag)) {
+          continue;
+        }
         TracePacket parsed;
-        if (parsed.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size())) &&
-            parsed.has_symbolized_frame()) {
+        if (!parsed.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size()))) {
+          continue;
+        }
+        if (parsed.has_symbolized_frame()) {
           const SymbolizedFrame& frame = parsed.symbolized_frame();
           scanned_frames_[{frame.module_id(), frame.pc()}] = frame;
+        } else if (parsed.has_symbolization()) {
+          const auto& ids = parsed.symbolization().module_id();
+          scanned_modules_.insert(ids.begin(), ids.end());
         }
       }
     }
@@ -252,12 +270,21 @@ const SymbolizedFrame* Symbolizer::Recorded(uint32_t module_id, uint64_t pc) {
   return it == scanned_frames_.end() ? nullptr : &it->second;
 }
 
-std::vector<Frame> Symbolizer::SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record) {
+bool Symbolizer::SymbolizedInTrace(uint32_t module_id) {
+  if (trace_->ModuleSymbolized(module_id)) return true;
+  if (trace_->packets_read()) return false;
+  Recorded(module_id, 0);  // scans the file for its symbolize packets, once
+  return scanned_modules_.contains(module_id);
+}
+
+std::vector<Frame> Symbolizer::SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record,
+                                                     bool open_binary) {
   Frame frame;
   frame.pc = pc;
   if (record == nullptr) return {frame};
   frame.module = record->module.path();
   frame.module_offset = pc - record->module.load_bias();
+  if (!open_binary) return {frame};
   return Resolve(Load(*record), frame);
 }
 
@@ -282,6 +309,10 @@ const std::vector<Frame>& Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64
         frames.push_back(std::move(frame));
       }
       return cache_.emplace(key, std::move(frames)).first->second;
+    }
+    if (SymbolizedInTrace(record->module.id())) {  // no binary had it there: none is read here
+      return cache_.emplace(key, SymbolizeFromBinaries(pc, record, /*open_binary=*/false))
+          .first->second;
     }
   }
   return cache_.emplace(key, SymbolizeFromBinaries(pc, record)).first->second;

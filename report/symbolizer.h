@@ -10,7 +10,8 @@
 //
 // Frames that `gpumem symbolize` recorded in the trace (SymbolizedFrame packets) come first: they
 // are used as they are, before any local binary is tried, so a symbolized trace reads the same on
-// a machine without the binaries.
+// a machine without the binaries. A module `gpumem symbolize` looked for (its Symbolization
+// packet) is never opened here, found there or not: the trace alone says what it resolves to.
 #ifndef GPUMEM_REPORT_SYMBOLIZER_H_
 #define GPUMEM_REPORT_SYMBOLIZER_H_
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "report/trace_file.h"
 
@@ -68,8 +70,10 @@ class Symbolizer {
   const std::vector<Frame>& SymbolizeReturnAddress(uint64_t pc, uint64_t packet_index);
 
   // The same, from the binaries on this machine only (what `gpumem symbolize` records); not
-  // cached. `record` is the module covering pc (FindModule), or nullptr.
-  std::vector<Frame> SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record);
+  // cached. `record` is the module covering pc (FindModule), or nullptr. Without `open_binary`,
+  // the unresolved frame (module+offset).
+  std::vector<Frame> SymbolizeFromBinaries(uint64_t pc, const ModuleRecord* record,
+                                           bool open_binary = true);
 
   // The module record covering pc at packet_index, or nullptr.
   const ModuleRecord* FindModule(uint64_t pc, uint64_t packet_index) const;
@@ -81,6 +85,8 @@ class Symbolizer {
   // read yet (`gpumem dump` symbolizes as it reads), its SymbolizedFrame packets, which come
   // last, are looked up in a pass of their own over the file.
   const SymbolizedFrame* Recorded(uint32_t module_id, uint64_t pc);
+  // Whether a Symbolization packet names the module (`gpumem symbolize` looked for its binary).
+  bool SymbolizedInTrace(uint32_t module_id);
   // The opened module for `record` (opening it the first time); nullptr if its file is unusable.
   OpenModule* Load(const ModuleRecord& record);
   // `unresolved` (pc and module set) with function, file and line, inlined frames first.
@@ -94,6 +100,7 @@ class Symbolizer {
   // SymbolizedFrame packets found by Recorded()'s own pass over a trace not read yet.
   bool scanned_ = false;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> scanned_frames_;
+  absl::flat_hash_set<uint32_t> scanned_modules_;
 };
 
 }  // namespace gpumem::report

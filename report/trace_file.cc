@@ -183,6 +183,9 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kSymbolizedFrame:
       AddSymbolizedFrame(packet.symbolized_frame());
       break;
+    case TracePacket::kSymbolization:
+      AddSymbolization(packet.symbolization());
+      break;
     case TracePacket::kKernelName:
       kernel_names_[packet.kernel_name().id()] = packet.kernel_name().name();
       break;
@@ -220,6 +223,10 @@ const TraceFile::PoolReserved* TraceFile::FindPoolReserved(int32_t device) const
 
 void TraceFile::AddSymbolizedFrame(const SymbolizedFrame& frame) {
   symbolized_[{frame.module_id(), frame.pc()}] = frame;
+}
+
+void TraceFile::AddSymbolization(const Symbolization& symbolization) {
+  symbolized_modules_.insert(symbolization.module_id().begin(), symbolization.module_id().end());
 }
 
 const SymbolizedFrame* TraceFile::FindSymbolizedFrame(uint32_t module_id, uint64_t pc) const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
@@ -142,6 +143,13 @@ class TraceFile {
   size_t symbolized_frame_count() const { return symbolized_.size(); }
   // Adds a SymbolizedFrame packet to the table (a later one for the same module and pc wins).
   void AddSymbolizedFrame(const SymbolizedFrame& frame);
+  // Whether `gpumem symbolize` looked for module `module_id`'s binary (a Symbolization packet
+  // names it): its frames are then resolved from the trace alone. Complete once the packets
+  // were read.
+  bool ModuleSymbolized(uint32_t module_id) const {
+    return symbolized_modules_.contains(module_id);
+  }
+  void AddSymbolization(const Symbolization& symbolization);
   void AddPoolUsage(const PoolUsage& usage);
 
  private:
@@ -167,6 +175,7 @@ class TraceFile {
   uint64_t launch_event_count_ = 0;
   PoolSizes pool_sizes_;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
+  absl::flat_hash_set<uint32_t> symbolized_modules_;
   std::optional<Footer> footer_;
   TraceEndStatus end_;
   uint64_t packet_count_ = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # From nothing to a recorded trace: installs the Debian dependencies, builds, then records the
-# leak_loop sample on the GPU (or, without a GPU, reads a trace that was recorded on an H100),
+# leak_loop sample on the GPU (or, without a GPU, reads a trace that was recorded on an H200),
 # reports it, and writes its HTML view to gpumem-report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +13,8 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; 
   trace=leak_loop.trace
   build/bin/gpumem record -o "$trace" -- build/bin/leak_loop
 else
-  trace=samples/traces/leak_loop-h100.trace
-  echo "No GPU here: reading $trace, recorded on an NVIDIA H100 by tests/gpu/run.sh."
+  trace=samples/traces/leak_loop-h200.trace
+  echo "No GPU here: reading $trace, recorded on an NVIDIA H200 (samples/traces/README.md)."
 fi
 echo "== gpumem dump --counts $trace"
 build/bin/gpumem dump --counts "$trace"

@@ -62,7 +62,7 @@ void ExpectOneErrorLine(const ProgramRun& run, const std::string& path,
 }
 
 // The bundled H100 recording of samples/leak_loop: 20 cudaMalloc, 10 never freed.
-std::string RealTrace() { return ReadFile(SourcePath("samples/traces/leak_loop-h100.trace")); }
+std::string RealTrace() { return ReadFile(SourcePath("samples/traces/leak_loop-h200.trace")); }
 
 // Byte offsets of the packets of `path`, as the reader frames them.
 std::vector<uint64_t> PacketOffsets(const std::string& path) {
@@ -138,7 +138,7 @@ TEST_F(BadInputTest, DirectoryWithoutTraces) {
 }
 
 TEST_F(BadInputTest, UnknownFlag) {
-  const std::string trace = SourcePath("samples/traces/leak_loop-h100.trace");
+  const std::string trace = SourcePath("samples/traces/leak_loop-h200.trace");
   for (const Command& command : Commands()) {
     SCOPED_TRACE(command.name);
     const ProgramRun run = Gpumem(command, {"--frobnicate", trace});

@@ -8,7 +8,7 @@
 namespace gpumem::testing {
 namespace {
 
-const std::string kLeakLoop = SourcePath("samples/traces/leak_loop-h100.trace");
+const std::string kLeakLoop = SourcePath("samples/traces/leak_loop-h200.trace");
 
 TEST(CheckMarkdown, FailingBudgetsNameTheOverrunAndTheLargestCallSite) {
   TempDir dir;

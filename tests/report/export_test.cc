@@ -103,7 +103,7 @@ void ExportAndCheckAll(const std::string& trace, const std::vector<std::string>&
 // 20 cudaMalloc, 10 cudaFree, 10 x 4 MiB never freed: a plain program, a segment per allocation.
 TEST(ExportTest, LeakLoopEveryFormat) {
   ExportAndCheckAll(
-      Trace("leak_loop-h100.trace"),
+      Trace("leak_loop-h200.trace"),
       {"live_segments=10", "live_bytes=41943040", "live_active_bytes=41943040", "alloc=20",
        "segment_alloc=20", "free_completed=10", "segment_free=10", "oom=0"});
 }
@@ -261,7 +261,7 @@ void ExpectErrorLine(const ProgramRun& run, const std::string& text) {
 
 TEST(ExportTest, BadUsageIsOneErrorLine) {
   TempDir dir;
-  const std::string trace = Trace("leak_loop-h100.trace");
+  const std::string trace = Trace("leak_loop-h200.trace");
   ExpectErrorLine(Gpumem({"export", "--format", "svg", trace}), "not memory-viz");
   ExpectErrorLine(Gpumem({"export", trace}), "--format FORMAT is required");
   ExpectErrorLine(Gpumem({"export", "--format", "folded", "--what", "all", trace}), "--what");
@@ -306,7 +306,7 @@ TEST(ExportTest, TornTraceExportsWhatCouldBeRead) {
 TEST(ExportTest, DefaultOutputAndStandardOutput) {
   TempDir dir;
   const std::string trace = dir.File("run.trace");
-  fs::copy_file(Trace("leak_loop-h100.trace"), trace);
+  fs::copy_file(Trace("leak_loop-h200.trace"), trace);
   ASSERT_EQ(Gpumem({"export", "--format", "folded", trace}).exit_code, 0);
   ASSERT_EQ(Gpumem({"export", "--format", "memory-viz", trace}).exit_code, 0);
   ASSERT_EQ(Gpumem({"export", "--format", "speedscope", "--what", "leaks", trace}).exit_code, 0);

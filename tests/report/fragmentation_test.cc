@@ -81,7 +81,7 @@ TEST(FragmentationTest, TensorLevelKnowsInUseOnly) {
 
 TEST(FragmentationTest, PlainProgramHasNothingReservedButUnused) {
   Summary summary;
-  const Fragmentation f = OfSample("leak_loop-h100.trace", &summary);
+  const Fragmentation f = OfSample("leak_loop-h200.trace", &summary);
   EXPECT_EQ(f.mode, SummaryMode::kPlain);
   EXPECT_TRUE(f.has_reserved);
   EXPECT_TRUE(f.has_in_use);

@@ -346,7 +346,7 @@ ProgramRun Gpumem(const std::vector<std::string>& args) {
 }
 
 const std::string kLeakLoop =
-    std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/leak_loop-h100.trace";
+    std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/leak_loop-h200.trace";
 
 // The part of `out` from its first growing-site section on.
 std::string GrowingPart(const std::string& out) {
@@ -361,14 +361,14 @@ TEST(GrowthCommandTest, LeakLoopDetected) {
       run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the "
                    "allocation call site seen once per iteration (the number of "
                    "allocations most call sites share; else the most frequent, at least "
-                   "3):\n      leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:24)\n"),
+                   "3):\n      leak_iteration() (samples/leak_loop/leak_loop.cc:24)\n"),
       std::string::npos)
       << run.out;
   const std::string growing = GrowingPart(run.out);
-  EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H100 80GB HBM3): 1 call site grows\n"
+  EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H200): 1 call site grows\n"
                          "  +4.00 MiB/iteration  rose at 9 of 9 iteration boundaries; live 4.00 "
                          "MiB after iteration 1, 40.00 MiB (10 allocations) after iteration 10\n"
-                         "      leak_iteration() (/work/main/samples/leak_loop/leak_loop.cc:26)\n"),
+                         "      leak_iteration() (samples/leak_loop/leak_loop.cc:26)\n"),
             std::string::npos)
       << run.out;
   EXPECT_EQ(growing.find("leak_loop.cc:24"), std::string::npos) << run.out;
@@ -395,11 +395,11 @@ TEST(GrowthCommandTest, LeakLoopJson) {
   EXPECT_NE(run.out.find(",\"growth\":{\"rule\":\"most_frequent_call_site\",\"found\":true,"
                          "\"iterations\":10,\"iteration_seqs\":[1,4,7,10,13,16,19,22,25,28],"
                          "\"marker_frames\":[{\"text\":\"leak_iteration() "
-                         "(/work/main/samples/leak_loop/leak_loop.cc:24)\""),
+                         "(samples/leak_loop/leak_loop.cc:24)\""),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(",\"growing_sites\":1,\"sites\":[{\"memory\":\"device\",\"device\":0,"
-                         "\"name\":\"NVIDIA H100 80GB HBM3\",\"total_memory\":"),
+                         "\"name\":\"NVIDIA H200\",\"total_memory\":"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(",\"bytes_per_iteration\":4194304.0,\"rises\":9,\"boundaries\":9,\"judged_"
@@ -407,7 +407,7 @@ TEST(GrowthCommandTest, LeakLoopJson) {
                          "\"live_bytes\":[4194304,8388608,12582912,16777216,20971520,25165824,"
                          "29360128,33554432,37748736,41943040],\"live_count\":[1,2,3,4,5,6,7,8,9,"
                          "10],\"frames\":[{\"text\":\"leak_iteration() "
-                         "(/work/main/samples/leak_loop/leak_loop.cc:26)\""),
+                         "(samples/leak_loop/leak_loop.cc:26)\""),
             std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("sample_stride"), std::string::npos) << run.out;  // every iteration

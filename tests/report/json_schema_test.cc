@@ -352,7 +352,7 @@ std::string Removed(const std::string& text, const std::string& name) {
 // The validation can fail: a real report broken in one place each way is rejected, naming why.
 TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
   SKIP_WITHOUT_JSONSCHEMA();
-  const ProgramRun report = ReportJson({SourcePath("samples/traces/leak_loop-h100.trace")});
+  const ProgramRun report = ReportJson({SourcePath("samples/traces/leak_loop-h200.trace")});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string good = report.out;
   ProgramRun run = Validate({good}, kSections);
@@ -395,7 +395,7 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
   // A section present but not asked to be: only --peak and --leaks, still valid without the
   // others; the same document fails when the others are required.
   const ProgramRun plain = RunProgram({BuildPath("bin/gpumem"), "report", "--json",
-                                       SourcePath("samples/traces/leak_loop-h100.trace")});
+                                       SourcePath("samples/traces/leak_loop-h200.trace")});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   run = Validate({plain.out}, {"peak", "leaks"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -410,7 +410,7 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
 TEST(JsonSchemaTest, WhatifOutputValidates) {
   SKIP_WITHOUT_JSONSCHEMA();
   const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
-  const std::string plain = SourcePath("samples/traces/leak_loop-h100.trace");
+  const std::string plain = SourcePath("samples/traces/leak_loop-h200.trace");
   std::vector<std::string> documents;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--device-memory", "8GiB", async},

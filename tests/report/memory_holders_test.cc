@@ -77,7 +77,7 @@ TEST(MemoryHolders, StreamOrderedTensorsAreNotCachedSegments) {
 
 // Programs that allocate for themselves keep their leaks unlabelled, with no summary lines.
 TEST(MemoryHolders, PlainProgramsHaveNoHolders) {
-  ProgramRun run = Leaks("leak_loop-h100.trace", false);
+  ProgramRun run = Leaks("leak_loop-h200.trace", false);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.find("held by"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("10 allocations, 40.00 MiB (41943040 bytes) never freed"),

@@ -309,7 +309,7 @@ TEST(OomCommandTest, OomLoopJson) {
 
 TEST(OomCommandTest, SaysSoWhenNothingFailed) {
   const std::string leak_loop =
-      std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/leak_loop-h100.trace";
+      std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/leak_loop-h200.trace";
   ProgramRun run = Gpumem({"report", "--oom", leak_loop});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("\noom: no failed allocations\n"), std::string::npos) << run.out;

@@ -424,7 +424,7 @@ TEST(PythonFramesTest, DumpPrintsPythonFrames) {
 }
 
 TEST(PythonFramesTest, WithoutPythonFramesEveryFlagReadsTheSame) {
-  const std::string trace = SourcePath("samples/traces/leak_loop-h100.trace");
+  const std::string trace = SourcePath("samples/traces/leak_loop-h200.trace");
   const ProgramRun plain = Gpumem({"report", "--peak", "--leaks", "--growth", "--kernels", trace});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{

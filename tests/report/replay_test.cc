@@ -221,7 +221,7 @@ TEST(ReplayRealTraceTest, LeakLoop) {
   // samples/leak_loop/leak_loop.cc: 10 iterations of a 16 MiB buffer (freed) and a 4 MiB
   // activation (kept). The peak is the last iteration's buffer with all 10 activations.
   constexpr uint64_t kIterations = 10, kWork = 16 * kMiB, kActivation = 4 * kMiB;
-  absl::StatusOr<TraceReplay> replay = ReplayTrace(Sample("leak_loop-h100.trace"));
+  absl::StatusOr<TraceReplay> replay = ReplayTrace(Sample("leak_loop-h200.trace"));
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_EQ(replay->anomalies.total(), 0u);
   ASSERT_EQ(replay->places.size(), 1u);
@@ -285,7 +285,7 @@ TEST(ReplayRealTraceTest, ExpandableSegmentsCountPhysicalMemoryNotReservations) 
 // For traces of plain allocations only, what the replay leaves live agrees with the event counts.
 TEST(ReplayRealTraceTest, LiveAtEndAgreesWithEventCounts) {
   for (const char* name :
-       {"static_cudart-h100.trace", "train_mlp-async-h100.trace", "leak_loop-h100.trace"}) {
+       {"static_cudart-h200.trace", "train_mlp-async-h100.trace", "leak_loop-h200.trace"}) {
     SCOPED_TRACE(name);
     absl::StatusOr<SortedTrace> sorted = ReadMemoryEventsBySeq(Sample(name));
     ASSERT_TRUE(sorted.ok()) << sorted.status();

@@ -209,18 +209,18 @@ std::string TwoDeviceTrace(bool clean_exit, const std::string& suffix = ".trace"
 // ---- report ----
 
 TEST(ReportCommandTest, LeakLoopText) {
-  const CommandResult run = Gpumem({"report", Sample("leak_loop-h100.trace")});
+  const CommandResult run = Gpumem({"report", Sample("leak_loop-h200.trace")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
-  EXPECT_NE(run.out.find("process: pid 472 on vm:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("process: pid 464 on vm:"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("anomalies: none"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("peak, device 0 (NVIDIA H100 80GB HBM3): 56.00 MiB (58720256 bytes) at "
-                         "seq 29, 238.873 ms after start\n"
+  EXPECT_NE(run.out.find("peak, device 0 (NVIDIA H200): 56.00 MiB (58720256 bytes) at "
+                         "seq 29, 420.578 ms after start\n"
                          "  40.00 MiB   71.4%  10 allocations\n"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("  16.00 MiB   28.6%  1 allocation\n"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("leaks, device 0 (NVIDIA H100 80GB HBM3): 10 allocations, 40.00 MiB "
+  EXPECT_NE(run.out.find("leaks, device 0 (NVIDIA H200): 10 allocations, 40.00 MiB "
                          "(41943040 bytes) never freed\n"
                          "  40.00 MiB  10 allocations\n"),
             std::string::npos)
@@ -229,7 +229,7 @@ TEST(ReportCommandTest, LeakLoopText) {
 
 TEST(ReportCommandTest, PeakOnlyLeaksOnlyAndTop) {
   const CommandResult peak =
-      Gpumem({"report", "--peak", "--top", "1", Sample("leak_loop-h100.trace")});
+      Gpumem({"report", "--peak", "--top", "1", Sample("leak_loop-h200.trace")});
   EXPECT_EQ(peak.exit_code, 0) << peak.err;
   EXPECT_NE(peak.out.find("peak, device 0"), std::string::npos);
   EXPECT_EQ(peak.out.find("leaks"), std::string::npos) << peak.out;
@@ -237,7 +237,7 @@ TEST(ReportCommandTest, PeakOnlyLeaksOnlyAndTop) {
       << peak.out;
   EXPECT_EQ(peak.out.find("28.6%"), std::string::npos);
 
-  const CommandResult leaks = Gpumem({"report", "--leaks", Sample("leak_loop-h100.trace")});
+  const CommandResult leaks = Gpumem({"report", "--leaks", Sample("leak_loop-h200.trace")});
   EXPECT_EQ(leaks.exit_code, 0) << leaks.err;
   EXPECT_EQ(leaks.out.find("peak,"), std::string::npos) << leaks.out;
   EXPECT_NE(leaks.out.find("leaks, device 0"), std::string::npos) << leaks.out;
@@ -257,17 +257,17 @@ TEST(ReportCommandTest, ExpandableSegmentsPeakIsPhysicalMemory) {
 }
 
 TEST(ReportCommandTest, LeakLoopJson) {
-  const CommandResult run = Gpumem({"report", "--json", Sample("leak_loop-h100.trace")});
+  const CommandResult run = Gpumem({"report", "--json", Sample("leak_loop-h200.trace")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(JsonBalanced(run.out)) << run.out;
   EXPECT_EQ(run.out.rfind("{\"gpumem_report\":1,\"traces\":[{\"path\":", 0), 0u) << run.out;
   EXPECT_EQ(LineCount(run.out), 1u);
   for (const char* expected : {
-           "\"pid\":472",
+           "\"pid\":464",
            "\"clean_exit\":true",
            "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0}",
-           "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H100 80GB HBM3\","
-           "\"total_memory\":85017493504,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":238873",
+           "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H200\","
+           "\"total_memory\":150109880320,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":420577954",
            "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",
            "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"frames\":[{\"text\":",
            "{\"bytes\":16777216,\"count\":1,\"share\":0.285714,",
@@ -327,7 +327,7 @@ TEST(ReportCommandTest, NoFooterSaysLiveNotNecessarilyLeaked) {
 
 TEST(ReportCommandTest, SeveralTracesInOneJsonObject) {
   const std::string path = TwoDeviceTrace(/*clean_exit=*/true);
-  const CommandResult run = Gpumem({"report", "--json", path, Sample("leak_loop-h100.trace")});
+  const CommandResult run = Gpumem({"report", "--json", path, Sample("leak_loop-h200.trace")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(JsonBalanced(run.out)) << run.out;
   EXPECT_NE(run.out.find("\"double_frees\":1"), std::string::npos);
@@ -353,11 +353,11 @@ TEST(ReportCommandTest, BadInputIsOneLineAndExit2) {
   }
   std::remove(not_a_trace.c_str());
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"report", "--bogus", Sample("leak_loop-h100.trace")},
+           {"report", "--bogus", Sample("leak_loop-h200.trace")},
            {"report"},
-           {"report", "--top", "many", Sample("leak_loop-h100.trace")},
-           {"check", Sample("leak_loop-h100.trace")},  // no budget
-           {"check", "--max-peak", "12XB", Sample("leak_loop-h100.trace")},
+           {"report", "--top", "many", Sample("leak_loop-h200.trace")},
+           {"check", Sample("leak_loop-h200.trace")},  // no budget
+           {"check", "--max-peak", "12XB", Sample("leak_loop-h200.trace")},
            {"check", "--max-peak"},
        }) {
     const CommandResult run = Gpumem(args);
@@ -378,7 +378,7 @@ TEST(ReportCommandTest, HelpMentionsTheCommands) {
 // ---- check ----
 
 TEST(CheckCommandTest, MaxPeak) {
-  const std::string leak_loop = Sample("leak_loop-h100.trace");
+  const std::string leak_loop = Sample("leak_loop-h200.trace");
   const CommandResult pass = Gpumem({"check", "--max-peak", "56MiB", leak_loop});
   EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
   EXPECT_EQ(pass.out, "gpumem check: all budgets hold (1 trace)\n");
@@ -386,7 +386,7 @@ TEST(CheckCommandTest, MaxPeak) {
   const CommandResult fail = Gpumem({"check", "--max-peak=48MiB", leak_loop});
   EXPECT_EQ(fail.exit_code, 1) << fail.err;
   EXPECT_EQ(fail.out, leak_loop +
-                          ": device 0 (NVIDIA H100 80GB HBM3) peaked at 56.00 MiB (58720256 "
+                          ": device 0 (NVIDIA H200) peaked at 56.00 MiB (58720256 "
                           "bytes), over --max-peak 48.00 MiB by 8.00 MiB (8388608 bytes)\n");
 
   // One byte under the peak breaks it, by one byte; decimal units are powers of 1000.
@@ -397,7 +397,7 @@ TEST(CheckCommandTest, MaxPeak) {
 }
 
 TEST(CheckCommandTest, NoLeaks) {
-  const std::string leak_loop = Sample("leak_loop-h100.trace");
+  const std::string leak_loop = Sample("leak_loop-h200.trace");
   const CommandResult fail = Gpumem({"check", "--no-leaks", "--max-peak", "1GiB", leak_loop});
   EXPECT_EQ(fail.exit_code, 1);
   EXPECT_EQ(fail.out, leak_loop +

@@ -807,7 +807,7 @@ TEST(SummaryCommand, ModelledReservedRowsMatchWhatPyTorchReservedUnderEachAlloca
 }
 
 TEST(SummaryCommand, AllocatorIsForTensorLevelTracesOnly) {
-  for (const char* trace : {"train_mlp-default-h100.trace", "leak_loop-h100.trace"}) {
+  for (const char* trace : {"train_mlp-default-h100.trace", "leak_loop-h200.trace"}) {
     ProgramRun run = Report({"--summary", "--allocator", "native", Sample(trace)});
     EXPECT_EQ(run.exit_code, 2) << trace;
     EXPECT_EQ(run.out, "") << trace;
@@ -934,7 +934,7 @@ TEST(SummaryCommand, ExpandableSegmentsReservedPeakIsPyTorchsMaxMemoryReserved) 
 }
 
 TEST(SummaryCommand, PlainProgramAndOtherReports) {
-  ProgramRun run = Report({"--summary", "--leaks", Sample("leak_loop-h100.trace")});
+  ProgramRun run = Report({"--summary", "--leaks", Sample("leak_loop-h200.trace")});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // As recorded: 20 cudaMalloc, 10 cudaFree, 10 x 4 MiB never freed; peak 56 MiB.
   EXPECT_NE(

@@ -54,12 +54,28 @@ int PacketCount(const std::string& path) {
   return trace.packet_size();
 }
 
+// The packets `gpumem symbolize` appends: SymbolizedFrames and the Symbolization after them.
 int SymbolizedCount(const std::string& path) {
   Trace trace;
   trace.ParseFromString(ReadFile(path));
   int count = 0;
-  for (const TracePacket& packet : trace.packet()) count += packet.has_symbolized_frame();
+  for (const TracePacket& packet : trace.packet()) {
+    count += packet.has_symbolized_frame() || packet.has_symbolization();
+  }
   return count;
+}
+
+// The module ids the trace's Symbolization packets name.
+std::vector<uint32_t> SymbolizedModules(const std::string& path) {
+  Trace trace;
+  trace.ParseFromString(ReadFile(path));
+  std::vector<uint32_t> ids;
+  for (const TracePacket& packet : trace.packet()) {
+    if (!packet.has_symbolization()) continue;
+    ids.insert(ids.end(), packet.symbolization().module_id().begin(),
+               packet.symbolization().module_id().end());
+  }
+  return ids;
 }
 
 TEST(SymbolizeTest, SymbolizedTraceReadsTheSameWithoutTheBinary) {
@@ -109,6 +125,37 @@ TEST(SymbolizeTest, WithoutSymbolizeTheReportShowsModuleOffsets) {
   EXPECT_NE(report.out.find(" leak_loop+0x"), std::string::npos) << report.out;
   EXPECT_EQ(report.out.find("leak_iteration"), std::string::npos) << report.out;
   EXPECT_EQ(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
+}
+
+// Once symbolized, a trace says the same wherever it is read: a binary that turns up at a module's
+// recorded path later (another build, a different machine's file at the same path) is not opened
+// for a module `gpumem symbolize` already looked for.
+TEST(SymbolizeTest, ReportsNeverOpenABinaryOfASymbolizedModule) {
+  TempDir dir;
+  const std::string binary = RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  const std::string away = dir.File("elsewhere");
+  fs::rename(binary, away);
+  ProgramRun symbolize = Gpumem({"symbolize", trace});
+  ASSERT_EQ(symbolize.exit_code, 0) << symbolize.err;
+  EXPECT_NE(symbolize.out.find(" unresolved"), std::string::npos) << symbolize.out;
+  EXPECT_FALSE(SymbolizedModules(trace).empty());
+
+  fs::rename(away, binary);  // the binary is back where it was recorded
+  ProgramRun report = Gpumem({"report", trace});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find(" leak_loop+0x"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("leak_iteration"), std::string::npos) << report.out;
+  ProgramRun dump = Gpumem({"dump", "--symbolize", trace});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_EQ(dump.out.find("leak_iteration"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find(" symbolization host=\""), std::string::npos) << dump.out;
+
+  // `gpumem symbolize` itself looks again, and then the report has the names.
+  symbolize = Gpumem({"symbolize", trace});
+  ASSERT_EQ(symbolize.exit_code, 0) << symbolize.err;
+  report = Gpumem({"report", trace});
+  EXPECT_NE(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
 }
 
 TEST(SymbolizeTest, SecondRunAddsNothing) {

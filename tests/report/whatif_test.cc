@@ -163,7 +163,7 @@ TEST(WhatifCommand, EveryAllocatorByDefaultAndSizesAsElsewhere) {
 }
 
 TEST(WhatifCommand, PlainProgramsReplayThroughTheAsyncModelOnly) {
-  const std::string trace = Sample("leak_loop-h100.trace");
+  const std::string trace = Sample("leak_loop-h200.trace");
   const ProgramRun run = Whatif({"--device-memory", "8GiB", trace});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("\nasync, device 0"), std::string::npos) << run.out;

@@ -336,7 +336,7 @@ def main():
         # The sample's own answer (samples/leak_loop/expected.txt): "leaked bytes=N count=N
         # site=FUNCTION".
         leaked = expected_leak(os.path.join(source, "samples", "leak_loop", "expected.txt"))
-        check_page(browser, failures, gpumem, source, artifacts, "leak_loop-h100",
+        check_page(browser, failures, gpumem, source, artifacts, "leak_loop-h200",
                    "leak_loop.cc:26", int(leaked["bytes"]), leaked["site"], leaked["site"])
         mlp = report_json(gpumem, os.path.join(source, "samples", "traces",
                                                "train_mlp-async-h100.trace"))

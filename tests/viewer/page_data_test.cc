@@ -49,7 +49,7 @@ void ExpectBandsAddUp(const PagePlace& place) {
 }
 
 TEST(PageDataTest, LeakLoopPeakLeakAndBands) {
-  const PageData page = Build("leak_loop-h100.trace");
+  const PageData page = Build("leak_loop-h200.trace");
   ASSERT_EQ(page.places.size(), 1u);
   const PagePlace& place = page.places[0];
   EXPECT_EQ(place.peak_bytes, 58720256u);  // 10 x 4 MiB kept + 16 MiB working buffer
@@ -79,7 +79,7 @@ TEST(PageDataTest, LeakLoopPeakLeakAndBands) {
 TEST(PageDataTest, OtherFoldsWhatIsNotABand) {
   ViewOptions options;
   options.bands = 1;
-  const PageData page = Build("leak_loop-h100.trace", options);
+  const PageData page = Build("leak_loop-h200.trace", options);
   ASSERT_EQ(page.places.size(), 1u);
   const PagePlace& place = page.places[0];
   ASSERT_EQ(place.band_sites.size(), 1u);

@@ -31,7 +31,7 @@ size_t Lines(const std::string& text) {
 TEST(ViewCommandTest, WritesThePageNextToTheTrace) {
   TempDir dir;
   const std::string trace = dir.File("run.trace");
-  std::filesystem::copy_file(SourcePath("samples/traces/leak_loop-h100.trace"), trace);
+  std::filesystem::copy_file(SourcePath("samples/traces/leak_loop-h200.trace"), trace);
   const ProgramRun run = View({trace});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::string html = ReadFile(dir.File("run.html"));
@@ -48,7 +48,7 @@ TEST(ViewCommandTest, WritesThePageNextToTheTrace) {
 }
 
 TEST(ViewCommandTest, DashWritesToStdout) {
-  const ProgramRun run = View({"-o", "-", SourcePath("samples/traces/leak_loop-h100.trace")});
+  const ProgramRun run = View({"-o", "-", SourcePath("samples/traces/leak_loop-h200.trace")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(absl::StartsWith(run.out, "<!DOCTYPE html>"));
   EXPECT_TRUE(absl::StrContains(run.out, "</html>"));
@@ -62,7 +62,7 @@ TEST(ViewCommandTest, BadInputIsOneLineAndExit2) {
   EXPECT_TRUE(absl::StartsWith(run.err, "gpumem: error: " + dir.File("missing.trace")));
   EXPECT_EQ(Lines(run.err), 1u) << run.err;
 
-  run = View({"--frobnicate", SourcePath("samples/traces/leak_loop-h100.trace")});
+  run = View({"--frobnicate", SourcePath("samples/traces/leak_loop-h200.trace")});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_TRUE(absl::StartsWith(run.err, "gpumem: error: view: unknown flag '--frobnicate'"));
 
