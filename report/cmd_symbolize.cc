@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/printable.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "report/trace_paths.h"
@@ -146,7 +147,8 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
     return false;
   }
   std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
-              target.c_str(), appended.packet_size(), static_cast<unsigned long long>(already),
+              Printable(target).c_str(), appended.packet_size(),
+              static_cast<unsigned long long>(already),
               static_cast<unsigned long long>(unresolved));
   std::fflush(stdout);  // each trace's line before the next trace's error, if any
   return true;
