@@ -40,29 +40,30 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i, uint32_t* code) {
   return length;
 }
 
-void AppendJsonCharacter(uint32_t code, absl::string_view encoded, std::string* out) {
+// Line breaks and tabs, escaped alike in text and JSON; nullptr for any other character.
+const char* ShortEscape(uint32_t code) {
   switch (code) {
-    case '"':
-      *out += "\\\"";
-      return;
-    case '\\':
-      *out += "\\\\";
-      return;
     case '\n':
-      *out += "\\n";
-      return;
+      return "\\n";
     case '\t':
-      *out += "\\t";
-      return;
+      return "\\t";
     case '\r':
-      *out += "\\r";
-      return;
+      return "\\r";
     default:
-      if (code < 0x20) {
-        absl::StrAppendFormat(out, "\\u%04x", code);
-      } else {
-        out->append(encoded.data(), encoded.size());
-      }
+      return nullptr;
+  }
+}
+
+void AppendJsonCharacter(uint32_t code, absl::string_view encoded, std::string* out) {
+  if (code == '"' || code == '\\') {
+    out->push_back('\\');
+    out->push_back(static_cast<char>(code));
+  } else if (const char* escape = ShortEscape(code)) {
+    *out += escape;
+  } else if (code < 0x20) {
+    absl::StrAppendFormat(out, "\\u%04x", code);
+  } else {
+    out->append(encoded.data(), encoded.size());
   }
 }
 
@@ -70,26 +71,14 @@ void AppendTextCharacter(uint32_t code, absl::string_view encoded, bool quoted, 
   if (quoted && (code == '"' || code == '\\')) {
     out->push_back('\\');
     out->push_back(static_cast<char>(code));
-    return;
-  }
-  switch (code) {
-    case '\n':
-      *out += "\\n";
-      return;
-    case '\t':
-      *out += "\\t";
-      return;
-    case '\r':
-      *out += "\\r";
-      return;
-    default:
-      if (code < 0x20 || code == 0x7f) {
-        absl::StrAppendFormat(out, "\\x%02x", code);
-      } else if (code >= 0x80 && code < 0xa0) {
-        absl::StrAppendFormat(out, "\\u%04x", code);
-      } else {
-        out->append(encoded.data(), encoded.size());
-      }
+  } else if (const char* escape = ShortEscape(code)) {
+    *out += escape;
+  } else if (code < 0x20 || code == 0x7f) {
+    absl::StrAppendFormat(out, "\\x%02x", code);
+  } else if (code >= 0x80 && code < 0xa0) {
+    absl::StrAppendFormat(out, "\\u%04x", code);
+  } else {
+    out->append(encoded.data(), encoded.size());
   }
 }
 
@@ -112,7 +101,6 @@ void AppendCharacter(uint32_t code, absl::string_view encoded, TextEscape style,
 }  // namespace
 
 void AppendEscaped(absl::string_view bytes, TextEscape style, std::string* out) {
-  out->reserve(out->size() + bytes.size());
   for (size_t i = 0; i < bytes.size();) {
     uint32_t code = 0;
     const size_t length = Utf8SequenceLength(bytes, i, &code);
