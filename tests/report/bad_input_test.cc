@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/trace_reader.h"
+#include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
+#include "report/commands.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -345,6 +347,16 @@ TEST_F(BadInputTest, AnErrorLineNamesAPathEscaped) {
     EXPECT_EQ(run.err, "gpumem: error: " + dir_.File("gone\\xff\\n.trace") +
                            ": No such file or directory\n");
   }
+}
+
+// Whatever libprotobuf logs (a string field that is not UTF-8, in a build of the schema where text
+// was `string`) never reaches the user: gpumem says what failed in its own one line.
+TEST(ProtobufLogs, NeverReachTheUser) {
+  report::InstallProtobufLogHandler();
+  ::testing::internal::CaptureStderr();
+  GOOGLE_LOG(ERROR) << "String field 'gpumem.Header.command_line' contains invalid UTF-8 data";
+  GOOGLE_LOG(WARNING) << "a warning";
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 }  // namespace
