@@ -125,10 +125,16 @@ bool CheckDebugOffsets(uintptr_t runtime, const PythonLayout& layout, char* deta
   return true;
 }
 
+// One character of a str: UTF-8, except a lone surrogate U+DC80..U+DCFF, which is how Python
+// holds a byte of a file name that is not UTF-8 (os.fsdecode, surrogateescape): that byte again,
+// so a co_filename names the file as the file system does.
 void AppendUtf8(uint32_t c, char* out, size_t capacity, size_t* n) {
   char bytes[4];
   size_t size;
-  if (c < 0x80) {
+  if (c >= 0xDC80 && c <= 0xDCFF) {
+    bytes[0] = static_cast<char>(c - 0xDC00);
+    size = 1;
+  } else if (c < 0x80) {
     bytes[0] = static_cast<char>(c);
     size = 1;
   } else if (c < 0x800) {

@@ -88,7 +88,8 @@ uint64_t HashPythonFrames(uint64_t hash, const PythonFrame* frames, size_t count
 
 // A str object as UTF-8 into `out` (NUL-terminated, cut at `capacity` - 1 bytes on a character
 // boundary): compact strings only, read through `layout`; anything else (not a str of type
-// `unicode_type`, a legacy string) gives "?". Returns the length.
+// `unicode_type`, a legacy string) gives "?". A surrogate-escaped byte (U+DC80..U+DCFF, a file
+// name that is not UTF-8) becomes that byte. Returns the length.
 size_t DecodePythonString(uintptr_t str, const PythonLayout& layout, uintptr_t unicode_type,
                           char* out, size_t capacity);
 

@@ -4,13 +4,30 @@
 #include <cstdio>
 #include <string>
 
+#include "google/protobuf/stubs/logging.h"
 #include "report/commands.h"
+#include "report/printable.h"
 
 namespace gpumem::report {
+namespace {
+
+// libprotobuf's own log lines ("[libprotobuf ERROR ...]") would reach the user beside gpumem's
+// one error line; what failed is reported by gpumem itself (a packet that did not parse). Only a
+// fatal message, which ends the process, is kept.
+void ProtobufLogHandler(google::protobuf::LogLevel level, const char* /*filename*/, int /*line*/,
+                        const std::string& message) {
+  if (level == google::protobuf::LOGLEVEL_FATAL) PrintError("libprotobuf: " + message);
+}
+
+}  // namespace
+
+void InstallProtobufLogHandler() { google::protobuf::SetLogHandler(&ProtobufLogHandler); }
 
 void PrintError(absl::string_view message) {
   std::fflush(stdout);  // keep what was printed before the error ahead of it
-  std::fprintf(stderr, "gpumem: error: %.*s\n", static_cast<int>(message.size()), message.data());
+  // Messages name paths and traced names: one line, whatever bytes they hold.
+  const std::string line = Printable(message);
+  std::fprintf(stderr, "gpumem: error: %s\n", line.c_str());
 }
 
 int UsageError(absl::string_view message, absl::string_view command) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/printable.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -75,16 +76,16 @@ class MarkdownSummary {
                             by_site[largest_key].second, "`");
     }
     rows_.push_back(absl::StrCat(
-        "| `", path, "` | peak, ", PlaceName(place.place, *replay.file), " | ",
+        "| `", Printable(path), "` | peak, ", PlaceName(place.place, *replay.file), " | ",
         FormatBytes(place.peak_bytes), " | ≤ ", FormatBytes(budget), " | ",
         over ? "❌ over by " + FormatBytes(place.peak_bytes - budget) : std::string("✅"),
         detail.empty() ? "" : "; " + detail, " |"));
   }
   void AddLeaks(const std::string& path, const Tally& leaked, bool clean_exit) {
-    rows_.push_back(absl::StrCat("| `", path, "` | never freed | ", FormatBytes(leaked.bytes),
-                                 " in ", leaked.count, " allocation", leaked.count == 1 ? "" : "s",
-                                 " | none | ", leaked.count == 0 ? "✅" : "❌",
-                                 clean_exit ? "" : " (process did not exit cleanly)", " |"));
+    rows_.push_back(absl::StrCat(
+        "| `", Printable(path), "` | never freed | ", FormatBytes(leaked.bytes), " in ",
+        leaked.count, " allocation", leaked.count == 1 ? "" : "s", " | none | ",
+        leaked.count == 0 ? "✅" : "❌", clean_exit ? "" : " (process did not exit cleanly)", " |"));
   }
   bool Write(const std::string& path, bool passed) const {
     std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",
@@ -172,7 +173,7 @@ int RunCheck(const std::vector<std::string>& args) {
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
       std::printf("%s: %s peaked at %s (%llu bytes), over --max-peak %s by %s (%llu bytes)\n",
-                  path.c_str(), PlaceName(place.place, *replay->file).c_str(),
+                  Printable(path).c_str(), PlaceName(place.place, *replay->file).c_str(),
                   FormatBytes(place.peak_bytes).c_str(),
                   static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
                   FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
@@ -180,9 +181,10 @@ int RunCheck(const std::vector<std::string>& args) {
     if (no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
     if (no_leaks && leaked.count > 0) {
       ++broken;
-      std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n", path.c_str(),
-                  static_cast<unsigned long long>(leaked.count), leaked.count == 1 ? "" : "s",
-                  FormatBytes(leaked.bytes).c_str(), static_cast<unsigned long long>(leaked.bytes),
+      std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n",
+                  Printable(path).c_str(), static_cast<unsigned long long>(leaked.count),
+                  leaked.count == 1 ? "" : "s", FormatBytes(leaked.bytes).c_str(),
+                  static_cast<unsigned long long>(leaked.bytes),
                   replay->file->end().footer_present
                       ? "never freed"
                       : "live when the process stopped (it did not exit cleanly)");

@@ -10,6 +10,7 @@
 #include "report/commands.h"
 #include "report/event_counts.h"
 #include "report/packet_format.h"
+#include "report/printable.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "report/trace_paths.h"
@@ -129,7 +130,7 @@ int RunDump(const std::vector<std::string>& args) {
   if (counts) return CountAll(*paths, &out) ? kExitOk : kExitBadInput;
   bool ok = true;
   for (const std::string& path : *paths) {
-    if (paths->size() > 1) out.Line("== " + path);
+    if (paths->size() > 1) out.Line("== " + Printable(path));
     ok = DumpOne(path, symbolize, &out) && ok;
   }
   return ok ? kExitOk : kExitBadInput;

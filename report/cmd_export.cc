@@ -24,6 +24,7 @@
 #include "report/export_folded.h"
 #include "report/export_memory_viz.h"
 #include "report/export_perfetto.h"
+#include "report/printable.h"
 #include "report/progress.h"
 #include "report/sizes.h"
 #include "report/trace_file.h"
@@ -214,8 +215,8 @@ int RunExport(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   if (output != "-") {
-    std::fprintf(stderr, "gpumem: exported %s to %s (%s)\n", path.c_str(), output.c_str(),
-                 FormatBytes(bytes.size()).c_str());
+    std::fprintf(stderr, "gpumem: exported %s to %s (%s)\n", Printable(path).c_str(),
+                 Printable(output).c_str(), FormatBytes(bytes.size()).c_str());
   }
   return kExitOk;
 }

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report/commands.h"
+#include "report/printable.h"
 #include "report/tensor_mode.h"
 
 namespace gpumem::report {
@@ -301,9 +302,10 @@ int RunRecord(const std::vector<std::string>& args) {
       return std::string(value);
     });
     for (const EnvironmentChange& change : changes) {
-      std::fprintf(stderr, "gpumem: --tensors: %s=%s (was %s)\n", change.name.c_str(),
-                   change.after.c_str(),
-                   change.before ? absl::StrCat("'", *change.before, "'").c_str() : "unset");
+      std::fprintf(
+          stderr, "gpumem: --tensors: %s=%s (was %s)\n", change.name.c_str(),
+          Printable(change.after).c_str(),
+          change.before ? absl::StrCat("'", Printable(*change.before), "'").c_str() : "unset");
     }
   }
   pid_t pid = 0;
@@ -342,7 +344,7 @@ int RunRecord(const std::vector<std::string>& args) {
     std::fprintf(stderr, "gpumem: no trace written: the program made no CUDA memory call\n");
   }
   for (const auto& [shown, actual] : traces) {
-    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", shown.c_str(),
+    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(shown).c_str(),
                  HumanSize(fs::file_size(actual, error)).c_str());
   }
   // Like a shell: the program's own status, 128+N for a signal.

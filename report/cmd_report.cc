@@ -32,6 +32,7 @@
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
+#include "report/printable.h"
 #include "report/progress.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
@@ -442,16 +443,9 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
   }
 }
 
-// A kernel's demangled name, or "kernel <id>".
-std::string KernelLabel(const TraceFile& trace, uint64_t kernel_id) {
-  const std::string* name = trace.FindKernelName(kernel_id);
-  return name != nullptr && !name->empty() ? Demangle(name->c_str())
-                                           : absl::StrCat("kernel ", kernel_id);
-}
-
 std::string GrowthRuleText(const GrowthReport& report, const Options& options) {
   if (report.rule == GrowthReport::Rule::kMarker) {
-    return absl::StrCat("--iteration-marker ", options.iteration_marker,
+    return absl::StrCat("--iteration-marker ", Printable(options.iteration_marker),
                         ": the first call site with a frame whose function contains it");
   }
   if (report.rule == GrowthReport::Rule::kLaunches) {
@@ -468,17 +462,18 @@ std::string GrowthRuleText(const GrowthReport& report, const Options& options) {
 void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSites& sites,
                       const Options& options, std::string* out) {
   if (!report.found) {
-    absl::StrAppend(out, "\ngrowth: no iterations found: no allocation call site is ",
-                    report.rule == GrowthReport::Rule::kMarker
-                        ? absl::StrCat("in a function containing '", options.iteration_marker, "'")
-                        : absl::StrCat("used at least ", kMinMarkerOccurrences, " times"),
-                    "\n");
+    absl::StrAppend(
+        out, "\ngrowth: no iterations found: no allocation call site is ",
+        report.rule == GrowthReport::Rule::kMarker
+            ? absl::StrCat("in a function containing '", Printable(options.iteration_marker), "'")
+            : absl::StrCat("used at least ", kMinMarkerOccurrences, " times"),
+        "\n");
     return;
   }
   absl::StrAppend(out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
                   report.rule == GrowthReport::Rule::kLaunches
                       ? absl::StrCat(", each starting at a launch of ",
-                                     KernelLabel(trace, report.marker_kernel_id), " from ")
+                                     KernelLabel(&trace, report.marker_kernel_id), " from ")
                       : std::string(", each starting at an allocation of "),
                   GrowthRuleText(report, options), ":\n");
   AppendFramesText(sites.Shown(report.marker_stack_id), out);
@@ -568,8 +563,8 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
   const Header& header = trace.header();
-  absl::StrAppend(&out, "process: pid ", header.pid(), " on ", header.host(), ": ",
-                  absl::StrJoin(header.command_line(), " "), "\n");
+  absl::StrAppend(&out, "process: pid ", header.pid(), " on ", Printable(header.host()), ": ",
+                  Printable(absl::StrJoin(header.command_line(), " ")), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
   absl::StrAppend(&out, "memory events: ", replay.memory_events,
                   "; failed allocations: ", replay.failed_allocations,
@@ -581,7 +576,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   // What CUPTI's absence means for this trace (another tool held it, or it was not found).
   if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
     absl::StrAppend(&out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
-                    trace.cupti()->detail(), "\n");
+                    Printable(trace.cupti()->detail()), "\n");
   }
   if (findings.summary) absl::StrAppend(&out, "\n", SummaryText(*findings.summary));
   if (options.peak) {
@@ -733,8 +728,8 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
                                                                     : "\"most_frequent_call_site\"";
   std::string out = absl::StrCat("{\"rule\":", rule);
   if (report.rule == GrowthReport::Rule::kLaunches) {
-    absl::StrAppend(&out,
-                    ",\"marker_kernel\":", JsonString(KernelLabel(trace, report.marker_kernel_id)));
+    absl::StrAppend(
+        &out, ",\"marker_kernel\":", JsonString(KernelLabel(&trace, report.marker_kernel_id)));
   }
   if (report.rule == GrowthReport::Rule::kMarker) {
     absl::StrAppend(&out, ",\"marker\":", JsonString(options.iteration_marker));
@@ -986,7 +981,7 @@ int RunReport(const std::vector<std::string>& args) {
       json_traces.push_back(JsonReport(path, replay, findings, sites, options));
     } else {
       std::string text = TextReport(replay, findings, sites, options);
-      if (paths->size() > 1) text = absl::StrCat("== ", path, "\n", text, "\n");
+      if (paths->size() > 1) text = absl::StrCat("== ", Printable(path), "\n", text, "\n");
       std::fwrite(text.data(), 1, text.size(), stdout);
     }
     if (replay.file->end().damaged()) {

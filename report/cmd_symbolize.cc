@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/printable.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "report/trace_paths.h"
@@ -162,7 +163,7 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
   }
   const int symbolized = appended.packet_size() - (new_modules.empty() ? 0 : 1);
   std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
-              target.c_str(), symbolized, static_cast<unsigned long long>(already),
+              Printable(target).c_str(), symbolized, static_cast<unsigned long long>(already),
               static_cast<unsigned long long>(unresolved));
   std::fflush(stdout);  // each trace's line before the next trace's error, if any
   return true;

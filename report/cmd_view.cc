@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/printable.h"
 #include "report/sizes.h"
 #include "viewer/html_page.h"
 #include "viewer/page_data.h"
@@ -126,7 +127,7 @@ int RunView(const std::vector<std::string>& args) {
       PrintError(error);
       return kExitBadInput;
     }
-    std::fprintf(stderr, "gpumem: page written to %s (%s)\n", output.c_str(),
+    std::fprintf(stderr, "gpumem: page written to %s (%s)\n", Printable(output).c_str(),
                  FormatBytes(html.size()).c_str());
   }
   if (!page->notice.empty()) {

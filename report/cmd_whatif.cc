@@ -20,6 +20,7 @@
 #include "report/call_sites.h"
 #include "report/commands.h"
 #include "report/json.h"
+#include "report/printable.h"
 #include "report/replay.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
@@ -185,7 +186,8 @@ std::string TextAnswer(const std::string& path, const std::vector<AllocatorAnswe
                        const TraceFile& trace, CallSites& sites, const Options& options) {
   std::string out =
       absl::StrCat("whatif: ", SizeText(options.device_memory), " per device: ", kLimitNote, "\n");
-  absl::StrAppend(&out, "trace: ", path, ": ", ModeDescription(all.front().limited.mode), "\n");
+  absl::StrAppend(&out, "trace: ", Printable(path), ": ", ModeDescription(all.front().limited.mode),
+                  "\n");
   if (all.front().unlimited.devices.empty()) {
     absl::StrAppend(&out, "\nwhatif: nothing to replay: no allocation\n");
     return out;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "report/event_stream.h"
 #include "report/json.h"
+#include "report/printable.h"
 #include "report/sizes.h"
 
 namespace gpumem::report {
@@ -224,7 +225,7 @@ std::string CombinedText(const Combined& combined, const std::vector<ProcessTime
                     " hosts: CLOCK_MONOTONIC is per host, so the combined view is per host\n");
   }
   for (const CombinedHost& host : combined.hosts) {
-    const std::string host_name = host.host.empty() ? "(unknown host)" : host.host;
+    const std::string host_name = host.host.empty() ? "(unknown host)" : Printable(host.host);
     if (combined.per_host) {
       absl::StrAppend(&out, "\nhost ", host_name, ": ", host.processes.size(),
                       host.processes.size() == 1 ? " process\n" : " processes\n");
@@ -243,7 +244,8 @@ std::string CombinedText(const Combined& combined, const std::vector<ProcessTime
                 ? 0.0
                 : 100.0 * static_cast<double>(share.bytes) / static_cast<double>(place.peak_bytes),
             process.pid,
-            process.command_line.empty() ? process.path : absl::StrJoin(process.command_line, " "));
+            Printable(process.command_line.empty() ? process.path
+                                                   : absl::StrJoin(process.command_line, " ")));
       }
     }
   }

@@ -37,7 +37,10 @@ extern const char kViewUsage[];
 // This machine's name ("localhost" if it has none).
 std::string HostName();
 
-// Prints "gpumem: error: <message>" to stderr.
+// Keeps libprotobuf's log lines from the user: called first thing by main().
+void InstallProtobufLogHandler();
+
+// Prints "gpumem: error: <message>" to stderr, the message escaped (report/printable.h).
 void PrintError(absl::string_view message);
 // Prints the error and "Try 'gpumem <command> --help'." to stderr; returns kExitBadInput.
 int UsageError(absl::string_view message, absl::string_view command);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/event_stream.h"
 #include "report/names.h"
+#include "report/printable.h"
 
 namespace gpumem::report {
 
@@ -20,7 +21,7 @@ void EventCounter::AddLaunch(const LaunchEvent& launch, const std::string& kerne
   LaunchKey key;
   key.api = LaunchApiName(launch.api());
   if (launch.api() != CU_GRAPH_LAUNCH) {
-    key.kernel = Demangle(kernel_name.c_str());
+    key.kernel = Printable(Demangle(kernel_name.c_str()));
     key.grid[0] = launch.grid_x();
     key.grid[1] = launch.grid_y();
     key.grid[2] = launch.grid_z();

@@ -202,9 +202,7 @@ Fragmentation FragmentationAnalysis::Finish() {
     result.complete = trace_->end().footer_present;
     result.start_time_mono_ns = trace_->header().start_time_mono_ns();
     for (DeviceFragmentation& device : result.devices) {
-      for (const Device& known : trace_->devices()) {
-        if (known.ordinal() == device.device) device.name = known.name();
-      }
+      device.name = DeviceName(device.device, *trace_);
     }
   }
   return result;

@@ -36,7 +36,7 @@ struct FragmentationPoint {
 
 struct DeviceFragmentation {
   int32_t device = 0;  // ordinal; -1 where the trace does not say
-  std::string name;    // from the trace's Device packet; empty when absent
+  std::string name;    // from the trace's Device packet, escaped; empty when absent
   // At the (first) peak of reserved, or of in use when reserved is not known: exact.
   FragmentationPoint peak;
   FragmentationPoint end;  // after the last event: exact

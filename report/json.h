@@ -8,7 +8,9 @@
 
 namespace gpumem::report {
 
-// `text` as a quoted JSON string, with quotes, backslashes and control characters escaped.
+// `text` as a quoted JSON string, with quotes, backslashes and control characters escaped, and each
+// byte that is not part of valid UTF-8 as the text \xNN (report/printable.h): the JSON is valid
+// UTF-8 whatever bytes a trace holds.
 std::string JsonString(absl::string_view text);
 
 }  // namespace gpumem::report

@@ -9,6 +9,7 @@
 #include "report/json.h"
 #include "report/memory_space.h"
 #include "report/names.h"
+#include "report/printable.h"
 #include "report/sizes.h"
 
 namespace gpumem::report {
@@ -59,11 +60,15 @@ std::vector<UnusedSite> KernelAnalysis::SiteTable::Largest() const {
   return out;
 }
 
+std::string KernelLabel(const TraceFile* trace, uint64_t kernel_id) {
+  const std::string* name = trace != nullptr ? trace->FindKernelName(kernel_id) : nullptr;
+  return name != nullptr && !name->empty() ? Printable(Demangle(name->c_str()))
+                                           : absl::StrCat("kernel ", kernel_id);
+}
+
 std::string KernelName(const LaunchEvent& launch, const TraceFile* trace) {
   if (launch.api() == CU_GRAPH_LAUNCH) return absl::StrCat("graph 0x", absl::Hex(launch.graph()));
-  const std::string* name = trace != nullptr ? trace->FindKernelName(launch.kernel_id()) : nullptr;
-  return name != nullptr && !name->empty() ? Demangle(name->c_str())
-                                           : absl::StrCat("kernel ", launch.kernel_id());
+  return KernelLabel(trace, launch.kernel_id());
 }
 
 uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {

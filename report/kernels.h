@@ -25,7 +25,7 @@ namespace gpumem::report {
 
 // One kernel (by name; graph launches by graph) and where it was launched from.
 struct KernelStats {
-  std::string name;  // demangled; "graph 0x..." for a graph launch
+  std::string name;  // demangled, escaped; "graph 0x..." for a graph launch
   uint64_t launches = 0;
   // Launch call sites (stack ids), most launches first (ties by stack id).
   std::vector<std::pair<uint64_t, uint64_t>> stacks;  // (stack id, launches)
@@ -56,8 +56,11 @@ struct KernelReport {
   std::vector<UnusedSite> idle;
 };
 
-// A launch's kernel, demangled: "graph 0x..." for a graph launch, "kernel <id>" when the trace
-// does not name it (`trace` may be null).
+// A kernel's name, demangled and escaped for printing (report/printable.h); "kernel <id>" when
+// the trace does not name it (`trace` may be null).
+std::string KernelLabel(const TraceFile* trace, uint64_t kernel_id);
+
+// A launch's kernel, as KernelLabel names it; "graph 0x..." for a graph launch.
 std::string KernelName(const LaunchEvent& launch, const TraceFile* trace);
 
 inline constexpr uint64_t kIdleLaunches = 1000;

@@ -47,6 +47,7 @@ Exit status: 0 ok, 1 a check failed, 2 bad input or usage (record: the program's
 
 int main(int argc, char** argv) {
   using namespace gpumem::report;
+  InstallProtobufLogHandler();
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
   if (args.empty()) {
     std::fputs(kUsage, stderr);

@@ -10,12 +10,17 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/names.h"
+#include "report/printable.h"
 
 namespace gpumem::report {
 namespace {
 
+// A string field in quotes, escaped (invalid UTF-8 as \xNN, control characters, " and \).
 std::string Quoted(const std::string& text) {
-  return absl::StrCat("\"", absl::Utf8SafeCEscape(text), "\"");
+  std::string quoted = "\"";
+  AppendEscaped(text, TextEscape::kQuoted, &quoted);
+  quoted += "\"";
+  return quoted;
 }
 
 // Addresses, streams, pools and handles: hex, with 0 (null) as plain 0.
@@ -43,7 +48,7 @@ void AppendHeader(const Header& header, std::string* line) {
   for (const std::string& arg : header.command_line()) argv.push_back(Quoted(arg));
   std::vector<std::string> options;
   for (const Option& option : header.option()) {
-    options.push_back(absl::StrCat(option.name(), "=", Quoted(option.value())));
+    options.push_back(absl::StrCat(Printable(option.name()), "=", Quoted(option.value())));
   }
   absl::StrAppend(
       line, "header format_version=", header.format_version(), " host=", Quoted(header.host()),
@@ -148,8 +153,10 @@ void AppendFooter(const Footer& footer, const Header& header, std::string* line)
 void AppendSymbolizedFrame(const SymbolizedFrame& symbolized, std::string* line) {
   std::vector<std::string> frames;
   for (const ResolvedFrame& frame : symbolized.frame()) {
-    std::string text = frame.function();
-    if (!frame.file().empty()) absl::StrAppend(&text, " (", frame.file(), ":", frame.line(), ")");
+    std::string text = Printable(frame.function());
+    if (!frame.file().empty()) {
+      absl::StrAppend(&text, " (", Printable(frame.file()), ":", frame.line(), ")");
+    }
     if (frame.inlined()) absl::StrAppend(&text, " [inlined]");
     frames.push_back(std::move(text));
   }

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "report/printable.h"
+
 namespace gpumem::report {
 namespace {
 
@@ -29,53 +31,7 @@ constexpr char kLongBinPut = 'r';
 constexpr char kBinGet = 'h';
 constexpr char kLongBinGet = 'j';
 
-// The length of the valid UTF-8 sequence at text[i], or 0.
-size_t Utf8SequenceLength(absl::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  uint32_t min = 0;
-  if ((lead & 0xe0) == 0xc0) {
-    length = 2;
-    min = 0x80;
-  } else if ((lead & 0xf0) == 0xe0) {
-    length = 3;
-    min = 0x800;
-  } else if ((lead & 0xf8) == 0xf0) {
-    length = 4;
-    min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  uint32_t code = lead & (0x7f >> length);
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3f);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-  if (code < min || (code >= 0xd800 && code <= 0xdfff) || code > 0x10ffff) return 0;
-  return length;
-}
-
 }  // namespace
-
-std::string ValidUtf8(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = Utf8SequenceLength(text, i);
-    if (length == 0) {
-      out += "\xef\xbf\xbd";  // U+FFFD
-      ++i;
-    } else {
-      out.append(text.data() + i, length);
-      i += length;
-    }
-  }
-  return out;
-}
 
 void PickleWriter::Uint32(uint32_t value) {
   for (int i = 0; i < 4; ++i) out_->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -179,7 +135,8 @@ void PickleWriter::Float(double value) {
 }
 
 void PickleWriter::String(absl::string_view text) {
-  const std::string valid = ValidUtf8(text);
+  std::string valid;
+  AppendEscaped(text, TextEscape::kUtf8, &valid);
   if (valid.size() < 256) {
     Op(kShortBinUnicode);
     out_->push_back(static_cast<char>(valid.size()));

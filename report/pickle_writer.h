@@ -38,7 +38,8 @@ class PickleWriter {
   void Int(int64_t value);
   void UInt(uint64_t value);  // above INT64_MAX: LONG1 of 9 bytes
   void Float(double value);
-  // A str. Bytes that are not valid UTF-8 become U+FFFD (Python would refuse the pickle).
+  // A str. Each byte that is not part of valid UTF-8 becomes the text \xNN (report/printable.h):
+  // Python would refuse the pickle.
   void String(absl::string_view text);
 
   // A dict's key and value: String(key), then the value.
@@ -83,9 +84,6 @@ class PickleWriter {
   std::string* out_;
   std::vector<Open> open_;
 };
-
-// `text` with every byte sequence that is not valid UTF-8 replaced by U+FFFD.
-std::string ValidUtf8(absl::string_view text);
 
 }  // namespace gpumem::report
 

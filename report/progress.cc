@@ -3,9 +3,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <utility>
-
 #include "absl/strings/str_format.h"
+#include "report/printable.h"
 #include "report/sizes.h"
 
 namespace gpumem::report {
@@ -23,7 +22,7 @@ constexpr int64_t kFirstDelayNs = 300000000;
 }  // namespace
 
 Progress::Progress(std::string path, uint64_t total_bytes, std::FILE* out, bool force)
-    : path_(std::move(path)),
+    : path_(Printable(path)),
       total_bytes_(total_bytes),
       out_(out),
       enabled_(out != nullptr && (force || isatty(fileno(out)) == 1)),

@@ -44,7 +44,7 @@ class Progress {
  private:
   void Print(uint64_t bytes_read, bool last);
 
-  std::string path_;
+  std::string path_;  // escaped for the terminal
   uint64_t total_bytes_;
   std::FILE* out_;
   bool enabled_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "report/event_stream.h"
 #include "report/memory_space.h"
+#include "report/printable.h"
 #include "report/sizes.h"
 
 namespace gpumem::report {
@@ -298,14 +299,18 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
   return result;
 }
 
+std::string DeviceName(int32_t ordinal, const TraceFile& trace) {
+  for (const Device& device : trace.devices()) {
+    if (device.ordinal() == ordinal && !device.name().empty()) return Printable(device.name());
+  }
+  return "";
+}
+
 std::string PlaceName(int32_t place, const TraceFile& trace) {
   if (place == kPinnedHost) return "pinned host";
   if (place < 0) return "device ?";
-  for (const Device& device : trace.devices()) {
-    if (device.ordinal() == place && !device.name().empty()) {
-      return absl::StrCat("device ", place, " (", device.name(), ")");
-    }
-  }
+  const std::string name = DeviceName(place, trace);
+  if (!name.empty()) return absl::StrCat("device ", place, " (", name, ")");
   return absl::StrCat("device ", place);
 }
 

@@ -212,6 +212,10 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
 // "1 free of an unknown pointer, 2 double frees" (non-zero counts), or "none".
 std::string DescribeAnomalies(const ReplayAnomalies& anomalies);
 
+// The device's name as the driver reported it, escaped for printing (report/printable.h); empty
+// when the trace has no Device packet for it.
+std::string DeviceName(int32_t ordinal, const TraceFile& trace);
+
 // "device 0 (NVIDIA H100 80GB HBM3)" (the name when the trace has the Device packet), "device ?"
 // for -1, "pinned host" for kPinnedHost.
 std::string PlaceName(int32_t place, const TraceFile& trace);

@@ -20,6 +20,8 @@
 #include "report/memory_holders.h"
 #include "report/memory_space.h"
 #include "report/names.h"
+#include "report/printable.h"
+#include "report/replay.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
 #include "report/tensor_mode.h"
@@ -566,9 +568,7 @@ Summary SummaryAnalysis::Finish() {
   if (trace_ == nullptr) return summary;
   summary.complete = trace_->end().footer_present;
   for (DeviceSummary& device : summary.devices) {
-    for (const Device& known : trace_->devices()) {
-      if (known.ordinal() == device.device) device.name = known.name();
-    }
+    device.name = DeviceName(device.device, *trace_);
     if (const TraceFile::PoolReserved* pools = trace_->FindPoolReserved(device.device)) {
       device.pool_reserved_known = true;
       device.pool_reserved_current = pools->current;
@@ -626,8 +626,8 @@ std::optional<SummaryModel> ChooseSummaryModel(
     }
   }
   model.settings =
-      absl::StrCat(conf->variable, conf->before_tensors ? " was '" : "='", conf->value, "'",
-                   conf->before_tensors ? " before gpumem record --tensors" : "", ": ",
+      absl::StrCat(conf->variable, conf->before_tensors ? " was '" : "='", Printable(conf->value),
+                   "'", conf->before_tensors ? " before gpumem record --tensors" : "", ": ",
                    taken.empty() ? "nothing the model keeps" : absl::StrJoin(taken, "; "));
   return model;
 }

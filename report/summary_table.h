@@ -111,7 +111,7 @@ struct DeviceModel {
 
 struct DeviceSummary {
   int32_t device = 0;  // ordinal; -1 where the trace does not say
-  std::string name;    // from the trace's Device packet; empty when absent
+  std::string name;    // from the trace's Device packet, escaped; empty when absent
   // Tensors (kTensors) or allocations (kPlain); unused in kSegments.
   PoolStat allocated_bytes;
   PoolStat allocations;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "core/trace_reader.h"
 #include "report/names.h"
+#include "report/printable.h"
 #include "report/python_stacks.h"
 
 namespace gpumem::report {
@@ -148,21 +149,25 @@ std::vector<SourceFrame> InlineChain(Dwfl_Module* module, Dwarf_Addr address, st
   return chain;
 }
 
+// Frame::ToString() before escaping: names and paths as the trace and the binaries have them.
+std::string UnescapedText(const Frame& frame) {
+  if (frame.python) {
+    const std::string where = frame.line > 0
+                                  ? absl::StrCat(ShortPythonPath(frame.file), ":", frame.line)
+                                  : ShortPythonPath(frame.file);
+    return absl::StrCat(where, " in ", frame.function.empty() ? "?" : frame.function);
+  }
+  const std::string location = frame.module.empty() ? absl::StrCat("0x", absl::Hex(frame.pc))
+                                                    : absl::StrCat(Basename(frame.module), "+0x",
+                                                                   absl::Hex(frame.module_offset));
+  if (frame.function.empty()) return location;
+  if (frame.file.empty()) return absl::StrCat(frame.function, " (", location, ")");
+  return absl::StrCat(frame.function, " (", frame.file, ":", frame.line, ")");
+}
+
 }  // namespace
 
-std::string Frame::ToString() const {
-  if (python) {
-    const std::string where =
-        line > 0 ? absl::StrCat(ShortPythonPath(file), ":", line) : ShortPythonPath(file);
-    return absl::StrCat(where, " in ", function.empty() ? "?" : function);
-  }
-  const std::string location =
-      module.empty() ? absl::StrCat("0x", absl::Hex(pc))
-                     : absl::StrCat(Basename(module), "+0x", absl::Hex(module_offset));
-  if (function.empty()) return location;
-  if (file.empty()) return absl::StrCat(function, " (", location, ")");
-  return absl::StrCat(function, " (", file, ":", line, ")");
-}
+std::string Frame::ToString() const { return Printable(UnescapedText(*this)); }
 
 struct Symbolizer::OpenModule {
   Dwfl* dwfl = nullptr;

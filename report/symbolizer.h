@@ -27,6 +27,7 @@
 
 namespace gpumem::report {
 
+// The fields hold names and paths as the trace and the binaries have them (bytes, not escaped).
 struct Frame {
   uint64_t pc = 0;       // the recorded return address
   std::string function;  // demangled; empty when unknown
@@ -43,7 +44,8 @@ struct Frame {
   // "function (file:line)", "function (libfoo.so+0x1a2b)" or "libfoo.so+0x1a2b"
   // ("0x7f12345678" when no module covers the address). A Python frame: "file:line in function"
   // with the file shortened by ShortPythonPath ("torch/nn/modules/linear.py:125 in
-  // Linear.forward"), "file in function" when the line is not known.
+  // Linear.forward"), "file in function" when the line is not known. Escaped for printing
+  // (report/printable.h): names from the trace and the binaries may hold any bytes.
   std::string ToString() const;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "report/call_sites.h"
 #include "report/pool_sizes.h"
+#include "report/printable.h"
 #include "report/progress.h"
 #include "report/replay.h"
 #include "report/summary_table.h"
@@ -285,10 +286,13 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   PageData page;
   const TraceFile& file = *replay.file;
   const Header& header = file.header();
-  page.trace_path = path;
-  page.host = header.host();
+  // Shown as the text reports show them (report/printable.h), JSON-escaped on top.
+  page.trace_path = report::Printable(path);
+  page.host = report::Printable(header.host());
   page.pid = header.pid();
-  page.command_line.assign(header.command_line().begin(), header.command_line().end());
+  for (const std::string& arg : header.command_line()) {
+    page.command_line.push_back(report::Printable(arg));
+  }
   page.start_unix_ns = header.start_time_unix_ns();
   page.duration_ns = observer.last_ns();
   if (file.footer() && file.footer()->end_time_mono_ns() > 0) {
@@ -297,7 +301,7 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   }
   page.footer = file.end().footer_present;
   page.end = file.end().Describe();
-  if (file.end().damaged()) page.notice = file.end().ErrorLine(path);
+  if (file.end().damaged()) page.notice = report::Printable(file.end().ErrorLine(path));
   page.memory_events = replay.memory_events;
   page.launches = file.launch_event_count();
   if (replay.anomalies.total() > 0) page.anomalies = report::DescribeAnomalies(replay.anomalies);

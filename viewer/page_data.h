@@ -90,6 +90,7 @@ struct PagePlace {
   std::vector<PageRow> leak_sites;  // live at the end
 };
 
+// Names and paths from the trace are escaped as the text reports show them (report/printable.h).
 struct PageData {
   std::string trace_path;
   std::string host;

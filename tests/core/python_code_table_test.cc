@@ -56,6 +56,14 @@ TEST(PythonStrings, CompactAsciiAndNonAsciiToUtf8) {
   EXPECT_EQ(Decode(MakeString({0x1F600}, 4, false)), "\xF0\x9F\x98\x80");                 // emoji
 }
 
+// Python decodes a file name that is not UTF-8 with surrogateescape: byte 0xff is U+DCFF. The
+// trace keeps the name's own bytes (readers escape them), not the surrogate's invalid UTF-8.
+TEST(PythonStrings, SurrogateEscapedBytesAreTheFileNamesBytes) {
+  EXPECT_EQ(Decode(MakeString({'/', 'd', 0xDCFF, '/', 'x'}, 2, false)), "/d\xFF/x");
+  EXPECT_EQ(Decode(MakeString({0xDC80, 0x3B1, 0xDCCE}, 2, false)), "\x80\xCE\xB1\xCE");
+  EXPECT_EQ(Decode(MakeString({0xD800}, 2, false)), "\xED\xA0\x80");  // not an escaped byte
+}
+
 TEST(PythonStrings, AnythingElseIsAQuestionMark) {
   EXPECT_EQ(Decode(MakeString({'a'}, 1, true, /*compact=*/false)), "?");  // legacy string
   std::vector<uint64_t> not_a_str = MakeString({'a'}, 1, true);

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/trace_reader.h"
+#include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
+#include "report/commands.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -231,6 +233,130 @@ TEST_F(BadInputTest, BytesFlippedAnywhereNeverCrash) {
     }
   }
   EXPECT_GT(damaged, 0u);  // some flips hit the framing or break a packet
+}
+
+// A trace of a program whose names are not UTF-8 (argv, the host, an allocator setting, a device,
+// a module directory, a thread name the kernel cut inside a character, a kernel, a Python file)
+// and hold control characters: every command reads it, shows each byte that is not UTF-8 as \xNN
+// and each control character escaped (no forged line), and libprotobuf prints nothing.
+std::vector<TracePacket> PacketsWithNamesThatAreNotUtf8() {
+  std::vector<TracePacket> packets = {testing::HeaderPacket()};
+  Header* header = packets[0].mutable_header();
+  header->set_host("node\xff");
+  header->add_command_line("train\xc3");  // cut inside "é"
+  header->add_command_line("--tag=\x1b[31mred\nfake line");
+  Option* option = header->add_option();
+  option->set_name("PYTORCH_CUDA_ALLOC_CONF");
+  option->set_value("expandable_segments:False,x:\xfe");
+  TracePacket device;
+  device.mutable_device()->set_ordinal(0);
+  device.mutable_device()->set_name("GPU \xfe");
+  packets.push_back(device);
+  TracePacket module;
+  module.mutable_module()->set_id(1);
+  module.mutable_module()->set_path("/opt/\xff/libtrain.so");
+  module.mutable_module()->set_start(0x400000);
+  module.mutable_module()->set_end(0x500000);
+  packets.push_back(module);
+  TracePacket thread;
+  thread.mutable_thread()->set_tid(77);
+  thread.mutable_thread()->set_name("ααααααα\xce");  // "αααααααα" cut at 15 bytes
+  packets.push_back(thread);
+  TracePacket code;
+  code.mutable_python_code()->set_id(5);
+  code.mutable_python_code()->set_filename("/srv/\xff/train.py");
+  code.mutable_python_code()->set_function("step");
+  packets.push_back(code);
+  TracePacket stack;
+  stack.mutable_stack()->set_id(3);
+  stack.mutable_stack()->add_frame(0x401234);
+  stack.mutable_stack()->add_python_code(5);
+  stack.mutable_stack()->add_python_line(12);
+  stack.mutable_stack()->add_python_group(0);
+  packets.push_back(stack);
+  TracePacket kernel;
+  kernel.mutable_kernel_name()->set_id(9);
+  kernel.mutable_kernel_name()->set_name("fill\xff");
+  packets.push_back(kernel);
+  TracePacket allocation;
+  MemoryEvent* event = allocation.mutable_memory();
+  event->set_seq(1);
+  event->set_tid(77);
+  event->set_api(CUDA_MALLOC);
+  event->set_kind(DEVICE);
+  event->set_action(ALLOC);
+  event->set_size(1 << 20);
+  event->set_address(0x7f0000000000);
+  event->set_stack_id(3);
+  packets.push_back(allocation);
+  TracePacket launch;
+  launch.mutable_launch()->set_seq(2);
+  launch.mutable_launch()->set_tid(77);
+  launch.mutable_launch()->set_api(CU_LAUNCH_KERNEL);
+  launch.mutable_launch()->set_kernel_id(9);
+  launch.mutable_launch()->set_stack_id(3);
+  packets.push_back(launch);
+  packets.push_back(testing::FooterPacket(2));
+  return packets;
+}
+
+void ExpectReadAndEscaped(const ProgramRun& run) {
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  for (const char raw : {'\xff', '\xfe', '\x1b'}) {
+    EXPECT_EQ(run.out.find(raw), std::string::npos) << run.out;
+  }
+  EXPECT_EQ(run.out.find("\nfake line"), std::string::npos) << run.out;
+}
+
+TEST_F(BadInputTest, NamesThatAreNotUtf8AreReadAndShownEscaped) {
+  const std::string path =
+      Write("names.trace", testing::FramedAll(PacketsWithNamesThatAreNotUtf8()));
+  const std::string process =
+      "process: pid 4242 on node\\xff: train\\xc3 --tag=\\x1b[31mred\\nfake line\n";
+
+  ProgramRun run = Gpumem({"dump", {"dump"}}, {path});
+  ExpectReadAndEscaped(run);
+  for (const char* shown :
+       {"host=\"node\\xff\"", "command_line=[\"train\\xc3\" \"--tag=\\x1b[31mred\\nfake line\"]",
+        "PYTORCH_CUDA_ALLOC_CONF=\"expandable_segments:False,x:\\xfe\"", "name=\"GPU \\xfe\"",
+        "path=\"/opt/\\xff/libtrain.so\"", "name=\"ααααααα\\xce\"",
+        "filename=\"/srv/\\xff/train.py\"", "\"fill\\xff\""}) {
+    EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
+  }
+
+  run = Gpumem({"report", {"report", "--peak", "--kernels"}}, {path});
+  ExpectReadAndEscaped(run);
+  for (const std::string& shown :
+       {process, std::string("device 0 (GPU \\xfe)"), std::string("/srv/\\xff/train.py:12 in step"),
+        std::string("fill\\xff"), std::string("libtrain.so+0x401234")}) {
+    EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
+  }
+
+  run = Gpumem({"check", {"check", "--max-peak", "1GiB"}}, {path});
+  ExpectReadAndEscaped(run);
+}
+
+// An error line naming a path that is not UTF-8 and holds a newline: still one line, escaped.
+TEST_F(BadInputTest, AnErrorLineNamesAPathEscaped) {
+  const std::string path = dir_.File("gone\xff\n.trace");
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = Gpumem(command, {path});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_EQ(run.err, "gpumem: error: " + dir_.File("gone\\xff\\n.trace") +
+                           ": No such file or directory\n");
+  }
+}
+
+// Whatever libprotobuf logs (a string field that is not UTF-8, in a build of the schema where text
+// was `string`) never reaches the user: gpumem says what failed in its own one line.
+TEST(ProtobufLogs, NeverReachTheUser) {
+  report::InstallProtobufLogHandler();
+  ::testing::internal::CaptureStderr();
+  GOOGLE_LOG(ERROR) << "String field 'gpumem.Header.command_line' contains invalid UTF-8 data";
+  GOOGLE_LOG(WARNING) << "a warning";
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 }  // namespace

@@ -246,7 +246,8 @@ TEST(ExportTest, FoldedFramesNeverHoldSeparators) {
   TempDir dir;
   const std::string trace = SyntheticTrace(dir);
   const std::string folded = Export(dir, trace, "folded", "s.folded", {"--what", "leaks"});
-  EXPECT_EQ(ReadFile(folded), "device 0;/home/me/train.py:12 in step,inner line 1048576\n");
+  // The frame's line break is escaped as every report prints it; its ';' is the format's.
+  EXPECT_EQ(ReadFile(folded), "device 0;/home/me/train.py:12 in step,inner\\nline 1048576\n");
   EXPECT_EQ(report::FoldedFrameName("a;b\nc\rd"), "a,b c d");
 }
 
@@ -380,7 +381,7 @@ TEST(PickleWriterTest, PythonReadsBackEveryKindOfValue) {
        "d=pickle.loads(raw)\n"
        "assert d['ints']==[0,255,256,65535,65536,-1,-2**31,2**31,-2**40,2**63-1,-2**63,2**63,"
        "2**64-1], d['ints']\n"
-       "assert d['text']==['h\\u00e9llo \\u2713 \\U0001d11e','x'*300,'bad \\ufffd\\ufffd utf-8'],"
+       "assert d['text']==['h\\u00e9llo \\u2713 \\U0001d11e','x'*300,'bad \\\\xff\\\\xfe utf-8'],"
        " d['text']\n"
        "assert d['many']==list(range(2500))\n"
        "inner=d['nested'][0]\n"
@@ -390,14 +391,6 @@ TEST(PickleWriterTest, PythonReadsBackEveryKindOfValue) {
        "print('ok')\n",
        dir.File("p.pickle")});
   EXPECT_EQ(run.out, "ok\n") << run.err;
-}
-
-TEST(PickleWriterTest, ValidUtf8KeepsValidTextAndReplacesTheRest) {
-  EXPECT_EQ(report::ValidUtf8("plain ✓"), "plain ✓");
-  EXPECT_EQ(report::ValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
-  EXPECT_EQ(report::ValidUtf8("\xed\xa0\x80"),
-            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");                         // surrogate
-  EXPECT_EQ(report::ValidUtf8("ok\xe2\x9c"), "ok\xef\xbf\xbd\xef\xbf\xbd");  // cut short
 }
 
 // ---- progress ----
