@@ -48,6 +48,15 @@ enum class CuptiState : uint32_t {
   kFailed = 5,
 };
 
+enum class RecordingStop : uint32_t {
+  kNone = 0,
+  kDiskFull = 1,
+  kSizeLimit = 2,
+  kDescriptorLost = 3,
+  kWriteFailed = 4,
+  kAddressSpaceFull = 5,
+};
+
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kHost = 2;
 inline constexpr uint32_t kPid = 3;
@@ -153,6 +162,8 @@ inline constexpr uint32_t kCleanExit = 6;
 inline constexpr uint32_t kEndTimeMonoNs = 7;
 inline constexpr uint32_t kExitStatus = 8;
 inline constexpr uint32_t kHookConflicts = 9;
+inline constexpr uint32_t kStopReason = 10;
+inline constexpr uint32_t kStoppedAtSeq = 11;
 }  // namespace footer_field
 
 namespace kernel_name_field {
@@ -271,6 +282,15 @@ enum class CuptiState : uint32_t {
   kNotFound = 3,
   kOtherSubscriber = 4,
   kFailed = 5,
+};
+
+enum class RecordingStop : uint32_t {
+  kNone = 0,
+  kDiskFull = 1,
+  kSizeLimit = 2,
+  kDescriptorLost = 3,
+  kWriteFailed = 4,
+  kAddressSpaceFull = 5,
 };
 
 inline constexpr uint32_t kFormatVersion = 1;
