@@ -108,15 +108,16 @@ struct State {
 
 constinit State g;
 
-void RecordingStopped();
+void RecordingStopped(uint64_t first_unrecorded_seq);
 
 class FileSink final : public PacketSink {
  public:
   bool AppendPacket(const uint8_t* data, size_t size) override {
     if (g.sink.Append(data, size)) return true;
     g.events_dropped.fetch_add(1, std::memory_order_relaxed);
+    // The packet of an event (or of its stack) whose number was taken last.
     if (g.sink.ClaimStopNotice()) [[unlikely]]
-      RecordingStopped();
+      RecordingStopped(g.next_seq.load(std::memory_order_relaxed) - 1);
     return false;
   }
 };
@@ -860,16 +861,17 @@ void WriteFooter(bool at_exit) {
   size_t size = BuildFooter(buffer, sizeof(buffer), at_exit);
   if (size == 0 || g.sink.Append(buffer, size)) return;
   if (g.sink.ClaimStopNotice()) {
-    // The footer itself found no room: recording stops here; this footer then says so too.
-    RecordingStopped();
+    // The footer itself found no room: recording stops here, after every event; this footer then
+    // says so too.
+    RecordingStopped(g.next_seq.load());
     size = BuildFooter(buffer, sizeof(buffer), at_exit);
   }
   g.sink.AppendLastRecord(buffer, size);
 }
 
 // Said once, the moment recording stops; the footer saying why is written at once.
-GPUMEM_COLD void RecordingStopped() {
-  g.stopped_at_seq.store(g.next_seq.load(std::memory_order_relaxed));
+GPUMEM_COLD void RecordingStopped(uint64_t first_unrecorded_seq) {
+  g.stopped_at_seq.store(first_unrecorded_seq);
   const char* why = "the trace file could not grow";
   switch (g.sink.stop_reason()) {
     case proto::RecordingStop::kDiskFull:

@@ -564,7 +564,8 @@ Summary SummaryAnalysis::Finish() {
     }
   }
   if (trace_ == nullptr) return summary;
-  summary.complete = trace_->end().footer_present;
+  summary.complete = trace_->end().complete();
+  if (!summary.complete) summary.ended = trace_->end().recording.Describe();
   for (DeviceSummary& device : summary.devices) {
     for (const Device& known : trace_->devices()) {
       if (known.ordinal() == device.device) device.name = known.name();
@@ -901,8 +902,7 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
     notes.push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(text)});
   }
   if (!summary.complete) {
-    notes.push_back(
-        {{"Cur Usage"}, "the process did not exit cleanly: what was live when the trace stopped"});
+    notes.push_back({{"Cur Usage"}, summary.ended + ": what was live when the trace stopped"});
   }
   return notes;
 }

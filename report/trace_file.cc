@@ -13,9 +13,69 @@ constexpr uint32_t kFormatVersion = 1;
 
 }  // namespace
 
+RecordingEnd RecordingEnd::FromFooter(const std::optional<Footer>& footer) {
+  RecordingEnd end;
+  if (!footer) return end;
+  end.footer_present = true;
+  end.exited = footer->clean_exit();
+  if (footer->has_exit_status()) end.exit_status = footer->exit_status();
+  end.stop_reason = footer->stop_reason();
+  end.stopped_at_seq = footer->stopped_at_seq();
+  end.events = footer->events();
+  end.events_dropped = footer->events_dropped();
+  return end;
+}
+
+namespace {
+
+// What a RecordingStop means, for the user.
+std::string RecordingStopText(RecordingStop reason) {
+  switch (reason) {
+    case STOP_NONE:
+      return "it did not stop";
+    case DISK_FULL:
+      return "the file system was full";
+    case SIZE_LIMIT:
+      return "the trace reached the file size limit (ulimit -f)";
+    case DESCRIPTOR_LOST:
+      return "the program closed or replaced the trace's file descriptor";
+    case WRITE_FAILED:
+      return "the trace file could not grow";
+    case ADDRESS_SPACE_FULL:
+      return "the trace filled the address space reserved for it";
+    default:
+      return absl::StrCat("reason ", static_cast<int>(reason));
+  }
+}
+
+}  // namespace
+
+std::string RecordingEnd::Describe() const {
+  const std::string exit_text =
+      exit_status ? absl::StrCat("exited with status ", *exit_status) : "exited";
+  if (!footer_present) return "the process did not exit cleanly";
+  if (stop_reason == STOP_NONE) return exited ? exit_text : "the process did not exit cleanly";
+  std::string text = absl::StrCat("recording stopped at event ", stopped_at_seq);
+  if (exited) absl::StrAppend(&text, " of ", events);
+  absl::StrAppend(&text, ": ", RecordingStopText(stop_reason));
+  if (events_dropped > 0) {
+    absl::StrAppend(&text, " (", events_dropped, " event", events_dropped == 1 ? "" : "s",
+                    " not recorded)");
+  }
+  absl::StrAppend(&text, "; ", exited ? exit_text : "the process did not exit cleanly");
+  return text;
+}
+
 std::string TraceEndStatus::Describe() const {
-  std::string text =
-      footer_present ? "clean (footer present)" : "no footer — the process did not exit cleanly";
+  std::string text;
+  if (!recording.footer_present) {
+    text = "no footer — " + recording.Describe();
+  } else if (recording.complete()) {
+    text = "clean (footer present)";
+    if (recording.exit_status) absl::StrAppend(&text, ": ", recording.Describe());
+  } else {
+    text = recording.Describe();
+  }
   switch (framing.kind) {
     case TraceEnd::Kind::kClean:
       break;
@@ -135,7 +195,7 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     have_packet = reader_.Next(&framed);
   }
   end_.framing = reader_.end();
-  end_.footer_present = footer_.has_value();
+  end_.recording = RecordingEnd::FromFooter(footer_);
   // Only now: while the visitor runs, the tables do not hold the packets still to come (the
   // symbolizer then looks for SymbolizedFrame packets in a pass of its own).
   read_ = true;
