@@ -236,9 +236,11 @@ bool OpenTraceFile() {
   const char* output = g.options.output;
   char stem[sizeof(g.path)];
   if (output[0] == '\0' || PathIsDirectory(output)) {
-    const char* dir = output[0] == '\0' ? "." : output;
-    return FormatPath(stem, sizeof(stem), "%s/gpumem-%s-%u", dir, g.host, g.pid) &&
-           OpenFreeName(output[0] == '\0' ? stem + 2 : stem, ".trace");
+    const bool named =
+        output[0] == '\0'
+            ? FormatPath(stem, sizeof(stem), "gpumem-%s-%u", g.host, g.pid)
+            : FormatPath(stem, sizeof(stem), "%s/gpumem-%s-%u", output, g.host, g.pid);
+    return named && OpenFreeName(stem, ".trace");
   }
   if (!FormatPath(g.path, sizeof(g.path), "%s", output)) return false;
   if (g.sink.Open(g.path)) return true;
@@ -872,28 +874,10 @@ void WriteFooter(bool at_exit) {
 // Said once, the moment recording stops; the footer saying why is written at once.
 GPUMEM_COLD void RecordingStopped(uint64_t first_unrecorded_seq) {
   g.stopped_at_seq.store(first_unrecorded_seq);
-  const char* why = "the trace file could not grow";
-  switch (g.sink.stop_reason()) {
-    case proto::RecordingStop::kDiskFull:
-      why = "the file system is full";
-      break;
-    case proto::RecordingStop::kSizeLimit:
-      why = "the trace reached the file size limit (ulimit -f)";
-      break;
-    case proto::RecordingStop::kDescriptorLost:
-      why = "the program closed or replaced the trace's file descriptor";
-      break;
-    case proto::RecordingStop::kAddressSpaceFull:
-      why = "the trace filled the address space reserved for it";
-      break;
-    case proto::RecordingStop::kNone:
-    case proto::RecordingStop::kWriteFailed:
-      break;
-  }
   char line[1024];  // as long as Warn() writes; a longer one is cut
   if (snprintf(line, sizeof(line),
-               "recording stopped: %s ('%s'); what was recorded is kept; the program runs on", why,
-               g.path) > 0) {
+               "recording stopped: %s ('%s'); what was recorded is kept; the program runs on",
+               proto::RecordingStopText(g.sink.stop_reason()), g.path) > 0) {
     Warn(line);
   }
   WriteFooter(/*at_exit=*/false);
@@ -1020,6 +1004,7 @@ void AfterForkInChild() {
   g.span_high.store(0);
   g.next_seq.store(1);
   g.events_dropped.store(0);
+  g.stopped_at_seq.store(0);
   g.stacks_failed.store(0);
   g.hook_conflicts.store(0);
   g.devices_written.store(0);

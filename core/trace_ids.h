@@ -48,15 +48,6 @@ enum class CuptiState : uint32_t {
   kFailed = 5,
 };
 
-enum class RecordingStop : uint32_t {
-  kNone = 0,
-  kDiskFull = 1,
-  kSizeLimit = 2,
-  kDescriptorLost = 3,
-  kWriteFailed = 4,
-  kAddressSpaceFull = 5,
-};
-
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint32_t kHost = 2;
 inline constexpr uint32_t kPid = 3;
@@ -292,6 +283,25 @@ enum class RecordingStop : uint32_t {
   kWriteFailed = 4,
   kAddressSpaceFull = 5,
 };
+
+// Why recording stopped, for the user: the recorder's warning and the reports say the same.
+inline const char* RecordingStopText(RecordingStop reason) {
+  switch (reason) {
+    case RecordingStop::kNone:
+      return "it did not stop";
+    case RecordingStop::kDiskFull:
+      return "no space left on the file system";
+    case RecordingStop::kSizeLimit:
+      return "the trace reached the file size limit (ulimit -f)";
+    case RecordingStop::kDescriptorLost:
+      return "the program closed or replaced the trace's file descriptor";
+    case RecordingStop::kWriteFailed:
+      return "the trace file could not grow";
+    case RecordingStop::kAddressSpaceFull:
+      return "the trace filled the address space reserved for it";
+  }
+  return "a reason this gpumem does not know";
+}
 
 inline constexpr uint32_t kFormatVersion = 1;
 

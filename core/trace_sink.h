@@ -53,7 +53,8 @@ class TraceSink {
   }
   // True for exactly one caller once recording stopped before Finish(): the one to tell the user.
   bool ClaimStopNotice() {
-    return stop_reason() != proto::RecordingStop::kNone && !stop_noticed_.exchange(true);
+    return stop_reason() != proto::RecordingStop::kNone &&
+           !stop_noticed_.load(std::memory_order_relaxed) && !stop_noticed_.exchange(true);
   }
 
  private:

@@ -200,7 +200,7 @@ Fragmentation FragmentationAnalysis::Finish() {
                         [](const DeviceFragmentation& device) { return device.device >= 0; });
   if (trace_ != nullptr) {
     result.complete = trace_->end().complete();
-    if (!result.complete) result.ended = trace_->end().recording.Describe();
+    result.ended = trace_->end().recording;
     result.start_time_mono_ns = trace_->header().start_time_mono_ns();
     for (DeviceFragmentation& device : result.devices) {
       for (const Device& known : trace_->devices()) {
@@ -287,7 +287,7 @@ std::string FragmentationText(const Fragmentation& f) {
     absl::StrAppend(&out, "  at the peak of ", f.has_reserved ? "reserved" : "in use", " (",
                     Time(device.peak.timestamp_ns, f.start_time_mono_ns),
                     " after start): ", PointText(f, device.peak), "\n");
-    absl::StrAppend(&out, "  at the end", f.complete ? "" : " (" + f.ended + ")", ": ",
+    absl::StrAppend(&out, "  at the end", f.complete ? "" : " (" + f.ended.Describe() + ")", ": ",
                     PointText(f, device.end), "\n");
     absl::StrAppend(&out, "  block-level fragmentation: n/a (1)\n");
     absl::StrAppend(&out, "  timeline (", device.timeline.size(), " evenly spaced points):\n");

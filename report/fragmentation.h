@@ -50,7 +50,7 @@ struct Fragmentation {
   bool has_reserved = true;
   bool has_in_use = true;
   bool complete = true;                      // the trace holds the whole run: `end` is at exit
-  std::string ended;                         // when not complete: how (RecordingEnd::Describe)
+  RecordingEnd ended;                        // when not complete: how the trace ended
   uint64_t start_time_mono_ns = 0;           // the trace's start, for times in the output
   std::vector<DeviceFragmentation> devices;  // ascending, -1 last
 };

@@ -565,7 +565,7 @@ Summary SummaryAnalysis::Finish() {
   }
   if (trace_ == nullptr) return summary;
   summary.complete = trace_->end().complete();
-  if (!summary.complete) summary.ended = trace_->end().recording.Describe();
+  summary.ended = trace_->end().recording;
   for (DeviceSummary& device : summary.devices) {
     for (const Device& known : trace_->devices()) {
       if (known.ordinal() == device.device) device.name = known.name();
@@ -902,7 +902,8 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
     notes.push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(text)});
   }
   if (!summary.complete) {
-    notes.push_back({{"Cur Usage"}, summary.ended + ": what was live when the trace stopped"});
+    notes.push_back(
+        {{"Cur Usage"}, summary.ended.Describe() + ": what was live when the trace stopped"});
   }
   return notes;
 }

@@ -144,7 +144,7 @@ struct Summary {
   SummaryMode mode = SummaryMode::kPlain;
   bool expandable_segments = false;    // kSegments made of cuMemCreate physical memory
   bool complete = true;                // the trace holds the whole run: Cur Usage is at exit
-  std::string ended;                   // when not complete: how (RecordingEnd::Describe)
+  RecordingEnd ended;                  // when not complete: how the trace ended
   std::optional<SummaryModel> model;   // kTensors only: the model of the modelled rows
   std::vector<DeviceSummary> devices;  // ascending, -1 last
 };

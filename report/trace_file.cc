@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/trace_ids.h"
 
 namespace gpumem::report {
 namespace {
@@ -26,30 +27,6 @@ RecordingEnd RecordingEnd::FromFooter(const std::optional<Footer>& footer) {
   return end;
 }
 
-namespace {
-
-// What a RecordingStop means, for the user.
-std::string RecordingStopText(RecordingStop reason) {
-  switch (reason) {
-    case STOP_NONE:
-      return "it did not stop";
-    case DISK_FULL:
-      return "the file system was full";
-    case SIZE_LIMIT:
-      return "the trace reached the file size limit (ulimit -f)";
-    case DESCRIPTOR_LOST:
-      return "the program closed or replaced the trace's file descriptor";
-    case WRITE_FAILED:
-      return "the trace file could not grow";
-    case ADDRESS_SPACE_FULL:
-      return "the trace filled the address space reserved for it";
-    default:
-      return absl::StrCat("reason ", static_cast<int>(reason));
-  }
-}
-
-}  // namespace
-
 std::string RecordingEnd::Describe() const {
   const std::string exit_text =
       exit_status ? absl::StrCat("exited with status ", *exit_status) : "exited";
@@ -57,7 +34,8 @@ std::string RecordingEnd::Describe() const {
   if (stop_reason == STOP_NONE) return exited ? exit_text : "the process did not exit cleanly";
   std::string text = absl::StrCat("recording stopped at event ", stopped_at_seq);
   if (exited) absl::StrAppend(&text, " of ", events);
-  absl::StrAppend(&text, ": ", RecordingStopText(stop_reason));
+  absl::StrAppend(&text, ": ",
+                  proto::RecordingStopText(static_cast<proto::RecordingStop>(stop_reason)));
   if (events_dropped > 0) {
     absl::StrAppend(&text, " (", events_dropped, " event", events_dropped == 1 ? "" : "s",
                     " not recorded)");

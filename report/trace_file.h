@@ -65,7 +65,8 @@ struct RecordingEnd {
   // The trace holds the whole run: what was live at its end was live at the process's exit.
   bool complete() const { return exited && stop_reason == STOP_NONE; }
   // e.g. "exited with status 3", "the process did not exit cleanly", "recording stopped at event
-  // 1234 of 5000: the file system was full (3767 events not recorded); exited with status 0".
+  // 1234 of 5000: no space left on the file system (3767 events not recorded); exited with status
+  // 0".
   std::string Describe() const;
 };
 
