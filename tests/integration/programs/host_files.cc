@@ -2,8 +2,10 @@
 // not open (close_range, closefrom), dup2()s its own file over every other descriptor, or runs
 // under a file size limit; then writes its own file, allocates and frees PAIRS times and exits
 // with EXIT_STATUS. Under gpumem its file, output and exit status must be what they are without.
+// plant=VICTIM plays another user instead: before the first CUDA call it puts a symbolic link to
+// VICTIM where gpumem names this process's trace in the directory GPUMEM_OUTPUT.
 //
-//   host_files plain|close_range|closefrom|dup2|fsize=BYTES OWN_FILE PAIRS EXIT_STATUS
+//   host_files plain|close_range|closefrom|dup2|fsize=BYTES|plant=VICTIM OWN_FILE PAIRS EXIT_STATUS
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,6 +39,16 @@ void WriteLine(int fd, const std::string& line) {
 
 }  // namespace
 
+// A link to `victim` at GPUMEM_OUTPUT/gpumem-<host>-<pid>.trace.
+bool PlantLink(const char* victim) {
+  const char* dir = getenv("GPUMEM_OUTPUT");
+  char host[256] = {};
+  if (dir == nullptr || gethostname(host, sizeof(host) - 1) != 0) return false;
+  const std::string link =
+      std::string(dir) + "/gpumem-" + host + "-" + std::to_string(getpid()) + ".trace";
+  return symlink(victim, link.c_str()) == 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: %s MODE OWN_FILE PAIRS EXIT_STATUS\n", argv[0]);
@@ -52,6 +64,7 @@ int main(int argc, char** argv) {
     const rlimit limit = {bytes, bytes};
     if (setrlimit(RLIMIT_FSIZE, &limit) != 0) return 11;
   }
+  if (mode.rfind("plant=", 0) == 0 && !PlantLink(mode.c_str() + 6)) return 15;
   if (!AllocateAndFree(1)) return 12;  // gpumem opens its trace here
   if (mode == "close_range") close_range(3, ~0U, 0);
   if (mode == "closefrom") closefrom(3);
