@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "core/spin_lock.h"
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
+#include "core/trace_framing.h"
 #include "core/trace_sink.h"
 #include "core/wire_writer.h"
 
@@ -96,6 +98,9 @@ struct State {
   char command_line[16384] = {};  // NUL-separated, as in /proc/self/cmdline
   size_t command_line_size = 0;
   char path[4352] = {};
+  std::atomic<uint64_t> stopped_at_seq{0};  // when recording stopped: the first seq not recorded
+  std::atomic<bool> exit_status_known{false};
+  int exit_status = 0;
   pthread_key_t thread_key{};
   std::atomic_flag free_list_lock = ATOMIC_FLAG_INIT;
   ThreadState* free_list = nullptr;
@@ -103,11 +108,16 @@ struct State {
 
 constinit State g;
 
+void RecordingStopped(uint64_t first_unrecorded_seq);
+
 class FileSink final : public PacketSink {
  public:
   bool AppendPacket(const uint8_t* data, size_t size) override {
     if (g.sink.Append(data, size)) return true;
     g.events_dropped.fetch_add(1, std::memory_order_relaxed);
+    // The packet of an event (or of its stack) whose number was taken last.
+    if (g.sink.ClaimStopNotice()) [[unlikely]]
+      RecordingStopped(g.next_seq.load(std::memory_order_relaxed) - 1);
     return false;
   }
 };
@@ -127,16 +137,73 @@ void ReadCommandLine() {
   g.command_line_size = n > 0 ? static_cast<size_t>(n) : 0;
 }
 
+bool PathIsDirectory(const char* path) {
+  struct stat info;
+  return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// Whether `path` is a regular file that begins like a gpumem trace (its first packet a Header).
+bool IsTraceFile(const char* path) {
+  const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat info;
+  char start[32];
+  ssize_t size = 0;
+  if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) size = read(fd, start, sizeof(start));
+  close(fd);
+  return size > 0 && framing::BeginsWithHeaderPacket(start, static_cast<size_t>(size));
+}
+
+// snprintf for a file name: false (errno ENAMETOOLONG) rather than a name cut short.
+__attribute__((format(printf, 3, 4))) bool FormatPath(char* out, size_t size, const char* format,
+                                                      ...) {
+  va_list arguments;
+  va_start(arguments, format);
+  const int length = vsnprintf(out, size, format, arguments);
+  va_end(arguments);
+  if (length >= 0 && static_cast<size_t>(length) < size) return true;
+  errno = ENAMETOOLONG;
+  return false;
+}
+
+// The name a process of the session takes when GPUMEM_OUTPUT is taken: X.trace becomes
+// X-<pid>.trace, another X becomes X-<pid>: the part before the suffix into `stem` (false if it
+// does not fit), the suffix into *suffix.
+bool SuffixedName(const char* output, const char* pid, char* stem, size_t stem_size,
+                  const char** suffix) {
+  const size_t length = strlen(output);
+  static constexpr char kSuffix[] = ".trace";
+  constexpr size_t kSuffixLength = sizeof(kSuffix) - 1;
+  const bool traced =
+      length > kSuffixLength && strcmp(output + length - kSuffixLength, kSuffix) == 0;
+  const size_t stem_length = traced ? length - kSuffixLength : length;
+  *suffix = traced ? kSuffix : "";
+  return FormatPath(stem, stem_size, "%.*s-%s", static_cast<int>(stem_length), output, pid);
+}
+
 // The first process of a recording session owns GPUMEM_OUTPUT; it removes a stale trace there so
 // that the file can be claimed exclusively by whichever process of the session records first.
+// Anything else there is the user's: left as it is, said once (every process then records under
+// the pid-suffixed name).
 void ClaimSession() {
   if (getenv("GPUMEM_SESSION_PID") != nullptr) return;
   char pid_text[16];
   snprintf(pid_text, sizeof(pid_text), "%u", g.pid);
   setenv("GPUMEM_SESSION_PID", pid_text, 1);
+  const char* output = g.options.output;
   struct stat info;
-  if (g.options.output[0] != '\0' && stat(g.options.output, &info) == 0 && S_ISREG(info.st_mode)) {
-    unlink(g.options.output);
+  if (output[0] == '\0' || lstat(output, &info) != 0 || PathIsDirectory(output)) return;
+  if (IsTraceFile(output)) {
+    unlink(output);
+    return;
+  }
+  char stem[sizeof(g.path)];
+  const char* suffix = "";
+  if (!SuffixedName(output, "<pid>", stem, sizeof(stem), &suffix)) return;
+  char line[1024];  // as long as Warn() writes; a longer one is cut
+  if (snprintf(line, sizeof(line), "'%s' is not a gpumem trace: left as it is; traces go to '%s%s'",
+               output, stem, suffix) > 0) {
+    Warn(line);
   }
 }
 
@@ -148,33 +215,41 @@ void ThreadExited(void* value) {
   g.free_list = state;
 }
 
-bool PathIsDirectory(const char* path) {
-  struct stat info;
-  return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+// Creates the first free one of `stem` + `suffix`, `stem`-1 + `suffix`, `stem`-2 + `suffix`, ...
+// as g.path: a name that exists (an earlier process of the same pid, a planted link) is skipped,
+// never followed or truncated.
+bool OpenFreeName(const char* stem, const char* suffix) {
+  constexpr int kAttempts = 100;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const bool named = attempt == 0
+                           ? FormatPath(g.path, sizeof(g.path), "%s%s", stem, suffix)
+                           : FormatPath(g.path, sizeof(g.path), "%s-%d%s", stem, attempt, suffix);
+    if (!named) return false;
+    if (g.sink.Open(g.path)) return true;
+    if (errno != EEXIST) return false;
+  }
+  return false;
 }
 
 // Picks the file name by the rules in the README (GPUMEM_OUTPUT) and opens it.
 bool OpenTraceFile() {
   const char* output = g.options.output;
+  char stem[sizeof(g.path)];
   if (output[0] == '\0' || PathIsDirectory(output)) {
-    const char* dir = output[0] == '\0' ? "." : output;
-    snprintf(g.path, sizeof(g.path), "%s/gpumem-%s-%u.trace", dir, g.host, g.pid);
-    if (output[0] == '\0') snprintf(g.path, sizeof(g.path), "gpumem-%s-%u.trace", g.host, g.pid);
-    return g.sink.Open(g.path, /*exclusive=*/false);
+    const bool named =
+        output[0] == '\0'
+            ? FormatPath(stem, sizeof(stem), "gpumem-%s-%u", g.host, g.pid)
+            : FormatPath(stem, sizeof(stem), "%s/gpumem-%s-%u", output, g.host, g.pid);
+    return named && OpenFreeName(stem, ".trace");
   }
-  snprintf(g.path, sizeof(g.path), "%s", output);
-  if (g.sink.Open(g.path, /*exclusive=*/true)) return true;
+  if (!FormatPath(g.path, sizeof(g.path), "%s", output)) return false;
+  if (g.sink.Open(g.path)) return true;
   if (errno != EEXIST) return false;
-  // Another process of the session holds the name: X.trace becomes X-<pid>.trace.
-  size_t length = strlen(output);
-  constexpr char kSuffix[] = ".trace";
-  if (length > sizeof(kSuffix) - 1 &&
-      strcmp(output + length - (sizeof(kSuffix) - 1), kSuffix) == 0) {
-    snprintf(g.path, sizeof(g.path), "%.*s-%u.trace", static_cast<int>(length - 6), output, g.pid);
-  } else {
-    snprintf(g.path, sizeof(g.path), "%s-%u", output, g.pid);
-  }
-  return g.sink.Open(g.path, /*exclusive=*/false);
+  // Another process of the session holds the name, or a file that is no trace does.
+  char pid[16];
+  snprintf(pid, sizeof(pid), "%u", g.pid);
+  const char* suffix = "";
+  return SuffixedName(output, pid, stem, sizeof(stem), &suffix) && OpenFreeName(stem, suffix);
 }
 
 void WriteOption(wire::Writer& writer, const char* name, const char* value) {
@@ -755,6 +830,59 @@ GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
 
 namespace {
 
+// The footer into `buffer`: the counts so far and, once recording stopped, why; at exit with the
+// exit status. Returns its size, 0 if it did not fit.
+size_t BuildFooter(uint8_t* buffer, size_t capacity, bool at_exit) {
+  wire::Writer writer(buffer, capacity);
+  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  size_t footer = writer.BeginNested(proto::packet_field::kFooter);
+  namespace f = proto::footer_field;
+  writer.Varint(f::kEvents, g.next_seq.load() - 1);
+  writer.Varint(f::kEventsDropped, g.events_dropped.load());
+  writer.Varint(f::kStacks, g.stacks.stacks_written());
+  writer.Varint(f::kStacksFailed, g.stacks_failed.load());
+  writer.Varint(f::kBytesWritten, g.sink.bytes_written());
+  writer.Bool(f::kCleanExit, at_exit);
+  writer.Varint(f::kEndTimeMonoNs, Now(CLOCK_MONOTONIC));
+  if (at_exit && g.exit_status_known.load(std::memory_order_acquire)) {
+    writer.Int32Present(f::kExitStatus, g.exit_status);
+  }
+  writer.Varint(f::kHookConflicts, g.hook_conflicts.load());
+  const proto::RecordingStop stop = g.sink.stop_reason();
+  writer.Varint(f::kStopReason, static_cast<uint64_t>(stop));
+  if (stop != proto::RecordingStop::kNone) writer.Varint(f::kStoppedAtSeq, g.stopped_at_seq.load());
+  writer.EndNested(footer);
+  writer.EndNested(packet);
+  return writer.overflowed() ? 0 : writer.size();
+}
+
+// At exit; and when recording stops, at once, so that the trace says why even if the process
+// never exits (readers take the last footer). After a stop it goes into the room kept for it.
+void WriteFooter(bool at_exit) {
+  uint8_t buffer[256];
+  size_t size = BuildFooter(buffer, sizeof(buffer), at_exit);
+  if (size == 0 || g.sink.Append(buffer, size)) return;
+  if (g.sink.ClaimStopNotice()) {
+    // The footer itself found no room: recording stops here, after every event; this footer then
+    // says so too.
+    RecordingStopped(g.next_seq.load());
+    size = BuildFooter(buffer, sizeof(buffer), at_exit);
+  }
+  g.sink.AppendLastRecord(buffer, size);
+}
+
+// Said once, the moment recording stops; the footer saying why is written at once.
+GPUMEM_COLD void RecordingStopped(uint64_t first_unrecorded_seq) {
+  g.stopped_at_seq.store(first_unrecorded_seq);
+  char line[1024];  // as long as Warn() writes; a longer one is cut
+  if (snprintf(line, sizeof(line),
+               "recording stopped: %s ('%s'); what was recorded is kept; the program runs on",
+               proto::RecordingStopText(g.sink.stop_reason()), g.path) > 0) {
+    Warn(line);
+  }
+  WriteFooter(/*at_exit=*/false);
+}
+
 // A small packet of one nested message, built by `fill(writer)`.
 template <typename Fill>
 void WriteSmallPacket(uint32_t field, Fill&& fill) {
@@ -847,24 +975,14 @@ void RecordDevice(int ordinal, const char* name, uint64_t total_memory) {
 
 void CountHookConflict() { g.hook_conflicts.fetch_add(1, std::memory_order_relaxed); }
 
+void NoteExitStatus(int status) {
+  g.exit_status = status;
+  g.exit_status_known.store(true, std::memory_order_release);
+}
+
 void Finish() {
   if (g.open_state.load(std::memory_order_acquire) != kOpen) return;
-  uint8_t buffer[128];
-  wire::Writer writer(buffer, sizeof(buffer));
-  size_t packet = writer.BeginNested(proto::trace_field::kPacket);
-  size_t footer = writer.BeginNested(proto::packet_field::kFooter);
-  namespace f = proto::footer_field;
-  writer.Varint(f::kEvents, g.next_seq.load() - 1);
-  writer.Varint(f::kEventsDropped, g.events_dropped.load());
-  writer.Varint(f::kStacks, g.stacks.stacks_written());
-  writer.Varint(f::kStacksFailed, g.stacks_failed.load());
-  writer.Varint(f::kBytesWritten, g.sink.bytes_written());
-  writer.Bool(f::kCleanExit, true);
-  writer.Varint(f::kEndTimeMonoNs, Now(CLOCK_MONOTONIC));
-  writer.Varint(f::kHookConflicts, g.hook_conflicts.load());
-  writer.EndNested(footer);
-  writer.EndNested(packet);
-  g_file_sink.AppendPacket(writer.data(), writer.size());
+  WriteFooter(/*at_exit=*/true);
   g.sink.Finish();
   self_timing::Print();
   if (self_timing::g_enabled) eh_frame_unwinder::PrintUnsupported();
@@ -886,6 +1004,7 @@ void AfterForkInChild() {
   g.span_high.store(0);
   g.next_seq.store(1);
   g.events_dropped.store(0);
+  g.stopped_at_seq.store(0);
   g.stacks_failed.store(0);
   g.hook_conflicts.store(0);
   g.devices_written.store(0);

@@ -106,6 +106,8 @@ void RecordDevice(int ordinal, const char* name, uint64_t total_memory);
 // A driver entry point was handed out unwrapped (its real pointer differed from the one seen).
 void CountHookConflict();
 
+// The status the process passed to exit() (or returned from main), for the footer.
+void NoteExitStatus(int status);
 // Writes the footer and trims the file. Events after it are still recorded.
 void Finish();
 void AfterForkInChild();

@@ -153,6 +153,8 @@ inline constexpr uint32_t kCleanExit = 6;
 inline constexpr uint32_t kEndTimeMonoNs = 7;
 inline constexpr uint32_t kExitStatus = 8;
 inline constexpr uint32_t kHookConflicts = 9;
+inline constexpr uint32_t kStopReason = 10;
+inline constexpr uint32_t kStoppedAtSeq = 11;
 }  // namespace footer_field
 
 namespace kernel_name_field {
@@ -272,6 +274,34 @@ enum class CuptiState : uint32_t {
   kOtherSubscriber = 4,
   kFailed = 5,
 };
+
+enum class RecordingStop : uint32_t {
+  kNone = 0,
+  kDiskFull = 1,
+  kSizeLimit = 2,
+  kDescriptorLost = 3,
+  kWriteFailed = 4,
+  kAddressSpaceFull = 5,
+};
+
+// Why recording stopped, for the user: the recorder's warning and the reports say the same.
+inline const char* RecordingStopText(RecordingStop reason) {
+  switch (reason) {
+    case RecordingStop::kNone:
+      return "it did not stop";
+    case RecordingStop::kDiskFull:
+      return "no space left on the file system";
+    case RecordingStop::kSizeLimit:
+      return "the trace reached the file size limit (ulimit -f)";
+    case RecordingStop::kDescriptorLost:
+      return "the program closed or replaced the trace's file descriptor";
+    case RecordingStop::kWriteFailed:
+      return "the trace file could not grow";
+    case RecordingStop::kAddressSpaceFull:
+      return "the trace filled the address space reserved for it";
+  }
+  return "a reason this gpumem does not know";
+}
 
 inline constexpr uint32_t kFormatVersion = 1;
 

@@ -9,49 +9,20 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/trace_framing.h"
+
 namespace gpumem {
 namespace {
 
-// `Trace.packet` is field 1, wire type 2 (length-delimited): tag byte (1 << 3) | 2.
-// `TracePacket.header` has the same field number and wire type, so it is the same byte.
-constexpr uint8_t kPacketTag = 0x0A;
-constexpr uint8_t kHeaderTag = 0x0A;
-constexpr size_t kMaxVarintBytes = 10;
+using framing::DecodeVarint;
+using framing::kMaxVarintBytes;
+using framing::kPacketTag;
+using framing::StartsLikeHeader;
+using framing::VarintResult;
+
 constexpr size_t kChunkBytes = 4 << 20;
 // libprotobuf refuses messages of 2 GiB or more; a longer length can only be garbage.
 constexpr uint64_t kMaxPacketBytes = (uint64_t{1} << 31) - 1;
-
-enum class VarintResult { kOk, kTruncated, kTooLong };
-
-// Decodes a varint from data[0, size). *bytes_used is its encoded length on success.
-VarintResult DecodeVarint(const char* data, size_t size, uint64_t* value, size_t* bytes_used) {
-  uint64_t result = 0;
-  for (size_t i = 0; i < kMaxVarintBytes; ++i) {
-    if (i >= size) return VarintResult::kTruncated;
-    const uint8_t byte = static_cast<uint8_t>(data[i]);
-    result |= static_cast<uint64_t>(byte & 0x7F) << (7 * i);
-    if ((byte & 0x80) == 0) {
-      // The tenth byte may only carry the top bit of a 64-bit value.
-      if (i == kMaxVarintBytes - 1 && byte > 1) return VarintResult::kTooLong;
-      *value = result;
-      *bytes_used = i + 1;
-      return VarintResult::kOk;
-    }
-  }
-  return VarintResult::kTooLong;
-}
-
-// Whether `packet` (possibly only its first bytes, when the file was cut) starts like a
-// TracePacket holding a Header: the header tag, then a length that fits the declared packet.
-bool StartsLikeHeader(const char* packet, size_t available, uint64_t declared_length) {
-  if (available < 2 || static_cast<uint8_t>(packet[0]) != kHeaderTag) return false;
-  uint64_t header_length = 0;
-  size_t varint_bytes = 0;
-  if (DecodeVarint(packet + 1, available - 1, &header_length, &varint_bytes) != VarintResult::kOk) {
-    return false;
-  }
-  return 1 + varint_bytes + header_length <= declared_length;
-}
 
 std::string ByteText(uint8_t byte) {
   char text[8];

@@ -102,6 +102,12 @@ class Writer {
     Varint(field, static_cast<uint64_t>(static_cast<int64_t>(value)));
   }
   void Bool(uint32_t field, bool value) { Varint(field, value ? 1 : 0); }
+  // A field with presence (proto3 `optional`): written even when zero.
+  void Int32Present(uint32_t field, int32_t value) {
+    if (!Reserve(2 * kMaxVarintBytes)) return;
+    pos_ = PutVarint(pos_, (uint64_t{field} << 3) | kVarint);
+    pos_ = PutVarint(pos_, static_cast<uint64_t>(static_cast<int64_t>(value)));
+  }
 
   void Bytes(uint32_t field, const void* data, size_t size) {
     if (size != 0) RepeatedBytes(field, data, size);

@@ -81,11 +81,12 @@ class MarkdownSummary {
         over ? "❌ over by " + FormatBytes(place.peak_bytes - budget) : std::string("✅"),
         detail.empty() ? "" : "; " + detail, " |"));
   }
-  void AddLeaks(const std::string& path, const Tally& leaked, bool clean_exit) {
-    rows_.push_back(absl::StrCat(
-        "| `", Printable(path), "` | never freed | ", FormatBytes(leaked.bytes), " in ",
-        leaked.count, " allocation", leaked.count == 1 ? "" : "s", " | none | ",
-        leaked.count == 0 ? "✅" : "❌", clean_exit ? "" : " (process did not exit cleanly)", " |"));
+  void AddLeaks(const std::string& path, const Tally& leaked, const RecordingEnd& end) {
+    rows_.push_back(absl::StrCat("| `", Printable(path), "` | never freed | ",
+                                 FormatBytes(leaked.bytes), " in ", leaked.count, " allocation",
+                                 leaked.count == 1 ? "" : "s", " | none | ",
+                                 leaked.count == 0 ? "✅" : "❌",
+                                 end.complete() ? "" : " (" + end.Describe() + ")", " |"));
   }
   bool Write(const std::string& path, bool passed) const {
     std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",
@@ -178,16 +179,16 @@ int RunCheck(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
                   FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
     }
-    if (no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
+    const RecordingEnd& end = replay->file->end().recording;
+    if (no_leaks) markdown.AddLeaks(path, leaked, end);
     if (no_leaks && leaked.count > 0) {
       ++broken;
+      const std::string state =
+          end.complete() ? "never freed" : "live when the trace ended (" + end.Describe() + ")";
       std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n",
                   Printable(path).c_str(), static_cast<unsigned long long>(leaked.count),
                   leaked.count == 1 ? "" : "s", FormatBytes(leaked.bytes).c_str(),
-                  static_cast<unsigned long long>(leaked.bytes),
-                  replay->file->end().footer_present
-                      ? "never freed"
-                      : "live when the process stopped (it did not exit cleanly)");
+                  static_cast<unsigned long long>(leaked.bytes), state.c_str());
     }
   }
   if (!markdown_path.empty() && !markdown.Write(markdown_path, broken == 0 && !bad_input)) {

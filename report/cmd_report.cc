@@ -136,8 +136,10 @@ struct Options {
   bool python_only = false;
 };
 
-constexpr char kNotCleanExit[] =
-    "the process did not exit cleanly: what was live when it stopped, not necessarily leaked";
+// What the leaks of a trace that does not hold the whole run are.
+std::string NotLeakedNote(const RecordingEnd& end) {
+  return end.Describe() + ": what was live when it stopped, not necessarily leaked";
+}
 
 // ---- text ----
 
@@ -592,9 +594,9 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
     }
   }
   if (options.leaks) {
-    const bool clean = trace.end().footer_present;
+    const bool clean = trace.end().complete();
     bool any = false;
-    if (!clean) absl::StrAppend(&out, "\nleaks: ", kNotCleanExit, "\n");
+    if (!clean) absl::StrAppend(&out, "\nleaks: ", NotLeakedNote(trace.end().recording), "\n");
     for (const PlaceUsage& place : replay.places) {
       if (place.live.count == 0) continue;
       any = true;
@@ -773,18 +775,26 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   const Header& header = trace.header();
   std::vector<std::string> argv;
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
-  const bool clean = trace.end().footer_present;
-  std::string out = absl::StrCat(
-      "{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
-      ",\"host\":", JsonString(header.host()), ",\"command_line\":[", absl::StrJoin(argv, ","), "]",
-      ",\"clean_exit\":", clean ? "true" : "false",
-      ",\"damaged\":", trace.end().damaged() ? "true" : "false",
-      ",\"end\":", JsonString(trace.end().Describe()), ",\"memory_events\":", replay.memory_events,
-      ",\"failed_allocations\":", replay.failed_allocations,
-      ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
-      ",\"double_frees\":", replay.anomalies.double_frees,
-      ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
-      ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+  const RecordingEnd& end = trace.end().recording;
+  std::string out = absl::StrCat("{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
+                                 ",\"host\":", JsonString(header.host()), ",\"command_line\":[",
+                                 absl::StrJoin(argv, ","), "]",
+                                 ",\"clean_exit\":", end.complete() ? "true" : "false");
+  if (end.exit_status) absl::StrAppend(&out, ",\"exit_status\":", *end.exit_status);
+  if (end.stop_reason != STOP_NONE) {
+    absl::StrAppend(
+        &out, ",\"recording_stopped\":{\"reason\":", JsonString(RecordingStopName(end.stop_reason)),
+        ",\"at_seq\":", end.stopped_at_seq, ",\"events_dropped\":", end.events_dropped,
+        ",\"process_exited\":", end.exited ? "true" : "false", "}");
+  }
+  absl::StrAppend(&out, ",\"damaged\":", trace.end().damaged() ? "true" : "false",
+                  ",\"end\":", JsonString(trace.end().Describe()),
+                  ",\"memory_events\":", replay.memory_events,
+                  ",\"failed_allocations\":", replay.failed_allocations,
+                  ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
+                  ",\"double_frees\":", replay.anomalies.double_frees,
+                  ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
+                  ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
   if (trace.cupti()) {
     absl::StrAppend(&out,
                     ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
@@ -828,8 +838,8 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
           ",\"count\":", place.live.count, ",\"sites\":", JsonSites(live, options.top, 0),
           ",\"held_bytes\":", held.bytes, ",\"held_count\":", held.count, "}"));
     }
-    absl::StrAppend(&out, ",\"leaks\":{\"complete\":", clean ? "true" : "false");
-    if (!clean) absl::StrAppend(&out, ",\"note\":", JsonString(kNotCleanExit));
+    absl::StrAppend(&out, ",\"leaks\":{\"complete\":", end.complete() ? "true" : "false");
+    if (!end.complete()) absl::StrAppend(&out, ",\"note\":", JsonString(NotLeakedNote(end)));
     absl::StrAppend(&out, ",\"places\":[", absl::StrJoin(items, ","), "]}");
   }
   if (findings.oom) {

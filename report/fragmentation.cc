@@ -199,7 +199,8 @@ Fragmentation FragmentationAnalysis::Finish() {
   std::stable_partition(result.devices.begin(), result.devices.end(),
                         [](const DeviceFragmentation& device) { return device.device >= 0; });
   if (trace_ != nullptr) {
-    result.complete = trace_->end().footer_present;
+    result.complete = trace_->end().complete();
+    result.ended = trace_->end().recording;
     result.start_time_mono_ns = trace_->header().start_time_mono_ns();
     for (DeviceFragmentation& device : result.devices) {
       device.name = DeviceName(device.device, *trace_);
@@ -284,8 +285,8 @@ std::string FragmentationText(const Fragmentation& f) {
     absl::StrAppend(&out, "  at the peak of ", f.has_reserved ? "reserved" : "in use", " (",
                     Time(device.peak.timestamp_ns, f.start_time_mono_ns),
                     " after start): ", PointText(f, device.peak), "\n");
-    absl::StrAppend(&out, "  at the end", f.complete ? "" : " (the process did not exit cleanly)",
-                    ": ", PointText(f, device.end), "\n");
+    absl::StrAppend(&out, "  at the end", f.complete ? "" : " (" + f.ended.Describe() + ")", ": ",
+                    PointText(f, device.end), "\n");
     absl::StrAppend(&out, "  block-level fragmentation: n/a (1)\n");
     absl::StrAppend(&out, "  timeline (", device.timeline.size(), " evenly spaced points):\n");
     absl::StrAppendFormat(&out, "    %12s  %12s  %12s  %12s\n", "time", "reserved", "in use",

@@ -49,7 +49,8 @@ struct Fragmentation {
   SummaryMode mode = SummaryMode::kPlain;
   bool has_reserved = true;
   bool has_in_use = true;
-  bool complete = true;                      // the trace has its footer: `end` is at exit
+  bool complete = true;                      // the trace holds the whole run: `end` is at exit
+  RecordingEnd ended;                        // when not complete: how the trace ended
   uint64_t start_time_mono_ns = 0;           // the trace's start, for times in the output
   std::vector<DeviceFragmentation> devices;  // ascending, -1 last
 };

@@ -110,6 +110,27 @@ std::string LaunchApiName(LaunchApi api) {
   return "launch" + std::to_string(static_cast<int>(api));
 }
 
+std::string RecordingStopName(RecordingStop reason) {
+  switch (reason) {
+    case STOP_NONE:
+      return "none";
+    case DISK_FULL:
+      return "disk_full";
+    case SIZE_LIMIT:
+      return "size_limit";
+    case DESCRIPTOR_LOST:
+      return "descriptor_lost";
+    case WRITE_FAILED:
+      return "write_failed";
+    case ADDRESS_SPACE_FULL:
+      return "address_space_full";
+    case RecordingStop_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case RecordingStop_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "stop" + std::to_string(static_cast<int>(reason));
+}
+
 std::string CuptiStateName(CuptiState state) {
   switch (state) {
     case CUPTI_ACTIVE:

@@ -19,6 +19,10 @@ std::string LaunchApiName(LaunchApi api);
 // "active", "disabled", "not_found", "other_subscriber", "failed", "unknown".
 std::string CuptiStateName(CuptiState state);
 
+// Why recording stopped: "none", "disk_full", "size_limit", "descriptor_lost", "write_failed",
+// "address_space_full" ("stop<N>" for values this build does not know).
+std::string RecordingStopName(RecordingStop reason);
+
 // A C++ symbol (kernel or function name) demangled; anything else as it is.
 std::string Demangle(const char* name);
 

@@ -141,13 +141,18 @@ void AppendModuleUnload(const ModuleUnload& unload, const TraceFile& trace, std:
 }
 
 void AppendFooter(const Footer& footer, const Header& header, std::string* line) {
-  absl::StrAppend(
-      line, "footer events=", footer.events(), " events_dropped=", footer.events_dropped(),
-      " stacks=", footer.stacks(), " stacks_failed=", footer.stacks_failed(),
-      " bytes_written=", footer.bytes_written(),
-      " clean_exit=", footer.clean_exit() ? "true" : "false",
-      " t=", RelativeTime(footer.end_time_mono_ns(), header), " exit_status=", footer.exit_status(),
-      " hook_conflicts=", footer.hook_conflicts());
+  absl::StrAppend(line, "footer events=", footer.events(),
+                  " events_dropped=", footer.events_dropped(), " stacks=", footer.stacks(),
+                  " stacks_failed=", footer.stacks_failed(),
+                  " bytes_written=", footer.bytes_written(),
+                  " clean_exit=", footer.clean_exit() ? "true" : "false",
+                  " t=", RelativeTime(footer.end_time_mono_ns(), header));
+  if (footer.has_exit_status()) absl::StrAppend(line, " exit_status=", footer.exit_status());
+  absl::StrAppend(line, " hook_conflicts=", footer.hook_conflicts());
+  if (footer.stop_reason() != STOP_NONE) {
+    absl::StrAppend(line, " stop_reason=", RecordingStopName(footer.stop_reason()),
+                    " stopped_at_seq=", footer.stopped_at_seq());
+  }
 }
 
 void AppendSymbolizedFrame(const SymbolizedFrame& symbolized, std::string* line) {

@@ -566,7 +566,8 @@ Summary SummaryAnalysis::Finish() {
     }
   }
   if (trace_ == nullptr) return summary;
-  summary.complete = trace_->end().footer_present;
+  summary.complete = trace_->end().complete();
+  summary.ended = trace_->end().recording;
   for (DeviceSummary& device : summary.devices) {
     device.name = DeviceName(device.device, *trace_);
     if (const TraceFile::PoolReserved* pools = trace_->FindPoolReserved(device.device)) {
@@ -902,7 +903,7 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
   }
   if (!summary.complete) {
     notes.push_back(
-        {{"Cur Usage"}, "the process did not exit cleanly: what was live when the trace stopped"});
+        {{"Cur Usage"}, summary.ended.Describe() + ": what was live when the trace stopped"});
   }
   return notes;
 }

@@ -143,7 +143,8 @@ struct DeviceSummary {
 struct Summary {
   SummaryMode mode = SummaryMode::kPlain;
   bool expandable_segments = false;    // kSegments made of cuMemCreate physical memory
-  bool complete = true;                // the trace has its footer: Cur Usage is at exit
+  bool complete = true;                // the trace holds the whole run: Cur Usage is at exit
+  RecordingEnd ended;                  // when not complete: how the trace ended
   std::optional<SummaryModel> model;   // kTensors only: the model of the modelled rows
   std::vector<DeviceSummary> devices;  // ascending, -1 last
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/trace_ids.h"
 
 namespace gpumem::report {
 namespace {
@@ -13,9 +14,46 @@ constexpr uint32_t kFormatVersion = 1;
 
 }  // namespace
 
+RecordingEnd RecordingEnd::FromFooter(const std::optional<Footer>& footer) {
+  RecordingEnd end;
+  if (!footer) return end;
+  end.footer_present = true;
+  end.exited = footer->clean_exit();
+  if (footer->has_exit_status()) end.exit_status = footer->exit_status();
+  end.stop_reason = footer->stop_reason();
+  end.stopped_at_seq = footer->stopped_at_seq();
+  end.events = footer->events();
+  end.events_dropped = footer->events_dropped();
+  return end;
+}
+
+std::string RecordingEnd::Describe() const {
+  const std::string exit_text =
+      exit_status ? absl::StrCat("exited with status ", *exit_status) : "exited";
+  if (!footer_present) return "the process did not exit cleanly";
+  if (stop_reason == STOP_NONE) return exited ? exit_text : "the process did not exit cleanly";
+  std::string text = absl::StrCat("recording stopped at event ", stopped_at_seq);
+  if (exited) absl::StrAppend(&text, " of ", events);
+  absl::StrAppend(&text, ": ",
+                  proto::RecordingStopText(static_cast<proto::RecordingStop>(stop_reason)));
+  if (events_dropped > 0) {
+    absl::StrAppend(&text, " (", events_dropped, " event", events_dropped == 1 ? "" : "s",
+                    " not recorded)");
+  }
+  absl::StrAppend(&text, "; ", exited ? exit_text : "the process did not exit cleanly");
+  return text;
+}
+
 std::string TraceEndStatus::Describe() const {
-  std::string text =
-      footer_present ? "clean (footer present)" : "no footer — the process did not exit cleanly";
+  std::string text;
+  if (!recording.footer_present) {
+    text = "no footer — " + recording.Describe();
+  } else if (recording.complete()) {
+    text = "clean (footer present)";
+    if (recording.exit_status) absl::StrAppend(&text, ": ", recording.Describe());
+  } else {
+    text = recording.Describe();
+  }
   switch (framing.kind) {
     case TraceEnd::Kind::kClean:
       break;
@@ -135,7 +173,7 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     have_packet = reader_.Next(&framed);
   }
   end_.framing = reader_.end();
-  end_.footer_present = footer_.has_value();
+  end_.recording = RecordingEnd::FromFooter(footer_);
   // Only now: while the visitor runs, the tables do not hold the packets still to come (the
   // symbolizer then looks for SymbolizedFrame packets in a pass of its own).
   read_ = true;

@@ -52,16 +52,37 @@ struct StackRecord {
   uint64_t written_at = 0;  // index of the Stack packet: modules are looked up as of then
 };
 
+// How recording ended, from the trace's last footer: the one account of it every report gives.
+struct RecordingEnd {
+  bool footer_present = false;
+  bool exited = false;  // the footer was written at the process's exit (Footer.clean_exit)
+  std::optional<int32_t> exit_status;
+  RecordingStop stop_reason = STOP_NONE;
+  uint64_t stopped_at_seq = 0;
+  uint64_t events = 0;
+  uint64_t events_dropped = 0;
+
+  static RecordingEnd FromFooter(const std::optional<Footer>& footer);
+  // The trace holds the whole run: what was live at its end was live at the process's exit.
+  bool complete() const { return exited && stop_reason == STOP_NONE; }
+  // e.g. "exited with status 3", "the process did not exit cleanly", "recording stopped at event
+  // 1234 of 5000: no space left on the file system (3767 events not recorded); exited with status
+  // 0".
+  std::string Describe() const;
+};
+
 // How a trace file ended: the framing (core reader) and the content (footer, parse failures).
 struct TraceEndStatus {
   TraceEnd framing;
-  bool footer_present = false;
+  RecordingEnd recording;
   uint64_t unparseable_packets = 0;
   uint64_t first_unparseable_offset = 0;
 
   // Some recorded data could not be read: torn, corrupt, read error, or packets that do not parse.
   // A missing footer alone is not damage: every packet written is there.
   bool damaged() const { return !framing.ok() || unparseable_packets > 0; }
+  // The trace holds the whole run (RecordingEnd::complete).
+  bool complete() const { return recording.complete(); }
   // One phrase for `gpumem dump`'s last line, e.g. "clean (footer present)" or
   // "no footer — the process did not exit cleanly; torn packet at byte 8123 (last 37 bytes
   // unreadable)".

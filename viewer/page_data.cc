@@ -299,7 +299,7 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
     page.duration_ns =
         std::max(page.duration_ns, report::SinceStart(file.footer()->end_time_mono_ns(), file));
   }
-  page.footer = file.end().footer_present;
+  page.footer = file.end().complete();
   page.end = file.end().Describe();
   if (file.end().damaged()) page.notice = report::Printable(file.end().ErrorLine(path));
   page.memory_events = replay.memory_events;

@@ -98,7 +98,7 @@ struct PageData {
   std::vector<std::string> command_line;
   uint64_t start_unix_ns = 0;
   uint64_t duration_ns = 0;  // the last event (or the footer's end) since the start
-  bool footer = false;       // clean exit: leaks are leaks
+  bool footer = false;       // the trace holds the whole run (clean exit): leaks are leaks
   std::string end;           // TraceEndStatus::Describe()
   std::string notice;        // the damage when the trace is torn or corrupt; "" otherwise
   uint64_t memory_events = 0;

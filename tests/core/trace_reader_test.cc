@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/trace.pb.h"
+#include "core/trace_framing.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
 
@@ -316,6 +317,23 @@ TEST_F(TraceReaderTest, AnElfBinaryIsNotATrace) {
 TEST_F(TraceReaderTest, APacketOtherThanAHeaderFirstIsNotATrace) {
   Write(Framed(MemoryPacket(1)) + Framed(HeaderPacket()));
   EXPECT_EQ(OpenError(), path_ + ": not a gpumem trace (no header packet at byte 0)");
+}
+
+// What the recorder reads of a file at GPUMEM_OUTPUT before it removes it as a stale trace: its
+// first 32 bytes (or fewer) must begin like a trace's header packet.
+TEST(BeginsWithHeaderPacket, OnlyTheStartOfATrace) {
+  auto begins = [](const std::string& bytes) {
+    return framing::BeginsWithHeaderPacket(bytes.data(), std::min<size_t>(bytes.size(), 32));
+  };
+  const std::string trace = Framed(HeaderPacket()) + Framed(MemoryPacket(1));
+  EXPECT_TRUE(begins(trace));
+  EXPECT_TRUE(begins(trace.substr(0, 4)));
+  EXPECT_FALSE(begins(trace.substr(0, 3)));
+  EXPECT_FALSE(begins(Framed(MemoryPacket(1)) + Framed(HeaderPacket())));
+  EXPECT_FALSE(begins(std::string(4096, '\0') + trace));
+  for (const char* text : {"", "\n", "\n\n", "\n\n\nabc\n", "results, not a trace\n"}) {
+    EXPECT_FALSE(begins(text)) << text;
+  }
 }
 
 TEST_F(TraceReaderTest, EmptyFileSaysTheProcessWroteNothing) {

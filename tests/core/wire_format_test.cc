@@ -361,6 +361,17 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {PythonHolder::descriptor(), "size", proto::python_holder_field::kSize},
       {PythonHolder::descriptor(), "stack_id", proto::python_holder_field::kStackId},
       {PythonHolder::descriptor(), "how", proto::python_holder_field::kHow},
+      {Footer::descriptor(), "events", proto::footer_field::kEvents},
+      {Footer::descriptor(), "events_dropped", proto::footer_field::kEventsDropped},
+      {Footer::descriptor(), "stacks", proto::footer_field::kStacks},
+      {Footer::descriptor(), "stacks_failed", proto::footer_field::kStacksFailed},
+      {Footer::descriptor(), "bytes_written", proto::footer_field::kBytesWritten},
+      {Footer::descriptor(), "clean_exit", proto::footer_field::kCleanExit},
+      {Footer::descriptor(), "end_time_mono_ns", proto::footer_field::kEndTimeMonoNs},
+      {Footer::descriptor(), "exit_status", proto::footer_field::kExitStatus},
+      {Footer::descriptor(), "hook_conflicts", proto::footer_field::kHookConflicts},
+      {Footer::descriptor(), "stop_reason", proto::footer_field::kStopReason},
+      {Footer::descriptor(), "stopped_at_seq", proto::footer_field::kStoppedAtSeq},
   };
   for (const Mirror& mirror : mirrors) {
     const auto* field = mirror.message->FindFieldByName(mirror.field);
@@ -370,6 +381,25 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
   }
   EXPECT_EQ(static_cast<int>(proto::LaunchApi::kCuGraphLaunch), CU_GRAPH_LAUNCH);
   EXPECT_EQ(static_cast<int>(proto::CuptiState::kFailed), CUPTI_FAILED);
+  EXPECT_EQ(static_cast<int>(proto::RecordingStop::kDiskFull), DISK_FULL);
+  EXPECT_EQ(static_cast<int>(proto::RecordingStop::kSizeLimit), SIZE_LIMIT);
+  EXPECT_EQ(static_cast<int>(proto::RecordingStop::kDescriptorLost), DESCRIPTOR_LOST);
+  EXPECT_EQ(static_cast<int>(proto::RecordingStop::kWriteFailed), WRITE_FAILED);
+  EXPECT_EQ(static_cast<int>(proto::RecordingStop::kAddressSpaceFull), ADDRESS_SPACE_FULL);
+}
+
+// Footer.exit_status has presence: a status of 0 is written, as libprotobuf writes it.
+TEST(WireWriter, FieldWithPresenceIsWrittenWhenZero) {
+  for (int32_t status : {0, 3, -1}) {
+    Footer expected;
+    expected.set_exit_status(status);
+    uint8_t buffer[32];
+    wire::Writer writer(buffer, sizeof(buffer));
+    writer.Int32Present(proto::footer_field::kExitStatus, status);
+    ASSERT_FALSE(writer.overflowed());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(writer.data()), writer.size()),
+              expected.SerializeAsString());
+  }
 }
 
 }  // namespace

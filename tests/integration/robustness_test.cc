@@ -22,16 +22,6 @@ std::string CommandOutput(const std::string& command) {
   return output;
 }
 
-int CountLines(const std::string& text, const std::string& prefix) {
-  int count = 0;
-  for (size_t at = 0; at < text.size();) {
-    size_t end = text.find('\n', at);
-    if (text.compare(at, prefix.size(), prefix) == 0) ++count;
-    at = end == std::string::npos ? text.size() : end + 1;
-  }
-  return count;
-}
-
 TEST(Robustness, UnwritableTracePathWarnsOnceAndTheProgramRunsUnharmed) {
   std::map<std::string, std::string> plain = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
   ProgramRun without = RunProgram({BuildPath("bin/threads")}, plain);

@@ -140,8 +140,47 @@ TEST_F(DumpTest, PrintsEveryPacketOnItsLineThenTheEnd) {
             "addr=0x7f0000000000 stream=0 result=0 stack=0");
   EXPECT_EQ(lines[7],
             "#7 footer events=3 events_dropped=0 stacks=0 stacks_failed=0 bytes_written=0 "
-            "clean_exit=true t=10.000ms exit_status=0 hook_conflicts=0");
+            "clean_exit=true t=10.000ms hook_conflicts=0");
   EXPECT_EQ(lines[8], "end: clean (footer present)");
+}
+
+// Recording stopped on a full disk: a footer then, another at exit with the exit status; the end
+// line says why, from the last one.
+TEST_F(DumpTest, FootersOfAStoppedRecordingSayWhyAndTheExitStatus) {
+  std::vector<TracePacket> packets = SamplePackets();
+  TracePacket at_exit = packets.back();
+  packets.pop_back();
+  TracePacket at_stop = at_exit;
+  Footer* stop = at_stop.mutable_footer();
+  stop->set_clean_exit(false);
+  stop->set_events(3);
+  stop->set_events_dropped(1);
+  stop->set_stop_reason(DISK_FULL);
+  stop->set_stopped_at_seq(3);
+  packets.push_back(at_stop);
+  Footer* exit = at_exit.mutable_footer();
+  exit->set_events(9);
+  exit->set_events_dropped(7);
+  exit->set_exit_status(0);
+  exit->set_stop_reason(DISK_FULL);
+  exit->set_stopped_at_seq(3);
+  packets.push_back(at_exit);
+  const ProgramRun run = Gpumem({"dump", Write("stopped.trace", FramedAll(packets))});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), packets.size() + 1) << run.out;
+  EXPECT_EQ(lines[7],
+            "#7 footer events=3 events_dropped=1 stacks=0 stacks_failed=0 bytes_written=0 "
+            "clean_exit=false t=10.000ms hook_conflicts=0 stop_reason=disk_full "
+            "stopped_at_seq=3");
+  EXPECT_EQ(lines[8],
+            "#8 footer events=9 events_dropped=7 stacks=0 stacks_failed=0 bytes_written=0 "
+            "clean_exit=true t=10.000ms exit_status=0 hook_conflicts=0 stop_reason=disk_full "
+            "stopped_at_seq=3");
+  EXPECT_EQ(
+      lines[9],
+      "end: recording stopped at event 3 of 9: no space left on the file system (7 events not "
+      "recorded); exited with status 0");
 }
 
 TEST_F(DumpTest, TornTracePrintsWhatItCanThenOneErrorLineAndExits2) {

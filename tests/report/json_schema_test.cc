@@ -315,6 +315,37 @@ TEST(JsonSchemaTest, DamagedTraceAndTwoHostsValidate) {
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
 }
 
+// A recording that stopped early (its last footer says why) and a process's exit status.
+TEST(JsonSchemaTest, StoppedRecordingValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  TempDir dir;
+  const std::string trace = dir.File("leak.trace");
+  ASSERT_TRUE(Record("leak_loop", trace));
+  TracePacket stopped;
+  Footer* footer = stopped.mutable_footer();
+  footer->set_events(40);
+  footer->set_events_dropped(12);
+  footer->set_clean_exit(true);
+  footer->set_exit_status(0);
+  footer->set_stop_reason(DISK_FULL);
+  footer->set_stopped_at_seq(29);
+  std::ofstream(trace, std::ios::binary | std::ios::app) << testing::Framed(stopped);
+  const ProgramRun report = ReportJson({trace});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  ExpectOneLine(report, trace);
+  EXPECT_NE(report.out.find("\"clean_exit\":false,\"exit_status\":0,\"recording_stopped\":{"
+                            "\"reason\":\"disk_full\",\"at_seq\":29,\"events_dropped\":12,"
+                            "\"process_exited\":true}"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("\"leaks\":{\"complete\":false,\"note\":\"recording stopped at event "
+                            "29 of 40: no space left on the file system"),
+            std::string::npos)
+      << report.out;
+  const ProgramRun run = Validate({report.out}, kSections);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+}
+
 // `text` with the first `from` replaced by `to`; "" when `from` is not in it.
 std::string Replaced(const std::string& text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);

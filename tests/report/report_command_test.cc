@@ -420,8 +420,8 @@ TEST(CheckCommandTest, NoLeaks) {
                           ": device 1 (GPU One) peaked at 30.00 MiB (31457280 bytes), over "
                           "--max-peak 16.00 MiB by 14.00 MiB (14680064 bytes)\n" +
                           two +
-                          ": 1 allocation, 4.00 MiB (4194304 bytes) live when the process "
-                          "stopped (it did not exit cleanly) (--no-leaks)\n");
+                          ": 1 allocation, 4.00 MiB (4194304 bytes) live when the trace "
+                          "ended (the process did not exit cleanly) (--no-leaks)\n");
   std::remove(clean.c_str());
   std::remove(two.c_str());
 }

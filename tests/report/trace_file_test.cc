@@ -160,11 +160,66 @@ TEST_F(TraceFileTest, PoolSizesAreSummedPerDevice) {
   EXPECT_EQ((*trace)->FindPoolReserved(2), nullptr);
 }
 
+// How recording ended, as every report tells it: from the last footer.
+TEST(RecordingEndTest, SaysHowTheTraceEnded) {
+  RecordingEnd none = RecordingEnd::FromFooter(std::nullopt);
+  EXPECT_FALSE(none.complete());
+  EXPECT_EQ(none.Describe(), "the process did not exit cleanly");
+
+  Footer footer;
+  footer.set_events(40);
+  footer.set_clean_exit(true);
+  RecordingEnd exited = RecordingEnd::FromFooter(footer);
+  EXPECT_TRUE(exited.complete());
+  EXPECT_EQ(exited.Describe(), "exited");
+  footer.set_exit_status(3);
+  EXPECT_EQ(RecordingEnd::FromFooter(footer).Describe(), "exited with status 3");
+
+  footer.set_stop_reason(SIZE_LIMIT);
+  footer.set_stopped_at_seq(25);
+  footer.set_events_dropped(16);
+  RecordingEnd stopped = RecordingEnd::FromFooter(footer);
+  EXPECT_FALSE(stopped.complete());
+  EXPECT_EQ(stopped.Describe(),
+            "recording stopped at event 25 of 40: the trace reached the file size limit (ulimit "
+            "-f) (16 events not recorded); exited with status 3");
+
+  // Only the footer written when it stopped: the process never got to exit().
+  footer.set_clean_exit(false);
+  footer.clear_exit_status();
+  footer.set_stop_reason(DESCRIPTOR_LOST);
+  footer.set_events_dropped(1);
+  EXPECT_EQ(RecordingEnd::FromFooter(footer).Describe(),
+            "recording stopped at event 25: the program closed or replaced the trace's file "
+            "descriptor (1 event not recorded); the process did not exit cleanly");
+}
+
+TEST_F(TraceFileTest, TheLastFooterSaysHowRecordingEnded) {
+  TracePacket at_stop;
+  at_stop.mutable_footer()->set_events(1);
+  at_stop.mutable_footer()->set_stop_reason(DISK_FULL);
+  at_stop.mutable_footer()->set_stopped_at_seq(2);
+  TracePacket at_exit = at_stop;
+  at_exit.mutable_footer()->set_clean_exit(true);
+  at_exit.mutable_footer()->set_events(5);
+  at_exit.mutable_footer()->set_events_dropped(4);
+  at_exit.mutable_footer()->set_exit_status(0);
+  Write(Framed(HeaderPacket()) + Framed(MemoryPacket(1)) + Framed(at_stop) + Framed(at_exit));
+  absl::StatusOr<std::unique_ptr<TraceFile>> trace = TraceFile::Read(path_);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_FALSE((*trace)->end().complete());
+  EXPECT_FALSE((*trace)->end().damaged());
+  EXPECT_EQ((*trace)->end().Describe(),
+            "recording stopped at event 2 of 5: no space left on the file system (4 events not "
+            "recorded); "
+            "exited with status 0");
+}
+
 TEST_F(TraceFileTest, NoFooterWithUnusedSpaceIsNotDamage) {
   Write(Framed(HeaderPacket()) + Framed(MemoryPacket(1)) + std::string(4096, '\0'));
   absl::StatusOr<std::unique_ptr<TraceFile>> trace = TraceFile::Read(path_);
   ASSERT_TRUE(trace.ok()) << trace.status();
-  EXPECT_FALSE((*trace)->end().footer_present);
+  EXPECT_FALSE((*trace)->end().recording.footer_present);
   EXPECT_FALSE((*trace)->end().damaged());
   EXPECT_EQ((*trace)->end().Describe(),
             "no footer — the process did not exit cleanly; 4096 bytes of unused zero space at the "

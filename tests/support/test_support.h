@@ -77,6 +77,17 @@ inline std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// How many lines of `text` begin with `prefix`.
+inline int CountLines(const std::string& text, const std::string& prefix) {
+  int count = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (text.compare(at, prefix.size(), prefix) == 0) ++count;
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return count;
+}
+
 struct ProgramRun {
   int exit_code = -1;  // 128 + signal when killed
   std::string out;

@@ -140,7 +140,7 @@
       add(app, el('div', 'notice error', 'This trace is damaged: ' + data.notice +
         '. The page shows what could be read.'));
     } else if (!data.footer) {
-      add(app, el('div', 'notice warn', 'The process did not exit cleanly (no footer): memory live at the end is what was live when it stopped, not necessarily leaked.'));
+      add(app, el('div', 'notice warn', 'The trace does not hold the whole run (' + data.end + '): memory live at the end is what was live when it stopped, not necessarily leaked.'));
     }
     var facts = add(app, el('div', 'facts'));
     function fact(k, v, s, bad) {
