@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -86,15 +88,12 @@ class MarkdownSummary {
                                  " | none | ", leaked.count == 0 ? "✅" : "❌",
                                  clean_exit ? "" : " (process did not exit cleanly)", " |"));
   }
-  bool Write(const std::string& path, bool passed) const {
+  absl::Status Write(const std::string& path, bool passed) const {
     std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",
                                     "\n\n| trace | budget | measured | limit | result |\n"
                                     "|---|---|---|---|---|\n");
     for (const std::string& row : rows_) absl::StrAppend(&text, row, "\n");
-    std::FILE* file = std::fopen(path.c_str(), "w");
-    if (file == nullptr) return false;
-    bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-    return std::fclose(file) == 0 && ok;
+    return WriteWholeFile(path, text);
   }
 
  private:
@@ -132,7 +131,7 @@ int RunCheck(const std::vector<std::string>& args) {
     } else if (walker.Is("--no-leaks")) {
       no_leaks = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kCheckUsage, stdout);
+      WriteOutput(kCheckUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("check: unknown flag '", walker.option(), "'"), "check");
@@ -147,6 +146,13 @@ int RunCheck(const std::vector<std::string>& args) {
   if (!paths.ok()) {
     PrintError(paths.status().message());
     return kExitBadInput;
+  }
+  for (const std::string& output : {std::string(kStandardOutput), markdown_path}) {
+    if (output.empty()) continue;
+    if (absl::Status status = RefuseOutputOverInputs(output, *paths); !status.ok()) {
+      PrintError(status.message());
+      return kExitBadInput;
+    }
   }
 
   bool bad_input = false;
@@ -171,31 +177,34 @@ int RunCheck(const std::vector<std::string>& args) {
       if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
-      std::printf("%s: %s peaked at %s (%llu bytes), over --max-peak %s by %s (%llu bytes)\n",
-                  path.c_str(), PlaceName(place.place, *replay->file).c_str(),
-                  FormatBytes(place.peak_bytes).c_str(),
-                  static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
-                  FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
+      WriteOutput(absl::StrCat(path, ": ", PlaceName(place.place, *replay->file), " peaked at ",
+                               FormatBytes(place.peak_bytes), " (", place.peak_bytes,
+                               " bytes), over --max-peak ", FormatBytes(*max_peak), " by ",
+                               FormatBytes(over), " (", over, " bytes)\n"));
     }
     if (no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
     if (no_leaks && leaked.count > 0) {
       ++broken;
-      std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n", path.c_str(),
-                  static_cast<unsigned long long>(leaked.count), leaked.count == 1 ? "" : "s",
-                  FormatBytes(leaked.bytes).c_str(), static_cast<unsigned long long>(leaked.bytes),
-                  replay->file->end().footer_present
-                      ? "never freed"
-                      : "live when the process stopped (it did not exit cleanly)");
+      WriteOutput(absl::StrCat(path, ": ", leaked.count, " allocation",
+                               leaked.count == 1 ? "" : "s", ", ", FormatBytes(leaked.bytes), " (",
+                               leaked.bytes, " bytes) ",
+                               replay->file->end().footer_present
+                                   ? "never freed"
+                                   : "live when the process stopped (it did not exit cleanly)",
+                               " (--no-leaks)\n"));
     }
   }
-  if (!markdown_path.empty() && !markdown.Write(markdown_path, broken == 0 && !bad_input)) {
-    PrintError(absl::StrCat(markdown_path, ": cannot write the Markdown summary"));
-    return kExitBadInput;
+  if (!markdown_path.empty()) {
+    if (absl::Status written = markdown.Write(markdown_path, broken == 0 && !bad_input);
+        !written.ok()) {
+      PrintError(absl::StrCat(written.message(), " (the Markdown summary)"));
+      return kExitBadInput;
+    }
   }
   if (bad_input) return kExitBadInput;
   if (broken > 0) return kExitCheckFailed;
-  std::printf("gpumem check: all budgets hold (%zu trace%s)\n", paths->size(),
-              paths->size() == 1 ? "" : "s");
+  WriteOutput(absl::StrCat("gpumem check: all budgets hold (", paths->size(), " trace",
+                           paths->size() == 1 ? "" : "s", ")\n"));
   return kExitOk;
 }
 

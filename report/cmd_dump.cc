@@ -9,6 +9,7 @@
 #include "report/arguments.h"
 #include "report/commands.h"
 #include "report/event_counts.h"
+#include "report/output_file.h"
 #include "report/packet_format.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
@@ -45,8 +46,8 @@ class Output {
     if (buffer_.size() > (1 << 20)) Flush();
   }
   void Flush() {
-    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
-    std::fflush(stdout);
+    WriteOutput(buffer_);
+    FlushOutput();
     buffer_.clear();
   }
 
@@ -111,7 +112,7 @@ int RunDump(const std::vector<std::string>& args) {
     } else if (walker.Is("--counts")) {
       counts = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kDumpUsage, stdout);
+      WriteOutput(kDumpUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("dump: unknown flag '", walker.option(), "'"), "dump");
@@ -123,6 +124,10 @@ int RunDump(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
   if (!paths.ok()) {
     PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, *paths); !status.ok()) {
+    PrintError(status.message());
     return kExitBadInput;
   }
   Output out;

@@ -32,6 +32,7 @@
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
+#include "report/output_file.h"
 #include "report/progress.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
@@ -571,6 +572,9 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   absl::StrAppend(&out, "process: pid ", header.pid(), " on ", header.host(), ": ",
                   absl::StrJoin(header.command_line(), " "), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
+  if (trace.process_end()) {
+    absl::StrAppend(&out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
+  }
   absl::StrAppend(&out, "memory events: ", replay.memory_events,
                   "; failed allocations: ", replay.failed_allocations,
                   "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
@@ -771,6 +775,16 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
   return out;
 }
 
+// ",\"process_end\":{...}" where `gpumem record` wrote how the program ended; else nothing.
+std::string JsonProcessEnd(const TraceFile& trace) {
+  if (!trace.process_end()) return "";
+  const ProcessEnd& end = *trace.process_end();
+  return absl::StrCat(",\"process_end\":{\"pid\":", end.pid(),
+                      ",\"exit_status\":", end.exit_status(), ",\"signal\":", end.signal(),
+                      ",\"core_dumped\":", end.core_dumped() ? "true" : "false",
+                      ",\"description\":", JsonString(DescribeProcessEnd(end)), "}");
+}
+
 std::string JsonReport(const std::string& path, const TraceReplay& replay, const Findings& findings,
                        CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
@@ -779,17 +793,18 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   std::vector<std::string> argv;
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
   const bool clean = trace.end().footer_present;
-  std::string out = absl::StrCat(
-      "{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
-      ",\"host\":", JsonString(header.host()), ",\"command_line\":[", absl::StrJoin(argv, ","), "]",
-      ",\"clean_exit\":", clean ? "true" : "false",
-      ",\"damaged\":", trace.end().damaged() ? "true" : "false",
-      ",\"end\":", JsonString(trace.end().Describe()), ",\"memory_events\":", replay.memory_events,
-      ",\"failed_allocations\":", replay.failed_allocations,
-      ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
-      ",\"double_frees\":", replay.anomalies.double_frees,
-      ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
-      ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+  std::string out =
+      absl::StrCat("{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
+                   ",\"host\":", JsonString(header.host()), ",\"command_line\":[",
+                   absl::StrJoin(argv, ","), "]", ",\"clean_exit\":", clean ? "true" : "false",
+                   ",\"damaged\":", trace.end().damaged() ? "true" : "false",
+                   ",\"end\":", JsonString(trace.end().Describe()), JsonProcessEnd(trace),
+                   ",\"memory_events\":", replay.memory_events,
+                   ",\"failed_allocations\":", replay.failed_allocations,
+                   ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
+                   ",\"double_frees\":", replay.anomalies.double_frees,
+                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
+                   ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
   if (trace.cupti()) {
     absl::StrAppend(&out,
                     ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
@@ -905,7 +920,7 @@ int RunReport(const std::vector<std::string>& args) {
         return UsageError(absl::StrCat("report: --top: not a number: '", value, "'"), "report");
       }
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kReportUsage, stdout);
+      WriteOutput(kReportUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("report: unknown flag '", walker.option(), "'"), "report");
@@ -921,6 +936,10 @@ int RunReport(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
   if (!paths.ok()) {
     PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, *paths); !status.ok()) {
+    PrintError(status.message());
     return kExitBadInput;
   }
   bool ok = true;
@@ -987,7 +1006,7 @@ int RunReport(const std::vector<std::string>& args) {
     } else {
       std::string text = TextReport(replay, findings, sites, options);
       if (paths->size() > 1) text = absl::StrCat("== ", path, "\n", text, "\n");
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      WriteOutput(text);
     }
     if (replay.file->end().damaged()) {
       PrintError(replay.file->end().ErrorLine(path));
@@ -1001,15 +1020,14 @@ int RunReport(const std::vector<std::string>& args) {
   if (timelines.size() > 1) {
     const Combined merged = CombineTimelines(timelines);
     combined = options.json ? CombinedJson(merged, timelines) : CombinedText(merged, timelines);
-    if (!options.json) std::fwrite(combined.data(), 1, combined.size(), stdout);
+    if (!options.json) WriteOutput(combined);
   }
   if (options.json) {
     const std::string json =
         absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","), "]",
                      combined.empty() ? "" : ",\"combined\":", combined, "}\n");
-    std::fwrite(json.data(), 1, json.size(), stdout);
+    WriteOutput(json);
   }
-  std::fflush(stdout);
   return ok ? kExitOk : kExitBadInput;
 }
 

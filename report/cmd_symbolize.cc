@@ -2,7 +2,10 @@
 // machine and appends the results to the trace as SymbolizedFrame packets, so that the trace reads
 // the same (function, file, line) on a machine without the binaries. Several traces, or directories
 // of them, are each symbolized in place.
-#include <cstdio>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
 #include "report/trace_paths.h"
@@ -49,19 +53,20 @@ struct ReturnAddress {
   size_t module = 0;
 };
 
-bool AppendBytes(const std::string& path, const std::string& bytes, std::string* error) {
-  std::FILE* file = std::fopen(path.c_str(), "ab");
-  if (file == nullptr) {
-    *error = absl::StrCat(path, ": cannot open for appending");
-    return false;
+// Writes `source` followed by `appended` to `target` (`source` itself for in place) through an
+// AtomicFile: `target` is replaced only once the new file is whole on disk, and keeps the mode of
+// `source`.
+absl::Status WriteSymbolized(const std::string& source, const std::string& target,
+                             const std::string& appended) {
+  struct stat info;
+  if (stat(source.c_str(), &info) != 0) {
+    return absl::UnavailableError(absl::StrCat("reading ", source, ": ", std::strerror(errno)));
   }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) {
-    *error = absl::StrCat(path, ": write failed");
-    return false;
-  }
-  return true;
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(target);
+  if (!file.ok()) return file.status();
+  if (absl::Status copied = (*file)->CopyFrom(source); !copied.ok()) return copied;
+  if (absl::Status written = (*file)->Write(appended); !written.ok()) return written;
+  return (*file)->Commit(info.st_mode & 07777);
 }
 
 // Symbolizes one trace file, in place or (with `output`) into a copy; prints one line on stdout,
@@ -121,34 +126,20 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
     }
   }
 
-  std::string target = path;
-  if (!output.empty()) {
-    std::error_code error;
-    const bool same = std::filesystem::equivalent(path, output, error);
-    if (!same) {
-      error.clear();
-      std::filesystem::copy_file(path, output, std::filesystem::copy_options::overwrite_existing,
-                                 error);
-      if (error) {
-        PrintError(absl::StrCat(output, ": cannot write: ", error.message()));
-        return false;
-      }
-    }
-    target = output;
-  }
   // Each packet is field 1 of Trace: the serialized Trace is exactly the packets framed as the
   // recorder frames them, so the file stays one valid Trace message.
   std::string bytes;
   appended.SerializeToString(&bytes);
-  std::string error;
-  if (!bytes.empty() && !AppendBytes(target, bytes, &error)) {
-    PrintError(error);
-    return false;
+  const std::string target = output.empty() ? path : output;
+  if (!bytes.empty() || !output.empty()) {
+    if (absl::Status written = WriteSymbolized(path, target, bytes); !written.ok()) {
+      PrintError(absl::StrCat(written.message(), "; ", path, " is unchanged"));
+      return false;
+    }
   }
-  std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
-              target.c_str(), appended.packet_size(), static_cast<unsigned long long>(already),
-              static_cast<unsigned long long>(unresolved));
-  std::fflush(stdout);  // each trace's line before the next trace's error, if any
+  WriteOutput(absl::StrCat(target, ": ", appended.packet_size(), " return address(es) symbolized, ",
+                           already, " already in the trace, ", unresolved, " unresolved\n"));
+  FlushOutput();  // each trace's line before the next trace's error, if any
   return true;
 }
 
@@ -163,7 +154,7 @@ int RunSymbolize(const std::vector<std::string>& args) {
         walker.TakesValue("--output", &output, &missing)) {
       if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kSymbolizeUsage, stdout);
+      WriteOutput(kSymbolizeUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
@@ -181,6 +172,13 @@ int RunSymbolize(const std::vector<std::string>& args) {
   if (!paths.ok()) {
     PrintError(paths.status().message());
     return kExitBadInput;
+  }
+  for (const std::string& written : {std::string(kStandardOutput), output}) {
+    if (written.empty()) continue;
+    if (absl::Status status = RefuseOutputOverInputs(written, *paths); !status.ok()) {
+      PrintError(status.message());
+      return kExitBadInput;
+    }
   }
   bool ok = true;
   for (const std::string& path : *paths) ok = SymbolizeTrace(path, output) && ok;

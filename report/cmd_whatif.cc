@@ -20,6 +20,7 @@
 #include "report/call_sites.h"
 #include "report/commands.h"
 #include "report/json.h"
+#include "report/output_file.h"
 #include "report/replay.h"
 #include "report/sizes.h"
 #include "report/symbolizer.h"
@@ -332,7 +333,7 @@ int RunWhatif(const std::vector<std::string>& args) {
     } else if (walker.Is("--json")) {
       options.json = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kWhatifUsage, stdout);
+      WriteOutput(kWhatifUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("whatif: unknown flag '", walker.option(), "'"), "whatif");
@@ -344,6 +345,10 @@ int RunWhatif(const std::vector<std::string>& args) {
     return UsageError("whatif: --device-memory SIZE is required", "whatif");
   }
   const std::string& path = inputs[0];
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, inputs); !status.ok()) {
+    PrintError(status.message());
+    return kExitBadInput;
+  }
 
   // The replay at the limit reads this file, so its tables are complete for symbolizing after.
   absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
@@ -382,8 +387,7 @@ int RunWhatif(const std::vector<std::string>& args) {
   CallSites sites(&symbolizer, GroupBy::kUser, false);
   const std::string out = options.json ? JsonAnswer(path, all, **file, sites, options)
                                        : TextAnswer(path, all, **file, sites, options);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  WriteOutput(out);
   for (const AllocatorAnswers& answers : all) {
     if (!answers.Fits()) return kExitCheckFailed;
   }
