@@ -28,7 +28,8 @@ Checks memory budgets on each trace (a TRACE may be a directory of *.trace files
   --max-peak SIZE  no device's peak may exceed SIZE: bytes, or a number with KiB, MiB, GiB, TiB
                    (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 6GiB, 1.5GB
   --no-leaks       nothing (device or pinned host memory) may still be allocated at the end
-  --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post
+  --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post ('-':
+                   standard output)
   --group-by user|python|stack
                    what the summary's "largest call site" at a broken peak is, for stacks with
                    Python frames (as in gpumem report): user (default) the innermost Python frame
@@ -36,8 +37,8 @@ Checks memory budgets on each trace (a TRACE may be a directory of *.trace files
   -h, --help       print this text
 
 Prints one line per broken budget, or one line saying all hold.
-Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, or a trace that is missing,
-not a trace or damaged.
+Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, a trace that is missing,
+not a trace or damaged, or output that could not be written.
 )usage";
 
 namespace {

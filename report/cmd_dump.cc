@@ -30,8 +30,9 @@ A TRACE may be a directory: every *.trace file directly inside it.
                was still allocated at the end
   -h, --help   print this text
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged. A damaged
-trace still prints everything readable; the damage is named in one line on stderr.
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace (a FIFO, a device) or
+damaged, or standard output that could not be written. A damaged trace still prints everything
+readable; the damage is named in one line on stderr.
 )usage";
 
 namespace {

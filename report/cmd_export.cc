@@ -42,14 +42,15 @@ Writes TRACE in another tool's format:
                         what was never freed
   -o, --output OUT      where to write ('-': standard output); default next to TRACE:
                         TRACE without .trace plus .pickle, .perfetto.json, .peak.folded,
-                        .peak.speedscope.json (leaks: .leaks.folded, ...)
+                        .peak.speedscope.json (leaks: .leaks.folded, ...). OUT is a regular
+                        file (or new), never TRACE itself
   -h, --help            print this text
 
 Progress is shown on standard error when it is a terminal. A damaged trace exports what could be
 read and says what was lost.
 
 Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged, or an output that
-cannot be written.
+cannot be written (one line: "gpumem: error: writing OUT: REASON").
 )usage";
 
 namespace {

@@ -41,13 +41,14 @@ namespace gpumem::report {
 const char kRecordUsage[] =
     R"usage(usage: gpumem record [-o PATH] [--tensors] [--] PROGRAM [ARGS...]
 
-Runs PROGRAM under gpumem and records its GPU memory operations. Exits with PROGRAM's exit
-status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are passed on.
+Runs PROGRAM under gpumem and records its GPU memory operations.
 
   -o, --output PATH  where the trace goes (default: gpumem-<host>-<pid>.trace here).
                      A process PROGRAM starts writes PATH's name with -<pid> added before
                      .trace; if PATH is a directory, every process writes
-                     PATH/gpumem-<host>-<pid>.trace. An old file at PATH is deleted first.
+                     PATH/gpumem-<host>-<pid>.trace. The directory must exist and be
+                     writable, and an existing file at PATH is replaced only if it is a
+                     gpumem trace; else nothing runs (exit 2).
   --tensors          make the framework's allocator ask the driver for every tensor, so
                      the trace sees tensors instead of cached segments (what
                      `gpumem whatif` replays): PyTorch backend:cudaMallocAsync merged
@@ -56,8 +57,15 @@ status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are pa
                      records what was changed (GPUMEM_TENSORS).
   -h, --help         print this text
 
+HUP, INT, QUIT, TERM, USR1 and USR2 sent to gpumem are passed on to PROGRAM (one from the
+terminal already reached it), and gpumem waits for PROGRAM to end. How it ended (exit status,
+or the signal that killed it) is appended to its trace.
+
 The preload library is <gpumem's dir>/../lib/libgpumem.so, or GPUMEM_LIBRARY if set.
 No trace is written if the program makes no CUDA call.
+
+Exit status: PROGRAM's (128+N if signal N killed it); 127 PROGRAM not found, 126 not executable;
+2 bad usage, or an output PATH refused.
 )usage";
 
 namespace {
@@ -75,8 +83,10 @@ std::atomic<pid_t> running_child{0};
 // process group): pass on only signals sent to gpumem alone (kill, a job scheduler), or the program
 // would see them twice.
 void ForwardSignal(int signal, siginfo_t* info, void*) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
   const pid_t child = running_child.load();
   if (child > 0 && info->si_code != SI_KERNEL) kill(child, signal);
+  errno = saved_errno;
 }
 
 // Signals gpumem and the program share: forwarded by gpumem, and in the program as gpumem found

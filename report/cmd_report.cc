@@ -97,8 +97,11 @@ all processes at once (merged by CLOCK_MONOTONIC timestamp; per host when the ho
 and what each process held then.
 VMM: reserved address space is not memory use; cuMemCreate'd physical memory is.
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged (a damaged
-trace is still reported as far as it could be read; the damage is named in one line on stderr).
+A trace gpumem record wrote says how the program ended ("exit: ..." under the end line).
+
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged trace
+is still reported as far as it could be read; the damage is named in one line on stderr), or
+standard output that could not be written.
 )usage";
 
 namespace {

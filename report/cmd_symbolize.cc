@@ -1,7 +1,7 @@
 // `gpumem symbolize`: resolves every return address of a trace's stacks with the binaries on this
 // machine and appends the results to the trace as SymbolizedFrame packets, so that the trace reads
 // the same (function, file, line) on a machine without the binaries. Several traces, or directories
-// of them, are each symbolized in place.
+// of them, are each symbolized in place: written aside, then renamed over the original.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -37,12 +37,16 @@ twice adds nothing; frames that no binary here resolves are left out.
 A TRACE may be a directory: every *.trace file directly inside it (one per process), each
 symbolized in place. A trace that fails does not stop the others.
 
+The new trace is written to a temporary file beside it, flushed to disk and renamed over TRACE
+(keeping its permissions): if anything fails (a full disk, a file-size limit), TRACE is left
+byte for byte as it was.
+
   -o OUT      write a copy of TRACE with the frames appended to OUT; TRACE is left as it is
-              (only with a single trace file)
+              (only with a single trace file; OUT may not be TRACE under any name)
   -h, --help  print this text
 
 Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable
-(the others are still symbolized).
+(the others are still symbolized), or output that could not be written.
 )usage";
 
 namespace {
@@ -67,6 +71,42 @@ absl::Status WriteSymbolized(const std::string& source, const std::string& targe
   if (absl::Status copied = (*file)->CopyFrom(source); !copied.ok()) return copied;
   if (absl::Status written = (*file)->Write(appended); !written.ok()) return written;
   return (*file)->Commit(info.st_mode & 07777);
+}
+
+// The SymbolizedFrame packets for the `addresses` not yet in the trace that a binary here resolves.
+struct NewFrames {
+  Trace packets;
+  uint64_t already = 0;     // in the trace already
+  uint64_t unresolved = 0;  // no function found
+};
+NewFrames ResolveNew(const TraceFile& trace, Symbolizer& symbolizer,
+                     const std::vector<ReturnAddress>& addresses) {
+  NewFrames added;
+  for (const ReturnAddress& address : addresses) {
+    const ModuleRecord& record = trace.modules()[address.module];
+    if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
+      ++added.already;
+      continue;
+    }
+    const std::vector<Frame> frames = symbolizer.SymbolizeFromBinaries(address.pc, &record);
+    bool named = false;
+    for (const Frame& frame : frames) named = named || !frame.function.empty();
+    if (!named) {
+      ++added.unresolved;
+      continue;
+    }
+    SymbolizedFrame* symbolized = added.packets.add_packet()->mutable_symbolized_frame();
+    symbolized->set_pc(address.pc);
+    symbolized->set_module_id(record.module.id());
+    for (const Frame& frame : frames) {
+      ResolvedFrame* resolved = symbolized->add_frame();
+      resolved->set_function(frame.function);
+      resolved->set_file(frame.file);
+      resolved->set_line(static_cast<uint32_t>(frame.line));
+      resolved->set_inlined(frame.inlined);
+    }
+  }
+  return added;
 }
 
 // Symbolizes one trace file, in place or (with `output`) into a copy; prints one line on stdout,
@@ -98,38 +138,11 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
     return false;
   }
 
-  Trace appended;
-  uint64_t already = 0;
-  uint64_t unresolved = 0;
-  for (const ReturnAddress& address : addresses) {
-    const ModuleRecord& record = trace.modules()[address.module];
-    if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
-      ++already;
-      continue;
-    }
-    const std::vector<Frame> frames = symbolizer.SymbolizeFromBinaries(address.pc, &record);
-    bool named = false;
-    for (const Frame& frame : frames) named = named || !frame.function.empty();
-    if (!named) {
-      ++unresolved;
-      continue;
-    }
-    SymbolizedFrame* symbolized = appended.add_packet()->mutable_symbolized_frame();
-    symbolized->set_pc(address.pc);
-    symbolized->set_module_id(record.module.id());
-    for (const Frame& frame : frames) {
-      ResolvedFrame* resolved = symbolized->add_frame();
-      resolved->set_function(frame.function);
-      resolved->set_file(frame.file);
-      resolved->set_line(static_cast<uint32_t>(frame.line));
-      resolved->set_inlined(frame.inlined);
-    }
-  }
-
+  const NewFrames added = ResolveNew(trace, symbolizer, addresses);
   // Each packet is field 1 of Trace: the serialized Trace is exactly the packets framed as the
   // recorder frames them, so the file stays one valid Trace message.
   std::string bytes;
-  appended.SerializeToString(&bytes);
+  added.packets.SerializeToString(&bytes);
   const std::string target = output.empty() ? path : output;
   if (!bytes.empty() || !output.empty()) {
     if (absl::Status written = WriteSymbolized(path, target, bytes); !written.ok()) {
@@ -137,8 +150,9 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
       return false;
     }
   }
-  WriteOutput(absl::StrCat(target, ": ", appended.packet_size(), " return address(es) symbolized, ",
-                           already, " already in the trace, ", unresolved, " unresolved\n"));
+  WriteOutput(absl::StrCat(target, ": ", added.packets.packet_size(),
+                           " return address(es) symbolized, ", added.already,
+                           " already in the trace, ", added.unresolved, " unresolved\n"));
   FlushOutput();  // each trace's line before the next trace's error, if any
   return true;
 }

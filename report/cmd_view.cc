@@ -28,7 +28,8 @@ memory in use over time with the largest call sites as bands (zoom with the whee
 dragging, hover or click for a call site's stack), reserved memory where the trace knows it,
 kernel launches, the peak, failed allocations and iterations marked; flame graphs of what was live
 at the peak and what was never freed; the summary table and tables of call sites.
-  -o OUT       where to write the page (default: TRACE with .html for .trace; '-': stdout)
+  -o OUT       where to write the page (default: TRACE with .html for .trace; '-': stdout);
+               a regular file (or new), never TRACE itself
   --bands N    call sites drawn as bands of their own, the rest as 'other' (default 12)
   --group-by user|python|stack
                what one call site is for stacks with Python frames (as gpumem report; default
@@ -38,8 +39,9 @@ at the peak and what was never freed; the summary table and tables of call sites
                (default: detected, as gpumem report --growth does)
   -h, --help   print this text
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged (a damaged
-trace still gives a page of what could be read, with a notice at its top).
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged
+trace still gives a page of what could be read, with a notice at its top), or a page that could
+not be written.
 )usage";
 
 namespace {

@@ -53,8 +53,9 @@ allocations served by the async pool model only: native and expandable model PyT
 which such a program does not use. A trace recorded under PyTorch's caching allocator shows only
 its segments, not its tensors, and cannot be replayed.
 
-Exit status: 0 it fits under every allocator asked; 1 it runs out under one; 2 bad usage, or a
-trace that is missing, not a trace, or not replayable.
+Exit status: 0 it fits under every allocator asked; 1 it runs out under one; 2 bad usage, a
+trace that is missing, not a trace, or not replayable, or standard output that could not be
+written.
 )usage";
 
 namespace {

@@ -41,7 +41,8 @@ Options:
   -h, --help     print this text
   --version      print gpumem's version
 
-Exit status: 0 ok, 1 a check failed, 2 bad input or usage (record: the program's own status).
+Exit status: 0 ok, 1 a check failed, 2 bad input or usage, or output that could not be written
+(record: the program's own status; 127 not found, 126 not executable).
 )usage";
 
 }  // namespace
