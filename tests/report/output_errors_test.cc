@@ -48,46 +48,39 @@ class OutputErrorsTest : public ::testing::Test {
   }
 };
 
+// gpumem `args` with standard output on a full disk: exit 2 and the one line saying so.
+void ExpectNoSpaceLeft(const std::vector<std::string>& args) {
+  std::string command;
+  for (const std::string& arg : args) command += " " + arg;
+  SCOPED_TRACE("gpumem" + command);
+  const ProgramRun run = GpumemToFullDisk(args);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, kNoSpace);
+}
+
 TEST_F(OutputErrorsTest, DumpToAFullDisk) {
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"dump", Trace()},
-                                               {"dump", "--counts", Trace()},
-                                               {"dump", "--symbolize", Trace()}}) {
-    SCOPED_TRACE(args[1]);
-    const ProgramRun run = GpumemToFullDisk(args);
-    EXPECT_EQ(run.exit_code, 2);
-    EXPECT_EQ(run.err, kNoSpace);
-  }
+  ExpectNoSpaceLeft({"dump", Trace()});
+  ExpectNoSpaceLeft({"dump", "--counts", Trace()});
+  ExpectNoSpaceLeft({"dump", "--symbolize", Trace()});
 }
 
 TEST_F(OutputErrorsTest, ReportJsonToAFullDisk) {
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"report", "--json", Trace()}, {"report", Trace()}}) {
-    SCOPED_TRACE(args[1]);
-    const ProgramRun run = GpumemToFullDisk(args);
-    EXPECT_EQ(run.exit_code, 2);
-    EXPECT_EQ(run.err, kNoSpace);
-  }
+  ExpectNoSpaceLeft({"report", "--json", Trace()});
+  ExpectNoSpaceLeft({"report", Trace()});
 }
 
 TEST_F(OutputErrorsTest, EveryOtherCommandToAFullDisk) {
   TempDir dir;
   const std::string trace = dir.File("run.trace");
   fs::copy_file(Trace(), trace);
-  for (const std::vector<std::string>& args : {
-           std::vector<std::string>{"check", "--max-peak", "1TiB", trace},
-           {"whatif", "--device-memory", "1GiB", trace},
-           {"whatif", "--device-memory", "1GiB", "--json", trace},
-           {"symbolize", trace},
-           {"export", "--format", "perfetto", "-o", "-", trace},
-           {"--help"},
-           {"help", "report"},
-           {"--version"},
-       }) {
-    SCOPED_TRACE(args[0] + " " + args[1]);
-    const ProgramRun run = GpumemToFullDisk(args);
-    EXPECT_EQ(run.exit_code, 2);
-    EXPECT_EQ(run.err, kNoSpace);
-  }
+  ExpectNoSpaceLeft({"check", "--max-peak", "1TiB", trace});
+  ExpectNoSpaceLeft({"whatif", "--device-memory", "1GiB", trace});
+  ExpectNoSpaceLeft({"whatif", "--device-memory", "1GiB", "--json", trace});
+  ExpectNoSpaceLeft({"symbolize", trace});
+  ExpectNoSpaceLeft({"export", "--format", "perfetto", "-o", "-", trace});
+  ExpectNoSpaceLeft({"--help"});
+  ExpectNoSpaceLeft({"help", "report"});
+  ExpectNoSpaceLeft({"--version"});
 }
 
 // An output file that is a device (here through a link in a directory of the test's own, so that

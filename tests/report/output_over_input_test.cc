@@ -23,14 +23,6 @@ using testing::TempDir;
 
 namespace fs = std::filesystem;
 
-ProgramRun Gpumem(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-  EXPECT_EQ(run.spawn_error, 0) << "cannot run " << argv[0];
-  return run;
-}
-
 class OutputOverInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,21 +59,23 @@ class OutputOverInputTest : public ::testing::Test {
 TEST_F(OutputOverInputTest, Export) {
   for (const std::string& output : Names()) {
     SCOPED_TRACE(output);
-    ExpectRefused(Gpumem({"export", "--format", "folded", "-o", output, trace_}), output);
+    ExpectRefused(testing::RunGpumem({"export", "--format", "folded", "-o", output, trace_}),
+                  output);
   }
 }
 
 TEST_F(OutputOverInputTest, CheckMarkdown) {
   for (const std::string& output : Names()) {
     SCOPED_TRACE(output);
-    ExpectRefused(Gpumem({"check", "--max-peak", "1TiB", "--markdown", output, trace_}), output);
+    ExpectRefused(testing::RunGpumem({"check", "--max-peak", "1TiB", "--markdown", output, trace_}),
+                  output);
   }
 }
 
 TEST_F(OutputOverInputTest, SymbolizeCopy) {
   for (const std::string& output : Names()) {
     SCOPED_TRACE(output);
-    ExpectRefused(Gpumem({"symbolize", "-o", output, trace_}), output);
+    ExpectRefused(testing::RunGpumem({"symbolize", "-o", output, trace_}), output);
   }
 }
 

@@ -79,6 +79,15 @@ class RecordTest : public ::testing::Test {
                     const std::map<std::string, std::string>& extra_env = {}) {
     return Wait(Start(args, extra_env));
   }
+  // `gpumem record -o OUTPUT` of a program that would leave a file `ran`: refused with one line,
+  // "gpumem: error: OUTPUT: WHY; the program was not run", and nothing run.
+  void ExpectRefusedBeforeRunning(const std::string& output, const std::string& why) {
+    SCOPED_TRACE(output);
+    const ProgramRun result = Record({"-o", output, "--", "/bin/sh", "-c", "touch ran"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_EQ(result.err, "gpumem: error: " + output + ": " + why + "; the program was not run\n");
+    EXPECT_FALSE(fs::exists(dir_ + "/ran"));
+  }
 
   std::string dir_;
 };
@@ -276,21 +285,12 @@ TEST_F(RecordTest, AnExistingFileThatIsNotATraceIsNeverReplaced) {
   std::ofstream(dir_ + "/empty.trace") << "";
   ASSERT_EQ(mkfifo((dir_ + "/pipe.trace").c_str(), 0600), 0);
   for (const std::string output : {"somefile.c", "empty.trace"}) {
-    SCOPED_TRACE(output);
-    const ProgramRun result = Record({"-o", output, "--", "/bin/sh", "-c", "touch ran"});
-    EXPECT_EQ(result.exit_code, 2);
-    EXPECT_EQ(result.err, "gpumem: error: " + output +
-                              ": exists and is not a gpumem trace, so it is not replaced; the "
-                              "program was not run\n");
-    EXPECT_FALSE(fs::exists(dir_ + "/ran"));
+    ExpectRefusedBeforeRunning(output, "exists and is not a gpumem trace, so it is not replaced");
   }
   EXPECT_EQ(ReadFile(dir_ + "/somefile.c"), source);
   EXPECT_TRUE(fs::exists(dir_ + "/empty.trace"));
-  const ProgramRun result = Record({"-o", "pipe.trace", "--", "/bin/sh", "-c", "touch ran"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_EQ(result.err, "gpumem: error: pipe.trace: not a regular file; the program was not run\n");
+  ExpectRefusedBeforeRunning("pipe.trace", "not a regular file");
   EXPECT_TRUE(fs::is_fifo(dir_ + "/pipe.trace"));
-  EXPECT_FALSE(fs::exists(dir_ + "/ran"));
 }
 
 // A trace that could not be written is refused before the program runs, never reported as "the
@@ -302,24 +302,13 @@ TEST_F(RecordTest, AnUnwritableOutputIsRefusedBeforeTheProgramRuns) {
       {"file/run.trace", "(file: Not a directory)"},
   };
   for (const auto& [output, why] : cases) {
-    SCOPED_TRACE(output);
-    const ProgramRun result = Record({"-o", output, "--", "/bin/sh", "-c", "touch ran"});
-    EXPECT_EQ(result.exit_code, 2);
-    EXPECT_EQ(result.err, "gpumem: error: " + output + ": cannot write a trace there " + why +
-                              "; the program was not run\n");
-    EXPECT_FALSE(fs::exists(dir_ + "/ran"));
+    ExpectRefusedBeforeRunning(output, "cannot write a trace there " + why);
   }
   if (geteuid() == 0) return;  // root writes into any directory
   fs::create_directory(dir_ + "/read-only");
   fs::permissions(dir_ + "/read-only", fs::perms::owner_read | fs::perms::owner_exec);
   for (const std::string output : {"read-only", "read-only/run.trace"}) {
-    SCOPED_TRACE(output);
-    const ProgramRun result = Record({"-o", output, "--", "/bin/sh", "-c", "touch ran"});
-    EXPECT_EQ(result.exit_code, 2);
-    EXPECT_EQ(result.err, "gpumem: error: " + output +
-                              ": cannot write a trace there (read-only: Permission denied); the "
-                              "program was not run\n");
-    EXPECT_FALSE(fs::exists(dir_ + "/ran"));
+    ExpectRefusedBeforeRunning(output, "cannot write a trace there (read-only: Permission denied)");
   }
 }
 

@@ -328,11 +328,16 @@ TEST(ReportCommandTest, NoFooterSaysLiveNotNecessarilyLeaked) {
 // How the program ended (a ProcessEnd packet `gpumem record` appended): one line after the end
 // line, and in the JSON where the trace's end is.
 TEST(ReportCommandTest, SaysHowTheProgramEnded) {
+  // A ProcessEnd packet appended to a trace, as gpumem record does.
+  auto append = [](const std::string& path, int exit_status, int signal) {
+    TracePacket packet;
+    packet.mutable_process_end()->set_pid(4242);
+    packet.mutable_process_end()->set_exit_status(exit_status);
+    packet.mutable_process_end()->set_signal(signal);
+    std::ofstream(path, std::ios::binary | std::ios::app) << Framed(packet);
+  };
   const std::string path = TwoDeviceTrace(/*clean_exit=*/false);
-  TracePacket killed;
-  killed.mutable_process_end()->set_pid(4242);
-  killed.mutable_process_end()->set_signal(9);
-  std::ofstream(path, std::ios::binary | std::ios::app) << Framed(killed);
+  append(path, 0, 9);
   const CommandResult text = Gpumem({"report", path});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("\nend: no footer — the process did not exit cleanly\n"
@@ -350,10 +355,7 @@ TEST(ReportCommandTest, SaysHowTheProgramEnded) {
   std::remove(path.c_str());
 
   const std::string exited = TwoDeviceTrace(/*clean_exit=*/true);
-  TracePacket status;
-  status.mutable_process_end()->set_pid(4242);
-  status.mutable_process_end()->set_exit_status(3);
-  std::ofstream(exited, std::ios::binary | std::ios::app) << Framed(status);
+  append(exited, 3, 0);
   const CommandResult run = Gpumem({"report", exited});
   EXPECT_NE(run.out.find("\nend: clean (footer present)\nexit: the program exited with status 3\n"),
             std::string::npos)
