@@ -46,12 +46,15 @@ bool TraceReader::Open(const std::string& path, std::string* error) {
     if (error != nullptr) *error = end_.message;
     return false;
   };
-  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. It is refused just
+  // below; for a regular file the flag means nothing, and it is cleared anyway.
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) return fail(TraceEnd::Kind::kIoError, std::strerror(errno));
   struct stat info;
   if (fstat(fd_, &info) != 0) return fail(TraceEnd::Kind::kIoError, std::strerror(errno));
   if (S_ISDIR(info.st_mode)) return fail(TraceEnd::Kind::kIoError, "is a directory");
   if (!S_ISREG(info.st_mode)) return fail(TraceEnd::Kind::kIoError, "not a regular file");
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   file_size_ = static_cast<uint64_t>(info.st_size);
   if (file_size_ == 0) {
     return fail(TraceEnd::Kind::kEmpty, "empty trace: the recorded process wrote nothing");

@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/python_stacks.h"
 #include "report/replay.h"
@@ -27,7 +29,8 @@ Checks memory budgets on each trace (a TRACE may be a directory of *.trace files
   --max-peak SIZE  no device's peak may exceed SIZE: bytes, or a number with KiB, MiB, GiB, TiB
                    (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 6GiB, 1.5GB
   --no-leaks       nothing (device or pinned host memory) may still be allocated at the end
-  --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post
+  --markdown FILE  also write a short Markdown summary to FILE, for a CI job to post ('-':
+                   standard output)
   --group-by user|python|stack
                    what the summary's "largest call site" at a broken peak is, for stacks with
                    Python frames (as in gpumem report): user (default) the innermost Python frame
@@ -35,8 +38,8 @@ Checks memory budgets on each trace (a TRACE may be a directory of *.trace files
   -h, --help       print this text
 
 Prints one line per broken budget, or one line saying all hold.
-Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, or a trace that is missing,
-not a trace or damaged.
+Exit status: 0 every budget holds; 1 a budget is broken; 2 bad usage, a trace that is missing,
+not a trace or damaged, or output that could not be written.
 )usage";
 
 namespace {
@@ -88,15 +91,12 @@ class MarkdownSummary {
                                  leaked.count == 0 ? "✅" : "❌",
                                  end.complete() ? "" : " (" + end.Describe() + ")", " |"));
   }
-  bool Write(const std::string& path, bool passed) const {
+  absl::Status Write(const std::string& path, bool passed) const {
     std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",
                                     "\n\n| trace | budget | measured | limit | result |\n"
                                     "|---|---|---|---|---|\n");
     for (const std::string& row : rows_) absl::StrAppend(&text, row, "\n");
-    std::FILE* file = std::fopen(path.c_str(), "w");
-    if (file == nullptr) return false;
-    bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-    return std::fclose(file) == 0 && ok;
+    return WriteWholeFile(path, text);
   }
 
  private:
@@ -134,7 +134,7 @@ int RunCheck(const std::vector<std::string>& args) {
     } else if (walker.Is("--no-leaks")) {
       no_leaks = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kCheckUsage, stdout);
+      WriteOutput(kCheckUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("check: unknown flag '", walker.option(), "'"), "check");
@@ -149,6 +149,13 @@ int RunCheck(const std::vector<std::string>& args) {
   if (!paths.ok()) {
     PrintError(paths.status().message());
     return kExitBadInput;
+  }
+  for (const std::string& output : {std::string(kStandardOutput), markdown_path}) {
+    if (output.empty()) continue;
+    if (absl::Status status = RefuseOutputOverInputs(output, *paths); !status.ok()) {
+      PrintError(status.message());
+      return kExitBadInput;
+    }
   }
 
   bool bad_input = false;
@@ -173,11 +180,10 @@ int RunCheck(const std::vector<std::string>& args) {
       if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
-      std::printf("%s: %s peaked at %s (%llu bytes), over --max-peak %s by %s (%llu bytes)\n",
-                  Printable(path).c_str(), PlaceName(place.place, *replay->file).c_str(),
-                  FormatBytes(place.peak_bytes).c_str(),
-                  static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
-                  FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
+      WriteOutput(absl::StrCat(Printable(path), ": ", PlaceName(place.place, *replay->file),
+                               " peaked at ", FormatBytes(place.peak_bytes), " (", place.peak_bytes,
+                               " bytes), over --max-peak ", FormatBytes(*max_peak), " by ",
+                               FormatBytes(over), " (", over, " bytes)\n"));
     }
     const RecordingEnd& end = replay->file->end().recording;
     if (no_leaks) markdown.AddLeaks(path, leaked, end);
@@ -185,20 +191,22 @@ int RunCheck(const std::vector<std::string>& args) {
       ++broken;
       const std::string state =
           end.complete() ? "never freed" : "live when the trace ended (" + end.Describe() + ")";
-      std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n",
-                  Printable(path).c_str(), static_cast<unsigned long long>(leaked.count),
-                  leaked.count == 1 ? "" : "s", FormatBytes(leaked.bytes).c_str(),
-                  static_cast<unsigned long long>(leaked.bytes), state.c_str());
+      WriteOutput(absl::StrCat(Printable(path), ": ", leaked.count, " allocation",
+                               leaked.count == 1 ? "" : "s", ", ", FormatBytes(leaked.bytes), " (",
+                               leaked.bytes, " bytes) ", state, " (--no-leaks)\n"));
     }
   }
-  if (!markdown_path.empty() && !markdown.Write(markdown_path, broken == 0 && !bad_input)) {
-    PrintError(absl::StrCat(markdown_path, ": cannot write the Markdown summary"));
-    return kExitBadInput;
+  if (!markdown_path.empty()) {
+    if (absl::Status written = markdown.Write(markdown_path, broken == 0 && !bad_input);
+        !written.ok()) {
+      PrintError(absl::StrCat(written.message(), " (the Markdown summary)"));
+      return kExitBadInput;
+    }
   }
   if (bad_input) return kExitBadInput;
   if (broken > 0) return kExitCheckFailed;
-  std::printf("gpumem check: all budgets hold (%zu trace%s)\n", paths->size(),
-              paths->size() == 1 ? "" : "s");
+  WriteOutput(absl::StrCat("gpumem check: all budgets hold (", paths->size(), " trace",
+                           paths->size() == 1 ? "" : "s", ")\n"));
   return kExitOk;
 }
 

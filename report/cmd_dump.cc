@@ -9,6 +9,7 @@
 #include "report/arguments.h"
 #include "report/commands.h"
 #include "report/event_counts.h"
+#include "report/output_file.h"
 #include "report/packet_format.h"
 #include "report/printable.h"
 #include "report/symbolizer.h"
@@ -30,8 +31,9 @@ A TRACE may be a directory: every *.trace file directly inside it.
                was still allocated at the end
   -h, --help   print this text
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged. A damaged
-trace still prints everything readable; the damage is named in one line on stderr.
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace (a FIFO, a device) or
+damaged, or standard output that could not be written. A damaged trace still prints everything
+readable; the damage is named in one line on stderr.
 )usage";
 
 namespace {
@@ -46,8 +48,8 @@ class Output {
     if (buffer_.size() > (1 << 20)) Flush();
   }
   void Flush() {
-    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
-    std::fflush(stdout);
+    WriteOutput(buffer_);
+    FlushOutput();
     buffer_.clear();
   }
 
@@ -112,7 +114,7 @@ int RunDump(const std::vector<std::string>& args) {
     } else if (walker.Is("--counts")) {
       counts = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kDumpUsage, stdout);
+      WriteOutput(kDumpUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("dump: unknown flag '", walker.option(), "'"), "dump");
@@ -124,6 +126,10 @@ int RunDump(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
   if (!paths.ok()) {
     PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, *paths); !status.ok()) {
+    PrintError(status.message());
     return kExitBadInput;
   }
   Output out;

@@ -2,14 +2,7 @@
 // (report/export_memory_viz.h), Chrome/Perfetto trace JSON (report/export_perfetto.h), folded
 // stacks and speedscope (report/export_folded.h). The output is written to a temporary file next
 // to it and renamed into place, so a failed export never leaves half a file.
-#include <fcntl.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +17,7 @@
 #include "report/export_folded.h"
 #include "report/export_memory_viz.h"
 #include "report/export_perfetto.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/progress.h"
 #include "report/sizes.h"
@@ -49,14 +43,15 @@ Writes TRACE in another tool's format:
                         what was never freed
   -o, --output OUT      where to write ('-': standard output); default next to TRACE:
                         TRACE without .trace plus .pickle, .perfetto.json, .peak.folded,
-                        .peak.speedscope.json (leaks: .leaks.folded, ...)
+                        .peak.speedscope.json (leaks: .leaks.folded, ...). OUT is a regular
+                        file (or new), never TRACE itself
   -h, --help            print this text
 
 Progress is shown on standard error when it is a terminal. A damaged trace exports what could be
 read and says what was lost.
 
 Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged, or an output that
-cannot be written.
+cannot be written (one line: "gpumem: error: writing OUT: REASON").
 )usage";
 
 namespace {
@@ -94,46 +89,6 @@ std::string DefaultOutput(const std::string& trace, Format format, StackWeight w
   return stem;
 }
 
-// Writes `bytes` to `path` whole or not at all: a temporary file in the same directory, renamed
-// over `path` once complete. "-" is standard output.
-absl::Status WriteAtomically(const std::string& path, const std::string& bytes) {
-  if (path == "-") {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
-        std::fflush(stdout) != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot write standard output: ", std::strerror(errno)));
-    }
-    return absl::OkStatus();
-  }
-  std::string temporary = path + ".tmp-XXXXXX";
-  const int fd = mkstemp(temporary.data());
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  }
-  size_t written = 0;
-  int error = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error = errno;
-      break;
-    }
-    written += static_cast<size_t>(n);
-  }
-  // mkstemp makes the file 0600; an export is as readable as any file the user writes.
-  const mode_t mask = umask(0);
-  umask(mask);
-  if (error == 0 && fchmod(fd, 0666 & ~mask) != 0) error = errno;
-  if (close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && rename(temporary.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    unlink(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write: ", std::strerror(error)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int RunExport(const std::vector<std::string>& args) {
@@ -166,7 +121,7 @@ int RunExport(const std::vector<std::string>& args) {
       if (missing || value.empty()) return UsageError("export: -o needs a path", "export");
       output = value;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kExportUsage, stdout);
+      WriteOutput(kExportUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("export: unknown flag '", walker.option(), "'"), "export");
@@ -180,6 +135,10 @@ int RunExport(const std::vector<std::string>& args) {
   }
   const std::string& path = inputs[0];
   if (output.empty()) output = DefaultOutput(path, *format, what);
+  if (absl::Status status = RefuseOutputOverInputs(output, inputs); !status.ok()) {
+    PrintError(status.message());
+    return kExitBadInput;
+  }
 
   absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
   if (!file.ok()) {
@@ -205,7 +164,7 @@ int RunExport(const std::vector<std::string>& args) {
     }
   }
   progress.Finish();
-  if (absl::Status written = WriteAtomically(output, bytes); !written.ok()) {
+  if (absl::Status written = WriteWholeFile(output, bytes); !written.ok()) {
     PrintError(written.message());
     return kExitBadInput;
   }

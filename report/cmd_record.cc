@@ -22,27 +22,34 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/trace.pb.h"
+#include "core/trace_reader.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/tensor_mode.h"
+#include "report/trace_file.h"
 
 namespace gpumem::report {
 
 const char kRecordUsage[] =
     R"usage(usage: gpumem record [-o PATH] [--tensors] [--] PROGRAM [ARGS...]
 
-Runs PROGRAM under gpumem and records its GPU memory operations. Exits with PROGRAM's exit
-status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are passed on.
+Runs PROGRAM under gpumem and records its GPU memory operations.
 
   -o, --output PATH  where the trace goes (default: gpumem-<host>-<pid>.trace here).
                      A process PROGRAM starts writes PATH's name with -<pid> added before
                      .trace; if PATH is a directory, every process writes
-                     PATH/gpumem-<host>-<pid>.trace. An old file at PATH is deleted first.
+                     PATH/gpumem-<host>-<pid>.trace. The directory must exist and be
+                     writable, and an existing file at PATH is replaced only if it is a
+                     gpumem trace; else nothing runs (exit 2).
   --tensors          make the framework's allocator ask the driver for every tensor, so
                      the trace sees tensors instead of cached segments (what
                      `gpumem whatif` replays): PyTorch backend:cudaMallocAsync merged
@@ -51,32 +58,76 @@ status (128+N if a signal N killed it); SIGINT and SIGTERM sent to gpumem are pa
                      records what was changed (GPUMEM_TENSORS).
   -h, --help         print this text
 
+HUP, INT, QUIT, TERM, USR1 and USR2 sent to gpumem are passed on to PROGRAM (one from the
+terminal already reached it), and gpumem waits for PROGRAM to end. How it ended (exit status,
+or the signal that killed it) is appended to its trace.
+
 The preload library is <gpumem's dir>/../lib/libgpumem.so, or GPUMEM_LIBRARY if set.
 No trace is written if the program makes no CUDA call.
+
+Exit status: PROGRAM's (128+N if signal N killed it); 127 PROGRAM not found, 126 not executable;
+2 bad usage, or an output PATH refused.
 )usage";
 
 namespace {
 
 namespace fs = std::filesystem;
 
+// The signals gpumem passes on to the program; while it runs they do not end gpumem, which waits
+// for the program and exits with its status.
+constexpr int kForwardedSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+
 // The running program, for the signal handler; 0 while there is none.
 std::atomic<pid_t> running_child{0};
 
-// SIGINT from a terminal already went to the program too (same process group): pass on only
-// signals sent to gpumem alone (kill, a job scheduler), or the program would see them twice.
+// A terminal's SIGINT, SIGQUIT and SIGHUP (si_code SI_KERNEL) already went to the program too (same
+// process group): pass on only signals sent to gpumem alone (kill, a job scheduler), or the program
+// would see them twice.
 void ForwardSignal(int signal, siginfo_t* info, void*) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
   const pid_t child = running_child.load();
   if (child > 0 && info->si_code != SI_KERNEL) kill(child, signal);
+  errno = saved_errno;
 }
 
-void InstallForwarding() {
-  struct sigaction action = {};
-  action.sa_sigaction = ForwardSignal;
-  action.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
+// Signals gpumem and the program share: forwarded by gpumem, and in the program as gpumem found
+// them (a signal ignored when gpumem started, as under nohup, stays ignored in both).
+class SignalForwarding {
+ public:
+  // Blocks the forwarded signals (until Start()) and installs the handler.
+  SignalForwarding() {
+    sigemptyset(&handled_);
+    sigset_t forwarded;
+    sigemptyset(&forwarded);
+    for (int signal : kForwardedSignals) sigaddset(&forwarded, signal);
+    sigprocmask(SIG_BLOCK, &forwarded, &mask_at_start_);
+    struct sigaction action = {};
+    action.sa_sigaction = ForwardSignal;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    for (int signal : kForwardedSignals) {
+      struct sigaction before;
+      sigaction(signal, nullptr, &before);
+      if (before.sa_handler == SIG_IGN) continue;
+      sigaction(signal, &action, nullptr);
+      sigaddset(&handled_, signal);
+    }
+  }
+  // In the parent, once running_child is set: signals that came meanwhile are forwarded now.
+  void Start() const { sigprocmask(SIG_SETMASK, &mask_at_start_, nullptr); }
+  // In the child, before exec: the program's dispositions and mask as gpumem's were at its start.
+  void RestoreForProgram() const {
+    for (int number : kForwardedSignals) {
+      if (sigismember(&handled_, number)) ::signal(number, SIG_DFL);
+    }
+    RestoreFileSizeSignal();
+    sigprocmask(SIG_SETMASK, &mask_at_start_, nullptr);
+  }
+
+ private:
+  sigset_t mask_at_start_;
+  sigset_t handled_;
+};
 
 std::string HumanSize(uint64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, bytes == 1 ? " byte" : " bytes");
@@ -149,6 +200,63 @@ std::map<std::string, fs::file_time_type> ListTraces(const OutputPlan& plan) {
   return found;
 }
 
+// 0 if this process can create files in `dir`, else the errno that says why not.
+int DirectoryNotWritable(const std::string& dir) {
+  struct stat info;
+  if (stat(dir.c_str(), &info) != 0) return errno;
+  if (!S_ISDIR(info.st_mode)) return ENOTDIR;
+  return access(dir.c_str(), W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+absl::Status Refuse(absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(why, "; the program was not run"));
+}
+
+// Where the traces go (-o `output`; the current directory when empty), checked before anything
+// runs: the directory must be writable, and a file at `output` is replaced only if it is a gpumem
+// trace (an earlier run's, which must never pass for the new one).
+absl::StatusOr<OutputPlan> PlanOutput(const std::string& output, const std::string& host) {
+  OutputPlan plan;
+  std::error_code error;
+  if (output.empty()) {
+    plan.pid_in_name = true;  // completed once the program's pid is known
+    plan.dir = fs::current_path(error);
+    if (const int why = DirectoryNotWritable(plan.dir.string()); why != 0) {
+      return Refuse(
+          absl::StrCat("cannot write a trace in the current directory: ", std::strerror(why)));
+    }
+    return plan;
+  }
+  plan.shown = output;
+  plan.env_value = fs::absolute(output, error).string();
+  struct stat info;
+  const bool exists = stat(output.c_str(), &info) == 0;
+  const std::string dir =
+      exists && S_ISDIR(info.st_mode) ? output : fs::path(output).parent_path().string();
+  if (const int why = DirectoryNotWritable(dir.empty() ? "." : dir); why != 0) {
+    return Refuse(absl::StrCat(output, ": cannot write a trace there (", dir.empty() ? "." : dir,
+                               ": ", std::strerror(why), ")"));
+  }
+  if (exists && S_ISDIR(info.st_mode)) {
+    plan.directory = true;
+    plan.dir = plan.env_value;
+    plan.prefix = absl::StrCat("gpumem-", host, "-");
+    plan.suffix = ".trace";
+    return plan;
+  }
+  NameChildren(&plan);
+  if (!exists) return plan;
+  if (!S_ISREG(info.st_mode)) return Refuse(absl::StrCat(output, ": not a regular file"));
+  if (!IsGpumemTrace(output)) {
+    return Refuse(
+        absl::StrCat(output, ": exists and is not a gpumem trace, so it is not replaced"));
+  }
+  if (unlink(output.c_str()) != 0) {
+    return Refuse(absl::StrCat(output, ": cannot delete the old trace: ", std::strerror(errno)));
+  }
+  return plan;
+}
+
 // The child side of fork(): never returns. Reports an exec failure's errno through `report_fd`.
 [[noreturn]] void ExecProgram(const std::vector<std::string>& program, const std::string& library,
                               const OutputPlan& plan, const std::string& host,
@@ -187,45 +295,191 @@ std::map<std::string, fs::file_time_type> ListTraces(const OutputPlan& plan) {
   _exit(127);
 }
 
-// Runs the program and returns its wait status; nullopt (error printed) if it could not start.
-std::optional<int> RunProgram(const std::vector<std::string>& program, const std::string& library,
-                              const OutputPlan& plan, const std::string& host,
-                              const std::vector<EnvironmentChange>& changes, pid_t* pid_out) {
-  int exec_report[2];
-  // Closed by a successful exec; an errno written into it means exec failed.
-  if (pipe2(exec_report, O_CLOEXEC) != 0) {
-    PrintError(absl::StrCat("record: pipe: ", std::strerror(errno)));
-    return std::nullopt;
+// Waits for `pid` to end and returns its wait status. running_child is cleared before the process
+// is reaped, so that a forwarded signal never reaches another process given the same pid.
+int WaitForExit(pid_t pid) {
+  siginfo_t info;
+  while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
   }
-  InstallForwarding();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    PrintError(absl::StrCat("record: fork: ", std::strerror(errno)));
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    close(exec_report[0]);
-    ExecProgram(program, library, plan, host, changes, exec_report[1]);
-  }
-  running_child.store(pid);
-  *pid_out = pid;
-  close(exec_report[1]);
-  int exec_errno = 0;
-  ssize_t got;
-  do {
-    got = read(exec_report[0], &exec_errno, sizeof(exec_errno));
-  } while (got < 0 && errno == EINTR);
-  close(exec_report[0]);
-
+  running_child.store(0);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  running_child.store(0);
-  if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
-    PrintError(absl::StrCat("cannot execute '", program[0], "': ", std::strerror(exec_errno)));
-    return std::nullopt;
-  }
   return status;
+}
+
+// How the program ran.
+struct ProgramRun {
+  pid_t pid = 0;
+  int status = 0;      // waitpid's
+  int exec_errno = 0;  // not 0: it could not be executed, and never ran
+};
+
+// Runs the program to its end, passing on the signals sent to gpumem meanwhile.
+absl::StatusOr<ProgramRun> RunProgram(const std::vector<std::string>& program,
+                                      const std::string& library, const OutputPlan& plan,
+                                      const std::string& host,
+                                      const std::vector<EnvironmentChange>& changes) {
+  int exec_report[2];
+  // Closed by a successful exec; an errno written into it means exec failed.
+  if (pipe2(exec_report, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("record: pipe: ", std::strerror(errno)));
+  }
+  const SignalForwarding signals;
+  ProgramRun run;
+  run.pid = fork();
+  if (run.pid < 0) {
+    const int error = errno;
+    signals.Start();
+    close(exec_report[0]);
+    close(exec_report[1]);
+    return absl::InternalError(absl::StrCat("record: fork: ", std::strerror(error)));
+  }
+  if (run.pid == 0) {
+    signals.RestoreForProgram();
+    close(exec_report[0]);
+    ExecProgram(program, library, plan, host, changes, exec_report[1]);
+  }
+  running_child.store(run.pid);
+  signals.Start();
+  close(exec_report[1]);
+  ssize_t got;
+  do {
+    got = read(exec_report[0], &run.exec_errno, sizeof(run.exec_errno));
+  } while (got < 0 && errno == EINTR);
+  close(exec_report[0]);
+  if (got != static_cast<ssize_t>(sizeof(run.exec_errno))) run.exec_errno = 0;
+  run.status = WaitForExit(run.pid);
+  return run;
+}
+
+ProcessEnd EndOf(const ProgramRun& run) {
+  ProcessEnd end;
+  end.set_pid(static_cast<uint32_t>(run.pid));
+  if (WIFSIGNALED(run.status)) {
+    end.set_signal(WTERMSIG(run.status));
+    end.set_core_dumped(WCOREDUMP(run.status));
+  } else {
+    end.set_exit_status(WEXITSTATUS(run.status));
+  }
+  return end;
+}
+
+// Whether `path` is a trace the program `pid` wrote (its header names that pid) and its framing is
+// intact: a packet appended after a torn one would not be found.
+bool IsIntactTraceOf(const std::string& path, pid_t pid) {
+  TraceReader reader;
+  Packet packet;
+  TracePacket first;
+  if (!reader.Open(path, nullptr) || !reader.Next(&packet) ||
+      !first.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size())) ||
+      !first.has_header() || first.header().pid() != static_cast<uint32_t>(pid)) {
+    return false;
+  }
+  while (reader.Next(&packet)) {
+  }
+  return reader.end().ok();
+}
+
+// Appends a ProcessEnd packet to the program's own trace at `path` when it is one (see
+// IsIntactTraceOf). Only appends: never truncates or rewrites what the recorder wrote.
+void AppendProcessEnd(const std::string& path, const ProgramRun& run) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || !IsIntactTraceOf(path, run.pid)) {
+    return;
+  }
+  Trace trace;
+  *trace.add_packet()->mutable_process_end() = EndOf(run);
+  const std::string bytes = trace.SerializeAsString();  // framed as the recorder frames packets
+  int error = 0;
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  struct stat opened;
+  if (fd < 0 || fstat(fd, &opened) != 0) {
+    error = errno;
+  } else if (opened.st_dev != info.st_dev || opened.st_ino != info.st_ino) {
+    error = ESTALE;  // replaced since it was read
+  }
+  for (size_t written = 0; error == 0 && written < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) error = n < 0 ? errno : EIO;
+    if (n > 0) written += static_cast<size_t>(n);
+  }
+  if (fd >= 0 && close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    PrintError(absl::StrCat(WriteError(path, error), " (how the program ended is not recorded)"));
+  }
+}
+
+// The program's own trace first, then those of the processes it started, by name: (as shown,
+// actual path).
+std::vector<std::pair<std::string, fs::path>> WrittenTraces(
+    const OutputPlan& plan, const std::map<std::string, fs::file_time_type>& before,
+    const std::string& own) {
+  std::vector<std::pair<std::string, fs::path>> traces;
+  std::error_code error;
+  if (!plan.directory && fs::is_regular_file(plan.env_value, error)) {
+    traces.emplace_back(plan.shown, plan.env_value);
+  }
+  const fs::path shown_dir =
+      plan.directory ? fs::path(plan.shown) : fs::path(plan.shown).parent_path();
+  for (const auto& [name, modified] : ListTraces(plan)) {
+    auto old = before.find(name);
+    if (old != before.end() && old->second == modified) continue;  // not from this run
+    traces.emplace_back((shown_dir / name).string(), plan.dir / name);
+  }
+  if (plan.directory) {  // the program's own trace first here too
+    std::stable_partition(traces.begin(), traces.end(),
+                          [&](const auto& trace) { return trace.second.filename() == own; });
+  }
+  return traces;
+}
+
+// The environment changes of --tensors, told on stderr.
+std::vector<EnvironmentChange> TensorChanges() {
+  std::vector<EnvironmentChange> changes =
+      TensorLevelEnvironment([](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+      });
+  for (const EnvironmentChange& change : changes) {
+    std::fprintf(
+        stderr, "gpumem: --tensors: %s=%s (was %s)\n", change.name.c_str(),
+        Printable(change.after).c_str(),
+        change.before ? absl::StrCat("'", Printable(*change.before), "'").c_str() : "unset");
+  }
+  return changes;
+}
+
+// After the program ended: how it ended into its trace, and which traces it wrote, on stderr.
+// Returns gpumem's exit status: the program's, as a shell gives it (128+N for signal N).
+int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_type>& before,
+                    const std::string& host, const ProgramRun& run) {
+  const std::string own = DefaultName(host, run.pid);
+  if (plan.pid_in_name) {
+    plan.shown = own;
+    plan.env_value = (plan.dir / own).string();
+    NameChildren(&plan);
+  }
+  const std::vector<std::pair<std::string, fs::path>> traces = WrittenTraces(plan, before, own);
+  const fs::path own_path = plan.directory ? plan.dir / own : fs::path(plan.env_value);
+  if (!traces.empty() && traces.front().second == own_path) {
+    AppendProcessEnd(own_path.string(), run);
+  }
+  if (WIFSIGNALED(run.status)) {
+    std::fprintf(stderr, "gpumem: %s\n", DescribeProcessEnd(EndOf(run)).c_str());
+  }
+  if (traces.empty()) {
+    std::fprintf(stderr, "gpumem: no trace written: the program made no CUDA memory call\n");
+  }
+  std::error_code error;
+  for (const auto& [shown, actual] : traces) {
+    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(shown).c_str(),
+                 HumanSize(fs::file_size(actual, error)).c_str());
+  }
+  if (WIFSIGNALED(run.status)) return 128 + WTERMSIG(run.status);
+  return WIFEXITED(run.status) ? WEXITSTATUS(run.status) : kExitBadInput;
 }
 
 }  // namespace
@@ -250,7 +504,7 @@ int RunRecord(const std::vector<std::string>& args) {
     } else if (arg == "--tensors") {
       tensors = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kRecordUsage, stdout);
+      WriteOutput(kRecordUsage);
       return kExitOk;
     } else if (absl::StartsWith(arg, "-")) {
       return UsageError(absl::StrCat("record: unknown flag '", arg, "'"), "record");
@@ -261,7 +515,6 @@ int RunRecord(const std::vector<std::string>& args) {
   const std::vector<std::string> program(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (program.empty()) return UsageError("record: no program given", "record");
 
-  std::error_code error;
   const std::string library = PreloadLibrary();
   if (library.empty() || access(library.c_str(), R_OK) != 0) {
     PrintError(absl::StrCat("preload library not found: ", library.empty() ? "?" : library,
@@ -269,87 +522,29 @@ int RunRecord(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   const std::string host = HostName();
-  OutputPlan plan;
-  if (output.empty()) {
-    plan.pid_in_name = true;  // completed by NameAfterPid() once the program's pid is known
-    plan.dir = fs::current_path(error);
-  } else if (fs::is_directory(output, error)) {
-    plan.directory = true;
-    plan.shown = output;
-    plan.env_value = fs::absolute(output, error).string();
-    plan.dir = plan.env_value;
-    plan.prefix = absl::StrCat("gpumem-", host, "-");
-    plan.suffix = ".trace";
-  } else {
-    // An old trace at PATH must never pass for the new one.
-    if (unlink(output.c_str()) != 0 && errno != ENOENT) {
-      PrintError(absl::StrCat(output, ": cannot delete the old trace: ", std::strerror(errno)));
-      return kExitBadInput;
-    }
-    plan.shown = output;
-    plan.env_value = fs::absolute(output, error).string();
-    NameChildren(&plan);
+  absl::StatusOr<OutputPlan> plan = PlanOutput(output, host);
+  if (!plan.ok()) {
+    PrintError(plan.status().message());
+    return kExitBadInput;
   }
   // With the default name, every name this run can produce contains a pid not yet running.
   const std::map<std::string, fs::file_time_type> before =
-      plan.pid_in_name ? std::map<std::string, fs::file_time_type>{} : ListTraces(plan);
-
-  std::vector<EnvironmentChange> changes;
-  if (tensors) {
-    changes = TensorLevelEnvironment([](const std::string& name) -> std::optional<std::string> {
-      const char* value = std::getenv(name.c_str());
-      if (value == nullptr) return std::nullopt;
-      return std::string(value);
-    });
-    for (const EnvironmentChange& change : changes) {
-      std::fprintf(
-          stderr, "gpumem: --tensors: %s=%s (was %s)\n", change.name.c_str(),
-          Printable(change.after).c_str(),
-          change.before ? absl::StrCat("'", Printable(*change.before), "'").c_str() : "unset");
-    }
+      plan->pid_in_name ? std::map<std::string, fs::file_time_type>{} : ListTraces(*plan);
+  const std::vector<EnvironmentChange> changes =
+      tensors ? TensorChanges() : std::vector<EnvironmentChange>{};
+  std::error_code error;
+  const absl::StatusOr<ProgramRun> run =
+      RunProgram(program, fs::absolute(library, error).string(), *plan, host, changes);
+  if (!run.ok()) {
+    PrintError(run.status().message());
+    return kExitBadInput;
   }
-  pid_t pid = 0;
-  const std::optional<int> status =
-      RunProgram(program, fs::absolute(library, error).string(), plan, host, changes, &pid);
-  if (!status) return kExitBadInput;
-  if (plan.pid_in_name) {
-    plan.shown = DefaultName(host, pid);
-    plan.env_value = (plan.dir / plan.shown).string();
-    NameChildren(&plan);
+  if (run->exec_errno != 0) {
+    PrintError(absl::StrCat("cannot execute '", program[0], "': ", std::strerror(run->exec_errno)));
+    // As a shell: 127 for a program not found, 126 for one found but not executable.
+    return run->exec_errno == ENOENT ? 127 : 126;
   }
-
-  // The program's own trace first, then those of the processes it started, by name.
-  std::vector<std::pair<std::string, fs::path>> traces;  // (as shown, actual path)
-  if (!plan.directory && fs::is_regular_file(plan.env_value, error)) {
-    traces.emplace_back(plan.shown, plan.env_value);
-  }
-  const fs::path shown_dir =
-      plan.directory ? fs::path(plan.shown) : fs::path(plan.shown).parent_path();
-  for (const auto& [name, modified] : ListTraces(plan)) {
-    auto old = before.find(name);
-    if (old != before.end() && old->second == modified) continue;  // not from this run
-    traces.emplace_back((shown_dir / name).string(), plan.dir / name);
-  }
-  if (plan.directory) {  // the program's own trace first here too
-    const std::string own = DefaultName(host, pid);
-    std::stable_partition(traces.begin(), traces.end(),
-                          [&](const auto& trace) { return trace.second.filename() == own; });
-  }
-
-  if (WIFSIGNALED(*status)) {
-    std::fprintf(stderr, "gpumem: the program was killed by signal %d (%s)\n", WTERMSIG(*status),
-                 strsignal(WTERMSIG(*status)));
-  }
-  if (traces.empty()) {
-    std::fprintf(stderr, "gpumem: no trace written: the program made no CUDA memory call\n");
-  }
-  for (const auto& [shown, actual] : traces) {
-    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(shown).c_str(),
-                 HumanSize(fs::file_size(actual, error)).c_str());
-  }
-  // Like a shell: the program's own status, 128+N for a signal.
-  if (WIFSIGNALED(*status)) return 128 + WTERMSIG(*status);
-  return WIFEXITED(*status) ? WEXITSTATUS(*status) : kExitBadInput;
+  return FinishRecording(*std::move(plan), before, host, *run);
 }
 
 }  // namespace gpumem::report

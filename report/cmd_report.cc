@@ -32,6 +32,7 @@
 #include "report/memory_holders.h"
 #include "report/names.h"
 #include "report/oom.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/progress.h"
 #include "report/python_stacks.h"
@@ -97,8 +98,11 @@ all processes at once (merged by CLOCK_MONOTONIC timestamp; per host when the ho
 and what each process held then.
 VMM: reserved address space is not memory use; cuMemCreate'd physical memory is.
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged (a damaged
-trace is still reported as far as it could be read; the damage is named in one line on stderr).
+A trace gpumem record wrote says how the program ended ("exit: ..." under the end line).
+
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged trace
+is still reported as far as it could be read; the damage is named in one line on stderr), or
+standard output that could not be written.
 )usage";
 
 namespace {
@@ -568,6 +572,9 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   absl::StrAppend(&out, "process: pid ", header.pid(), " on ", Printable(header.host()), ": ",
                   Printable(absl::StrJoin(header.command_line(), " ")), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
+  if (trace.process_end()) {
+    absl::StrAppend(&out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
+  }
   absl::StrAppend(&out, "memory events: ", replay.memory_events,
                   "; failed allocations: ", replay.failed_allocations,
                   "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
@@ -768,6 +775,16 @@ std::string JsonGrowth(const GrowthReport& report, const TraceFile& trace, CallS
   return out;
 }
 
+// ",\"process_end\":{...}" where `gpumem record` wrote how the program ended; else nothing.
+std::string JsonProcessEnd(const TraceFile& trace) {
+  if (!trace.process_end()) return "";
+  const ProcessEnd& end = *trace.process_end();
+  return absl::StrCat(",\"process_end\":{\"pid\":", end.pid(),
+                      ",\"exit_status\":", end.exit_status(), ",\"signal\":", end.signal(),
+                      ",\"core_dumped\":", end.core_dumped() ? "true" : "false",
+                      ",\"description\":", JsonString(DescribeProcessEnd(end)), "}");
+}
+
 std::string JsonReport(const std::string& path, const TraceReplay& replay, const Findings& findings,
                        CallSites& sites, const Options& options) {
   const TraceFile& trace = *replay.file;
@@ -788,7 +805,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
         ",\"process_exited\":", end.exited ? "true" : "false", "}");
   }
   absl::StrAppend(&out, ",\"damaged\":", trace.end().damaged() ? "true" : "false",
-                  ",\"end\":", JsonString(trace.end().Describe()),
+                  ",\"end\":", JsonString(trace.end().Describe()), JsonProcessEnd(trace),
                   ",\"memory_events\":", replay.memory_events,
                   ",\"failed_allocations\":", replay.failed_allocations,
                   ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
@@ -910,7 +927,7 @@ int RunReport(const std::vector<std::string>& args) {
         return UsageError(absl::StrCat("report: --top: not a number: '", value, "'"), "report");
       }
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kReportUsage, stdout);
+      WriteOutput(kReportUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("report: unknown flag '", walker.option(), "'"), "report");
@@ -926,6 +943,10 @@ int RunReport(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
   if (!paths.ok()) {
     PrintError(paths.status().message());
+    return kExitBadInput;
+  }
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, *paths); !status.ok()) {
+    PrintError(status.message());
     return kExitBadInput;
   }
   bool ok = true;
@@ -992,7 +1013,7 @@ int RunReport(const std::vector<std::string>& args) {
     } else {
       std::string text = TextReport(replay, findings, sites, options);
       if (paths->size() > 1) text = absl::StrCat("== ", Printable(path), "\n", text, "\n");
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      WriteOutput(text);
     }
     if (replay.file->end().damaged()) {
       PrintError(replay.file->end().ErrorLine(path));
@@ -1006,15 +1027,14 @@ int RunReport(const std::vector<std::string>& args) {
   if (timelines.size() > 1) {
     const Combined merged = CombineTimelines(timelines);
     combined = options.json ? CombinedJson(merged, timelines) : CombinedText(merged, timelines);
-    if (!options.json) std::fwrite(combined.data(), 1, combined.size(), stdout);
+    if (!options.json) WriteOutput(combined);
   }
   if (options.json) {
     const std::string json =
         absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","), "]",
                      combined.empty() ? "" : ",\"combined\":", combined, "}\n");
-    std::fwrite(json.data(), 1, json.size(), stdout);
+    WriteOutput(json);
   }
-  std::fflush(stdout);
   return ok ? kExitOk : kExitBadInput;
 }
 

@@ -1,8 +1,11 @@
 // `gpumem symbolize`: resolves every return address of a trace's stacks with the binaries on this
 // machine and appends the results to the trace as SymbolizedFrame packets, so that the trace reads
 // the same (function, file, line) on a machine without the binaries. Several traces, or directories
-// of them, are each symbolized in place.
-#include <cstdio>
+// of them, are each symbolized in place: written aside, then renamed over the original.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -15,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
@@ -37,12 +41,16 @@ resolved again: running it twice adds nothing; frames that no binary here resolv
 A TRACE may be a directory: every *.trace file directly inside it (one per process), each
 symbolized in place. A trace that fails does not stop the others.
 
+The new trace is written to a temporary file beside it, flushed to disk and renamed over TRACE
+(keeping its permissions): if anything fails (a full disk, a file-size limit), TRACE is left
+byte for byte as it was.
+
   -o OUT      write a copy of TRACE with the frames appended to OUT; TRACE is left as it is
-              (only with a single trace file)
+              (only with a single trace file; OUT may not be TRACE under any name)
   -h, --help  print this text
 
 Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable
-(the others are still symbolized).
+(the others are still symbolized), or output that could not be written.
 )usage";
 
 namespace {
@@ -53,19 +61,66 @@ struct ReturnAddress {
   size_t module = 0;
 };
 
-bool AppendBytes(const std::string& path, const std::string& bytes, std::string* error) {
-  std::FILE* file = std::fopen(path.c_str(), "ab");
-  if (file == nullptr) {
-    *error = absl::StrCat(path, ": cannot open for appending");
-    return false;
+// Writes `source` followed by `appended` to `target` (`source` itself for in place) through an
+// AtomicFile: `target` is replaced only once the new file is whole on disk, and keeps the mode of
+// `source`.
+absl::Status WriteSymbolized(const std::string& source, const std::string& target,
+                             const std::string& appended) {
+  struct stat info;
+  if (stat(source.c_str(), &info) != 0) {
+    return absl::UnavailableError(absl::StrCat("reading ", source, ": ", std::strerror(errno)));
   }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) {
-    *error = absl::StrCat(path, ": write failed");
-    return false;
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(target);
+  if (!file.ok()) return file.status();
+  if (absl::Status copied = (*file)->CopyFrom(source); !copied.ok()) return copied;
+  if (absl::Status written = (*file)->Write(appended); !written.ok()) return written;
+  return (*file)->Commit(info.st_mode & 07777);
+}
+
+// The SymbolizedFrame packets for the `addresses` not yet in the trace that a binary here resolves.
+struct NewFrames {
+  Trace packets;            // SymbolizedFrames, then a Symbolization
+  uint64_t frames = 0;      // return addresses resolved here
+  uint64_t already = 0;     // in the trace already
+  uint64_t unresolved = 0;  // no function found
+};
+NewFrames ResolveNew(const TraceFile& trace, Symbolizer& symbolizer,
+                     const std::vector<ReturnAddress>& addresses) {
+  NewFrames added;
+  // Every module with a frame, found here or not: reports then open none of their binaries.
+  std::set<uint32_t> new_modules;
+  for (const ReturnAddress& address : addresses) {
+    const ModuleRecord& record = trace.modules()[address.module];
+    if (!trace.ModuleSymbolized(record.module.id())) new_modules.insert(record.module.id());
+    if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
+      ++added.already;
+      continue;
+    }
+    const std::vector<Frame> frames = symbolizer.SymbolizeFromBinaries(address.pc, &record);
+    bool named = false;
+    for (const Frame& frame : frames) named = named || !frame.function.empty();
+    if (!named) {
+      ++added.unresolved;
+      continue;
+    }
+    SymbolizedFrame* symbolized = added.packets.add_packet()->mutable_symbolized_frame();
+    symbolized->set_pc(address.pc);
+    symbolized->set_module_id(record.module.id());
+    for (const Frame& frame : frames) {
+      ResolvedFrame* resolved = symbolized->add_frame();
+      resolved->set_function(frame.function);
+      resolved->set_file(frame.file);
+      resolved->set_line(static_cast<uint32_t>(frame.line));
+      resolved->set_inlined(frame.inlined);
+    }
+    ++added.frames;
   }
-  return true;
+  if (!new_modules.empty()) {
+    Symbolization* symbolization = added.packets.add_packet()->mutable_symbolization();
+    symbolization->mutable_module_id()->Assign(new_modules.begin(), new_modules.end());
+    symbolization->set_host(HostName());
+  }
+  return added;
 }
 
 // Symbolizes one trace file, in place or (with `output`) into a copy; prints one line on stdout,
@@ -97,75 +152,22 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
     return false;
   }
 
-  Trace appended;
-  uint64_t already = 0;
-  uint64_t unresolved = 0;
-  // Every module with a frame, found here or not: reports then read none of their binaries.
-  std::set<uint32_t> new_modules;
-  for (const ReturnAddress& address : addresses) {
-    const uint32_t id = trace.modules()[address.module].module.id();
-    if (!trace.ModuleSymbolized(id)) new_modules.insert(id);
-  }
-  for (const ReturnAddress& address : addresses) {
-    const ModuleRecord& record = trace.modules()[address.module];
-    if (trace.FindSymbolizedFrame(record.module.id(), address.pc) != nullptr) {
-      ++already;
-      continue;
-    }
-    const std::vector<Frame> frames = symbolizer.SymbolizeFromBinaries(address.pc, &record);
-    bool named = false;
-    for (const Frame& frame : frames) named = named || !frame.function.empty();
-    if (!named) {
-      ++unresolved;
-      continue;
-    }
-    SymbolizedFrame* symbolized = appended.add_packet()->mutable_symbolized_frame();
-    symbolized->set_pc(address.pc);
-    symbolized->set_module_id(record.module.id());
-    for (const Frame& frame : frames) {
-      ResolvedFrame* resolved = symbolized->add_frame();
-      resolved->set_function(frame.function);
-      resolved->set_file(frame.file);
-      resolved->set_line(static_cast<uint32_t>(frame.line));
-      resolved->set_inlined(frame.inlined);
-    }
-  }
-
-  if (!new_modules.empty()) {
-    Symbolization* symbolization = appended.add_packet()->mutable_symbolization();
-    symbolization->mutable_module_id()->Assign(new_modules.begin(), new_modules.end());
-    symbolization->set_host(HostName());
-  }
-
-  std::string target = path;
-  if (!output.empty()) {
-    std::error_code error;
-    const bool same = std::filesystem::equivalent(path, output, error);
-    if (!same) {
-      error.clear();
-      std::filesystem::copy_file(path, output, std::filesystem::copy_options::overwrite_existing,
-                                 error);
-      if (error) {
-        PrintError(absl::StrCat(output, ": cannot write: ", error.message()));
-        return false;
-      }
-    }
-    target = output;
-  }
+  const NewFrames added = ResolveNew(trace, symbolizer, addresses);
   // Each packet is field 1 of Trace: the serialized Trace is exactly the packets framed as the
   // recorder frames them, so the file stays one valid Trace message.
   std::string bytes;
-  appended.SerializeToString(&bytes);
-  std::string error;
-  if (!bytes.empty() && !AppendBytes(target, bytes, &error)) {
-    PrintError(error);
-    return false;
+  added.packets.SerializeToString(&bytes);
+  const std::string target = output.empty() ? path : output;
+  if (!bytes.empty() || !output.empty()) {
+    if (absl::Status written = WriteSymbolized(path, target, bytes); !written.ok()) {
+      PrintError(absl::StrCat(written.message(), "; ", path, " is unchanged"));
+      return false;
+    }
   }
-  const int symbolized = appended.packet_size() - (new_modules.empty() ? 0 : 1);
-  std::printf("%s: %d return address(es) symbolized, %llu already in the trace, %llu unresolved\n",
-              Printable(target).c_str(), symbolized, static_cast<unsigned long long>(already),
-              static_cast<unsigned long long>(unresolved));
-  std::fflush(stdout);  // each trace's line before the next trace's error, if any
+  WriteOutput(absl::StrCat(Printable(target), ": ", added.frames,
+                           " return address(es) symbolized, ", added.already,
+                           " already in the trace, ", added.unresolved, " unresolved\n"));
+  FlushOutput();  // each trace's line before the next trace's error, if any
   return true;
 }
 
@@ -180,7 +182,7 @@ int RunSymbolize(const std::vector<std::string>& args) {
         walker.TakesValue("--output", &output, &missing)) {
       if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kSymbolizeUsage, stdout);
+      WriteOutput(kSymbolizeUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
@@ -198,6 +200,13 @@ int RunSymbolize(const std::vector<std::string>& args) {
   if (!paths.ok()) {
     PrintError(paths.status().message());
     return kExitBadInput;
+  }
+  for (const std::string& written : {std::string(kStandardOutput), output}) {
+    if (written.empty()) continue;
+    if (absl::Status status = RefuseOutputOverInputs(written, *paths); !status.ok()) {
+      PrintError(status.message());
+      return kExitBadInput;
+    }
   }
   bool ok = true;
   for (const std::string& path : *paths) ok = SymbolizeTrace(path, output) && ok;

@@ -2,17 +2,17 @@
 // device with its largest call sites as bands, launches, the peak, failed allocations and
 // iterations marked; flame graphs of what was live at the peak and never freed; the summary table
 // and tables of call sites. Written atomically (a temporary file renamed into place).
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "report/arguments.h"
 #include "report/commands.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/sizes.h"
 #include "viewer/html_page.h"
@@ -29,7 +29,8 @@ memory in use over time with the largest call sites as bands (zoom with the whee
 dragging, hover or click for a call site's stack), reserved memory where the trace knows it,
 kernel launches, the peak, failed allocations and iterations marked; flame graphs of what was live
 at the peak and what was never freed; the summary table and tables of call sites.
-  -o OUT       where to write the page (default: TRACE with .html for .trace; '-': stdout)
+  -o OUT       where to write the page (default: TRACE with .html for .trace; '-': stdout);
+               a regular file (or new), never TRACE itself
   --bands N    call sites drawn as bands of their own, the rest as 'other' (default 12)
   --group-by user|python|stack
                what one call site is for stacks with Python frames (as gpumem report; default
@@ -39,8 +40,9 @@ at the peak and what was never freed; the summary table and tables of call sites
                (default: detected, as gpumem report --growth does)
   -h, --help   print this text
 
-Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace or damaged (a damaged
-trace still gives a page of what could be read, with a notice at its top).
+Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged
+trace still gives a page of what could be read, with a notice at its top), or a page that could
+not be written.
 )usage";
 
 namespace {
@@ -51,24 +53,6 @@ std::string DefaultOutput(const std::string& trace) {
     return absl::StrCat(trace.substr(0, trace.size() - 6), ".html");
   }
   return absl::StrCat(trace, ".html");
-}
-
-// Writes `text` to `path` through a temporary file beside it, renamed into place: a reader never
-// sees half a page, and a failed write leaves no file behind.
-bool WriteAtomically(const std::string& path, const std::string& text, std::string* error) {
-  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) {
-    *error = absl::StrCat(path, ": cannot write");
-    return false;
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  if (std::fclose(file) != 0 || !written || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    *error = absl::StrCat(path, ": cannot write");
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -100,7 +84,7 @@ int RunView(const std::vector<std::string>& args) {
       }
       options.iteration_marker = value;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kViewUsage, stdout);
+      WriteOutput(kViewUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("view: unknown flag '", walker.option(), "'"), "view");
@@ -111,6 +95,10 @@ int RunView(const std::vector<std::string>& args) {
   if (inputs.size() > 1) return UsageError("view: one trace at a time", "view");
   const std::string& path = inputs[0];
   if (output.empty()) output = DefaultOutput(path);
+  if (absl::Status status = RefuseOutputOverInputs(output, inputs); !status.ok()) {
+    PrintError(status.message());
+    return kExitBadInput;
+  }
 
   absl::StatusOr<viewer::PageData> page = viewer::BuildPageData(path, options);
   if (!page.ok()) {
@@ -118,15 +106,11 @@ int RunView(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   const std::string html = viewer::RenderPage(*page);
-  if (output == "-") {
-    std::fwrite(html.data(), 1, html.size(), stdout);
-    std::fflush(stdout);
-  } else {
-    std::string error;
-    if (!WriteAtomically(output, html, &error)) {
-      PrintError(error);
-      return kExitBadInput;
-    }
+  if (absl::Status written = WriteWholeFile(output, html); !written.ok()) {
+    PrintError(written.message());
+    return kExitBadInput;
+  }
+  if (output != kStandardOutput) {
     std::fprintf(stderr, "gpumem: page written to %s (%s)\n", Printable(output).c_str(),
                  FormatBytes(html.size()).c_str());
   }

@@ -20,6 +20,7 @@
 #include "report/call_sites.h"
 #include "report/commands.h"
 #include "report/json.h"
+#include "report/output_file.h"
 #include "report/printable.h"
 #include "report/replay.h"
 #include "report/sizes.h"
@@ -53,8 +54,9 @@ allocations served by the async pool model only: native and expandable model PyT
 which such a program does not use. A trace recorded under PyTorch's caching allocator shows only
 its segments, not its tensors, and cannot be replayed.
 
-Exit status: 0 it fits under every allocator asked; 1 it runs out under one; 2 bad usage, or a
-trace that is missing, not a trace, or not replayable.
+Exit status: 0 it fits under every allocator asked; 1 it runs out under one; 2 bad usage, a
+trace that is missing, not a trace, or not replayable, or standard output that could not be
+written.
 )usage";
 
 namespace {
@@ -334,7 +336,7 @@ int RunWhatif(const std::vector<std::string>& args) {
     } else if (walker.Is("--json")) {
       options.json = true;
     } else if (walker.Is("-h") || walker.Is("--help")) {
-      std::fputs(kWhatifUsage, stdout);
+      WriteOutput(kWhatifUsage);
       return kExitOk;
     } else {
       return UsageError(absl::StrCat("whatif: unknown flag '", walker.option(), "'"), "whatif");
@@ -346,6 +348,10 @@ int RunWhatif(const std::vector<std::string>& args) {
     return UsageError("whatif: --device-memory SIZE is required", "whatif");
   }
   const std::string& path = inputs[0];
+  if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, inputs); !status.ok()) {
+    PrintError(status.message());
+    return kExitBadInput;
+  }
 
   // The replay at the limit reads this file, so its tables are complete for symbolizing after.
   absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
@@ -384,8 +390,7 @@ int RunWhatif(const std::vector<std::string>& args) {
   CallSites sites(&symbolizer, GroupBy::kUser, false);
   const std::string out = options.json ? JsonAnswer(path, all, **file, sites, options)
                                        : TextAnswer(path, all, **file, sites, options);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  WriteOutput(out);
   for (const AllocatorAnswers& answers : all) {
     if (!answers.Fits()) return kExitCheckFailed;
   }

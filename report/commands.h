@@ -42,6 +42,22 @@ void InstallProtobufLogHandler();
 
 // Prints "gpumem: error: <message>" to stderr, the message escaped (report/printable.h).
 void PrintError(absl::string_view message);
+
+// Standard output, for every command: what a command prints goes through WriteOutput(), and main()
+// ends with FinishOutput(), so that output cut short (a full disk, a closed descriptor) is never an
+// exit 0. The first failure's errno is kept; later writes are dropped.
+void WriteOutput(absl::string_view text);
+// Flushes standard output, keeping the first failure as WriteOutput() does.
+void FlushOutput();
+// `exit_code`, or kExitBadInput after printing "writing standard output: REASON" if any write to
+// standard output failed.
+int FinishOutput(int exit_code);
+
+// gpumem ignores SIGXFSZ, so that writing past a file-size limit (ulimit -f) fails with EFBIG and
+// one error line instead of killing it half-way. The program `gpumem record` runs gets back the
+// disposition gpumem started with.
+void IgnoreFileSizeSignal();
+void RestoreFileSizeSignal();
 // Prints the error and "Try 'gpumem <command> --help'." to stderr; returns kExitBadInput.
 int UsageError(absl::string_view message, absl::string_view command);
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "report/commands.h"
 
 #ifndef GPUMEM_VERSION
@@ -40,15 +41,16 @@ Options:
   -h, --help     print this text
   --version      print gpumem's version
 
-Exit status: 0 ok, 1 a check failed, 2 bad input or usage (record: the program's own status).
+Exit status: 0 ok, 1 a check failed, 2 bad input or usage, or output that could not be written
+(record: the program's own status; 127 not found, 126 not executable).
 )usage";
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  using namespace gpumem::report;
-  InstallProtobufLogHandler();
-  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+namespace gpumem::report {
+namespace {
+
+int Dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::fputs(kUsage, stderr);
     return kExitBadInput;
@@ -64,29 +66,29 @@ int main(int argc, char** argv) {
   if (command == "export") return RunExport(rest);
   if (command == "view") return RunView(rest);
   if (command == "--version" || command == "version") {
-    std::printf("gpumem %s\n", GPUMEM_VERSION);
+    WriteOutput(absl::StrCat("gpumem ", GPUMEM_VERSION, "\n"));
     return kExitOk;
   }
   if (command == "-h" || command == "--help" || command == "help") {
     const std::string topic = rest.empty() ? "" : rest[0];
     if (topic == "record") {
-      std::fputs(kRecordUsage, stdout);
+      WriteOutput(kRecordUsage);
     } else if (topic == "dump") {
-      std::fputs(kDumpUsage, stdout);
+      WriteOutput(kDumpUsage);
     } else if (topic == "report") {
-      std::fputs(kReportUsage, stdout);
+      WriteOutput(kReportUsage);
     } else if (topic == "check") {
-      std::fputs(kCheckUsage, stdout);
+      WriteOutput(kCheckUsage);
     } else if (topic == "symbolize") {
-      std::fputs(kSymbolizeUsage, stdout);
+      WriteOutput(kSymbolizeUsage);
     } else if (topic == "export") {
-      std::fputs(kExportUsage, stdout);
+      WriteOutput(kExportUsage);
     } else if (topic == "whatif") {
-      std::fputs(kWhatifUsage, stdout);
+      WriteOutput(kWhatifUsage);
     } else if (topic == "view") {
-      std::fputs(kViewUsage, stdout);
+      WriteOutput(kViewUsage);
     } else if (topic.empty()) {
-      std::fputs(kUsage, stdout);
+      WriteOutput(kUsage);
     } else {
       return UsageError("help: unknown command '" + topic + "'", "");
     }
@@ -96,4 +98,15 @@ int main(int argc, char** argv) {
     return UsageError("unknown option '" + command + "'", "");
   }
   return UsageError("unknown command '" + command + "'", "");
+}
+
+}  // namespace
+}  // namespace gpumem::report
+
+int main(int argc, char** argv) {
+  using namespace gpumem::report;
+  InstallProtobufLogHandler();
+  IgnoreFileSizeSignal();
+  const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  return FinishOutput(Dispatch(args));
 }

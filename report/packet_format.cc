@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -261,6 +262,14 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
                       " address=", Address(holder.address()), " size=", holder.size(),
                       " stack=", holder.stack_id(), " how=", Quoted(holder.how()),
                       " t=", RelativeTime(holder.timestamp_ns(), header));
+      break;
+    }
+    case TracePacket::kProcessEnd: {
+      const ProcessEnd& end = packet.process_end();
+      absl::StrAppend(&line, "process_end pid=", end.pid(), " exit_status=", end.exit_status(),
+                      " signal=", end.signal());
+      if (end.signal() != 0) absl::StrAppend(&line, " (", strsignal(end.signal()), ")");
+      absl::StrAppend(&line, " core_dumped=", end.core_dumped() ? "true" : "false");
       break;
     }
     case TracePacket::DATA_NOT_SET:

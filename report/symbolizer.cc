@@ -7,6 +7,7 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -29,10 +30,16 @@ std::string Basename(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-// The GNU build id of the ELF file at `path`; empty if it has none or cannot be read.
+// The GNU build id of the ELF file at `path`; empty if it has none, cannot be read or is not a
+// regular file (O_NONBLOCK: a FIFO named in a trace must not block the open).
 std::string ReadBuildId(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return "";
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return "";
+  }
   std::string id;
   if (Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
     const void* bytes = nullptr;
@@ -44,7 +51,12 @@ std::string ReadBuildId(const std::string& path) {
   return id;
 }
 
-bool IsFile(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+// A readable regular file: a module path in a trace may name anything on this machine, and libdwfl
+// opens it blocking (a FIFO would hang every command) and reads it whole (a device).
+bool IsFile(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), R_OK) == 0;
+}
 
 // A binary built with its source paths relative (-ffile-prefix-map, as gpumem's samples are) has
 // "." as its compilation directory, which libdw puts in front: "./samples/x.cc" reads as

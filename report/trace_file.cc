@@ -1,6 +1,7 @@
 #include "report/trace_file.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -246,6 +247,9 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
       break;
     case TracePacket::kKernelTiming:
       break;
+    case TracePacket::kProcessEnd:
+      process_end_ = packet.process_end();
+      break;
     case TracePacket::DATA_NOT_SET:  // padding, or a packet type from a newer schema
       break;
   }
@@ -290,6 +294,23 @@ const Thread* TraceFile::FindThread(uint32_t tid) const {
 const StackRecord* TraceFile::FindStack(uint64_t id) const {
   auto it = stacks_.find(id);
   return it == stacks_.end() ? nullptr : &it->second;
+}
+
+std::string DescribeProcessEnd(const ProcessEnd& end) {
+  if (end.signal() == 0) return absl::StrCat("the program exited with status ", end.exit_status());
+  const char* name = strsignal(end.signal());
+  return absl::StrCat("the program was killed by signal ", end.signal(), " (",
+                      name != nullptr ? name : "unknown", ")",
+                      end.core_dumped() ? ", core dumped" : "");
+}
+
+bool IsGpumemTrace(const std::string& path) {
+  TraceReader reader;
+  Packet first;
+  TracePacket packet;
+  return reader.Open(path, nullptr) && reader.Next(&first) &&
+         packet.ParseFromArray(first.bytes.data(), static_cast<int>(first.bytes.size())) &&
+         packet.has_header();
 }
 
 absl::StatusOr<SortedTrace> ReadMemoryEventsBySeq(const std::string& path) {

@@ -147,6 +147,8 @@ class TraceFile {
   using PoolReserved = PoolSizes::Device;
   const PoolReserved* FindPoolReserved(int32_t device) const;
   const std::optional<Footer>& footer() const { return footer_; }
+  // How the program ended, as `gpumem record` appended it (the last ProcessEnd packet), if it did.
+  const std::optional<ProcessEnd>& process_end() const { return process_end_; }
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
   uint64_t memory_event_count() const { return memory_event_count_; }
@@ -198,11 +200,20 @@ class TraceFile {
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   absl::flat_hash_set<uint32_t> symbolized_modules_;
   std::optional<Footer> footer_;
+  std::optional<ProcessEnd> process_end_;
   TraceEndStatus end_;
   uint64_t packet_count_ = 0;
   uint64_t memory_event_count_ = 0;
   uint64_t bytes_read_ = 0;
 };
+
+// "the program exited with status 3", "the program was killed by signal 9 (Killed)" (", core
+// dumped"): one phrase for `gpumem record`'s message and the report.
+std::string DescribeProcessEnd(const ProcessEnd& end);
+
+// Whether `path` is a gpumem trace: a regular file whose first packet is a Header. Never blocks (a
+// FIFO is no trace).
+bool IsGpumemTrace(const std::string& path);
 
 // A whole trace with its memory events in `seq` order (ties keep file order). Holds every event in
 // memory (about 200 bytes each): for traces of up to some millions of events.

@@ -4,11 +4,20 @@
 // without traces, and an unknown flag. Each must exit 2 (never crash) with exactly one line on
 // stderr, "gpumem: error: ..." (usage errors add "Try 'gpumem X --help'."). A damaged trace is
 // still printed as far as it could be read (report/README.md). tests/fuzz/ fuzzes the same path.
+// FIFOs, as a trace, in a directory of traces or named as a module in one, block no command.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "core/trace.pb.h"
 #include "core/trace_reader.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
@@ -357,6 +366,129 @@ TEST(ProtobufLogs, NeverReachTheUser) {
   GOOGLE_LOG(ERROR) << "String field 'gpumem.Header.command_line' contains invalid UTF-8 data";
   GOOGLE_LOG(WARNING) << "a warning";
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+// Every command, with the arguments before the trace path; outputs go into `dir`.
+std::vector<Command> EveryCommand(const std::string& dir) {
+  return {
+      {"dump", {"dump"}},
+      {"dump --counts", {"dump", "--counts"}},
+      {"dump --symbolize", {"dump", "--symbolize"}},
+      {"report", {"report"}},
+      {"report --json", {"report", "--json"}},
+      {"check", {"check", "--max-peak", "1TiB"}},
+      {"symbolize", {"symbolize"}},
+      {"whatif", {"whatif", "--device-memory", "1GiB"}},
+      {"export", {"export", "--format", "folded", "-o", dir + "/out.folded"}},
+      {"view", {"view", "-o", dir + "/out.html"}},
+  };
+}
+
+// The command run with `more` (and `overrides` of the environment), killed if it is still running
+// after 20 s: a command that blocks fails the test instead of hanging it.
+ProgramRun GpumemWithin(const Command& command, const std::vector<std::string>& more,
+                        const std::map<std::string, std::string>& overrides = {}) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem")};
+  argv.insert(argv.end(), command.args.begin(), command.args.end());
+  argv.insert(argv.end(), more.begin(), more.end());
+  std::map<std::string, std::string> environment = {{"GPUMEM_SYMBOL_PATH", ""}};
+  for (const auto& [name, value] : overrides) environment[name] = value;
+  ProgramRun run =
+      testing::RunProgramWithin(std::chrono::seconds(20), argv, testing::Environment(environment));
+  EXPECT_EQ(run.spawn_error, 0) << "cannot run " << argv[0];
+  EXPECT_FALSE(run.timed_out) << command.name << " blocked";
+  return run;
+}
+
+std::string MakeFifo(const std::string& path) {
+  EXPECT_EQ(mkfifo(path.c_str(), 0600), 0) << path << ": " << std::strerror(errno);
+  return path;
+}
+
+// A FIFO is no trace: opening it for reading would wait for a writer. Every command says so in
+// one line, at once.
+TEST_F(BadInputTest, AFifoGivenAsATraceIsRefusedWithoutBlocking) {
+  const std::string fifo = MakeFifo(dir_.File("pipe.trace"));
+  for (const Command& command : EveryCommand(dir_.path())) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = GpumemWithin(command, {fifo});
+    ExpectOneErrorLine(run, fifo, "not a regular file");
+  }
+}
+
+// A FIFO named *.trace in a directory of traces is refused the same way (one line naming it); the
+// traces beside it are still read.
+TEST_F(BadInputTest, AFifoInADirectoryOfTracesIsRefusedAndTheOthersRead) {
+  Write("good.trace", RealTrace());
+  const std::string fifo = MakeFifo(dir_.File("pipe.trace"));
+  for (const Command& command : Commands()) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = GpumemWithin(command, {dir_.path()});
+    ExpectOneErrorLine(run, fifo, "not a regular file");
+    if (command.name != "check") {  // check: no verdict with bad input
+      EXPECT_NE(run.out, "");
+    }
+  }
+}
+
+// A trace of one allocation whose stack's frame lies in `module`.
+std::string TraceWithModule(const Module& module) {
+  TracePacket header = testing::HeaderPacket();
+  TracePacket with_module;
+  *with_module.mutable_module() = module;
+  TracePacket stack;
+  stack.mutable_stack()->set_id(3);
+  stack.mutable_stack()->add_frame(module.start() + 0x1234);
+  TracePacket alloc;
+  MemoryEvent* event = alloc.mutable_memory();
+  event->set_seq(1);
+  event->set_api(CUDA_MALLOC);
+  event->set_kind(DEVICE);
+  event->set_action(ALLOC);
+  event->set_size(1 << 20);
+  event->set_address(0x7f0000000000);
+  event->set_stack_id(3);
+  return testing::FramedAll({header, with_module, stack, alloc, testing::FooterPacket(1)});
+}
+
+Module ModuleAt(const std::string& path) {
+  Module module;
+  module.set_id(1);
+  module.set_path(path);
+  module.set_start(0x400000);
+  module.set_end(0x500000);
+  module.set_load_bias(0x400000);
+  return module;
+}
+
+// A module path recorded in a trace names a file on this machine, whatever it is there: a FIFO is
+// skipped like a missing binary (its frames stay module+offset), and no command blocks on it.
+TEST_F(BadInputTest, AFifoNamedAsAModuleIsSkipped) {
+  const std::string fifo = MakeFifo(dir_.File("libpipe.so"));
+  const std::string trace = Write("module.trace", TraceWithModule(ModuleAt(fifo)));
+  for (const Command& command : EveryCommand(dir_.path())) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = GpumemWithin(command, {trace});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.err.find("error"), std::string::npos) << run.err;
+  }
+  const ProgramRun report = GpumemWithin(Commands()[1], {trace});
+  EXPECT_NE(report.out.find("libpipe.so+0x1234"), std::string::npos) << report.out;
+}
+
+// The same for a FIFO found in GPUMEM_SYMBOL_PATH under the name of a module missing here.
+TEST_F(BadInputTest, AFifoInTheSymbolPathIsSkipped) {
+  const std::string symbols = dir_.File("symbols");
+  std::filesystem::create_directory(symbols);
+  MakeFifo(symbols + "/libgone.so");
+  Module module = ModuleAt("/nonexistent-gpumem-test/libgone.so");
+  module.set_build_id(std::string("\x12\x34\x56\x78", 4));
+  const std::string trace = Write("gone.trace", TraceWithModule(module));
+  for (const Command& command : EveryCommand(dir_.path())) {
+    SCOPED_TRACE(command.name);
+    const ProgramRun run = GpumemWithin(command, {trace}, {{"GPUMEM_SYMBOL_PATH", symbols}});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+  }
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ TEST(CheckMarkdown, BadMarkdownArgumentsAreUsageOrInputErrors) {
                                       "--markdown", "/proc/no/such/dir/ci.md", kLeakLoop});
   EXPECT_EQ(unwritable.exit_code, 2);
   EXPECT_EQ(unwritable.err,
-            "gpumem: error: /proc/no/such/dir/ci.md: cannot write the Markdown summary\n");
+            "gpumem: error: writing /proc/no/such/dir/ci.md: No such file or directory (the "
+            "Markdown summary)\n");
 }
 
 }  // namespace

@@ -183,6 +183,38 @@ TEST_F(DumpTest, FootersOfAStoppedRecordingSayWhyAndTheExitStatus) {
       "recorded); exited with status 0");
 }
 
+// `gpumem record` appends how the program ended: after the footer, or without one when a signal
+// killed the program.
+TEST_F(DumpTest, HowTheProgramEndedIsPrinted) {
+  std::vector<TracePacket> packets = SamplePackets();
+  TracePacket exited;
+  exited.mutable_process_end()->set_pid(4242);
+  exited.mutable_process_end()->set_exit_status(3);
+  packets.push_back(exited);
+  ProgramRun run = Gpumem({"dump", Write("exited.trace", FramedAll(packets))});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), packets.size() + 1) << run.out;
+  EXPECT_EQ(lines[packets.size() - 1],
+            "#8 process_end pid=4242 exit_status=3 signal=0 core_dumped=false");
+  EXPECT_EQ(lines.back(), "end: clean (footer present)");
+
+  packets.pop_back();  // the process end
+  packets.pop_back();  // the footer
+  TracePacket killed;
+  killed.mutable_process_end()->set_pid(4242);
+  killed.mutable_process_end()->set_signal(9);
+  killed.mutable_process_end()->set_core_dumped(true);
+  packets.push_back(killed);
+  run = Gpumem({"dump", Write("killed.trace", FramedAll(packets))});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), packets.size() + 1) << run.out;
+  EXPECT_EQ(lines[packets.size() - 1],
+            "#7 process_end pid=4242 exit_status=0 signal=9 (Killed) core_dumped=true");
+  EXPECT_EQ(lines.back(), "end: no footer — the process did not exit cleanly");
+}
+
 TEST_F(DumpTest, TornTracePrintsWhatItCanThenOneErrorLineAndExits2) {
   std::string intact;
   const std::vector<TracePacket> packets = SamplePackets();

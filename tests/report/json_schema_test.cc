@@ -282,6 +282,21 @@ TEST(JsonSchemaTest, BundledGpuTracesValidate) {
 
 // A trace cut short (no footer: leaks incomplete, with a note; exit 2 but still reported), and the
 // fork sample's traces as if from two hosts (the combined view per host).
+// How the program ended, as `gpumem record` appends it to the trace.
+TEST(JsonSchemaTest, ProcessEndValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  TempDir dir;
+  const ProgramRun record = RunProgram(
+      {BuildPath("bin/gpumem"), "record", "-o", dir.File("leak.trace"), BuildPath("bin/leak_loop")},
+      {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(record.exit_code, 0) << record.err;
+  const ProgramRun report = ReportJson({dir.File("leak.trace")});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("\"process_end\":{"), std::string::npos) << report.out;
+  const ProgramRun run = Validate({report.out}, {"process_end"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+}
+
 TEST(JsonSchemaTest, DamagedTraceAndTwoHostsValidate) {
   SKIP_WITHOUT_JSONSCHEMA();
   TempDir dir;

@@ -2,16 +2,22 @@
 // nothing; where a test needs a trace to appear, a shell script writes the file the recorder would
 // have written, at the GPUMEM_OUTPUT it was given, to check naming and reporting.
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -73,6 +79,15 @@ class RecordTest : public ::testing::Test {
                     const std::map<std::string, std::string>& extra_env = {}) {
     return Wait(Start(args, extra_env));
   }
+  // `gpumem record -o OUTPUT` of a program that would leave a file `ran`: refused with one line,
+  // "gpumem: error: OUTPUT: WHY; the program was not run", and nothing run.
+  void ExpectRefusedBeforeRunning(const std::string& output, const std::string& why) {
+    SCOPED_TRACE(output);
+    const ProgramRun result = Record({"-o", output, "--", "/bin/sh", "-c", "touch ran"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_EQ(result.err, "gpumem: error: " + output + ": " + why + "; the program was not run\n");
+    EXPECT_FALSE(fs::exists(dir_ + "/ran"));
+  }
 
   std::string dir_;
 };
@@ -96,15 +111,22 @@ TEST_F(RecordTest, AProgramKilledByASignalExitsLikeInAShell) {
       << result.err;
 }
 
-TEST_F(RecordTest, AProgramThatCannotBeExecutedIsAnError) {
+// As a shell: 127 for a program not found, 126 for one found but not executable.
+TEST_F(RecordTest, AProgramThatCannotBeExecutedExitsLikeInAShell) {
   ProgramRun result = Record({"--", "no-such-program-gpumem-test"});
-  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.exit_code, 127);
   EXPECT_EQ(result.err,
             "gpumem: error: cannot execute 'no-such-program-gpumem-test': No such file or "
             "directory\n");
+  result = Record({"--", dir_ + "/missing"});
+  EXPECT_EQ(result.exit_code, 127);
   result = Record({"--", dir_});  // a directory
-  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.exit_code, 126);
   EXPECT_EQ(result.err, "gpumem: error: cannot execute '" + dir_ + "': Permission denied\n");
+  std::ofstream(dir_ + "/script") << "#!/bin/sh\nexit 0\n";  // not executable
+  result = Record({"--", dir_ + "/script"});
+  EXPECT_EQ(result.exit_code, 126);
+  EXPECT_EQ(result.err, "gpumem: error: cannot execute '" + dir_ + "/script': Permission denied\n");
 }
 
 TEST_F(RecordTest, UsageErrors) {
@@ -133,7 +155,7 @@ TEST_F(RecordTest, DefaultTraceIsNamedAfterHostAndProgramPid) {
 }
 
 TEST_F(RecordTest, OutputFileAndTheTracesOfChildProcesses) {
-  std::ofstream(dir_ + "/run.trace") << "an old trace";
+  std::ofstream(dir_ + "/run.trace") << testing::Framed(testing::HeaderPacket());  // an old trace
   std::ofstream(dir_ + "/run-1.trace") << "an old child trace, not from this run";
   ProgramRun result = Record({"-o", "run.trace", "--", "/bin/sh", "-c", "exit 0"});
   EXPECT_EQ(result.err, "gpumem: no trace written: the program made no CUDA memory call\n");
@@ -253,6 +275,144 @@ TEST_F(RecordTest, SigtermToGpumemReachesTheProgram) {
   const ProgramRun result = Wait(gpumem);
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+// -o naming a file that is not a gpumem trace (a source file, an empty file, a FIFO): refused in
+// one line before anything runs, the file untouched. A trace there is replaced (see above).
+TEST_F(RecordTest, AnExistingFileThatIsNotATraceIsNeverReplaced) {
+  const std::string source = "int main() { return 0; }\n";
+  std::ofstream(dir_ + "/somefile.c") << source;
+  std::ofstream(dir_ + "/empty.trace") << "";
+  ASSERT_EQ(mkfifo((dir_ + "/pipe.trace").c_str(), 0600), 0);
+  for (const std::string output : {"somefile.c", "empty.trace"}) {
+    ExpectRefusedBeforeRunning(output, "exists and is not a gpumem trace, so it is not replaced");
+  }
+  EXPECT_EQ(ReadFile(dir_ + "/somefile.c"), source);
+  EXPECT_TRUE(fs::exists(dir_ + "/empty.trace"));
+  ExpectRefusedBeforeRunning("pipe.trace", "not a regular file");
+  EXPECT_TRUE(fs::is_fifo(dir_ + "/pipe.trace"));
+}
+
+// A trace that could not be written is refused before the program runs, never reported as "the
+// program made no CUDA memory call".
+TEST_F(RecordTest, AnUnwritableOutputIsRefusedBeforeTheProgramRuns) {
+  std::ofstream(dir_ + "/file") << "a file, not a directory";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing/run.trace", "(missing: No such file or directory)"},
+      {"file/run.trace", "(file: Not a directory)"},
+  };
+  for (const auto& [output, why] : cases) {
+    ExpectRefusedBeforeRunning(output, "cannot write a trace there " + why);
+  }
+  if (geteuid() == 0) return;  // root writes into any directory
+  fs::create_directory(dir_ + "/read-only");
+  fs::permissions(dir_ + "/read-only", fs::perms::owner_read | fs::perms::owner_exec);
+  for (const std::string output : {"read-only", "read-only/run.trace"}) {
+    ExpectRefusedBeforeRunning(output, "cannot write a trace there (read-only: Permission denied)");
+  }
+}
+
+// Waits up to 20 s for `path` to exist.
+bool WaitForFile(const std::string& path) {
+  for (int i = 0; i < 2000 && !fs::exists(path); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fs::exists(path);
+}
+
+// gpumem's own status: its exit code, or -1 when a signal killed it.
+int ExitCodeOfGpumem(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// HUP, INT, QUIT, TERM, USR1 and USR2 sent to gpumem go to the program, and gpumem does not die
+// of them: it waits for the program and exits with its status (here the program traps the signal,
+// notes it and exits 3; then one that does not trap it: 128+N).
+TEST_F(RecordTest, SignalsSentToGpumemArePassedOnAndItWaitsForTheProgram) {
+  // posix_spawn passes this process's ignored signals on to gpumem, and gpumem to the program (as
+  // a shell does); a test run in the background of a non-interactive shell ignores INT and QUIT.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGQUIT, SIG_DFL);
+  const std::vector<std::pair<int, std::string>> signals = {{SIGHUP, "HUP"},   {SIGINT, "INT"},
+                                                            {SIGQUIT, "QUIT"}, {SIGTERM, "TERM"},
+                                                            {SIGUSR1, "USR1"}, {SIGUSR2, "USR2"}};
+  for (const auto& [number, name] : signals) {
+    SCOPED_TRACE(name);
+    fs::remove(dir_ + "/ready");
+    const pid_t gpumem = Start({"/bin/sh", "-c",
+                                "trap 'echo " + name + " > got; exit 3' " + name +
+                                    "; touch ready; while :; do sleep 0.05; done"},
+                               {});
+    ASSERT_TRUE(WaitForFile(dir_ + "/ready"));
+    kill(gpumem, number);
+    EXPECT_EQ(ExitCodeOfGpumem(gpumem), 3);
+    EXPECT_EQ(ReadFile(dir_ + "/got"), name + "\n");
+  }
+  fs::remove(dir_ + "/ready");
+  const pid_t gpumem = Start({"/bin/sh", "-c", "touch ready; exec sleep 60"}, {});
+  ASSERT_TRUE(WaitForFile(dir_ + "/ready"));
+  kill(gpumem, SIGUSR1);
+  EXPECT_EQ(ExitCodeOfGpumem(gpumem), 128 + SIGUSR1);
+  EXPECT_EQ(ReadFile(dir_ + ".stderr"),
+            "gpumem: the program was killed by signal 10 (User defined signal 1)\n"
+            "gpumem: no trace written: the program made no CUDA memory call\n");
+}
+
+// The ProcessEnd packet of `path` and the pid its header names; fails the test when either is
+// missing.
+std::pair<ProcessEnd, uint32_t> ReadProcessEnd(const std::string& path,
+                                               std::optional<Footer>* footer) {
+  auto file = report::TraceFile::Read(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  EXPECT_TRUE((*file)->process_end().has_value()) << path;
+  *footer = (*file)->footer();
+  return {(*file)->process_end().value_or(ProcessEnd()), (*file)->header().pid()};
+}
+
+// Once the program ended, gpumem appends how it ended to the program's own trace (a ProcessEnd
+// packet; the recorder's own bytes untouched), which dump and report show: an exit status, as the
+// recorder's footer says it too, and a signal, for a program that left no footer.
+TEST_F(RecordTest, HowTheProgramEndedIsAppendedToItsTrace) {
+  const std::map<std::string, std::string> fake_cuda = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
+  ProgramRun result = Record({"-o", "run.trace", BuildPath("bin/leak_loop")}, fake_cuda);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::optional<Footer> footer;
+  auto [end, pid] = ReadProcessEnd(dir_ + "/run.trace", &footer);
+  EXPECT_EQ(end.pid(), pid);
+  EXPECT_EQ(end.exit_status(), 0);
+  EXPECT_EQ(end.signal(), 0);
+  ASSERT_TRUE(footer.has_value());
+  EXPECT_EQ(footer->exit_status(), end.exit_status());
+  ProgramRun report = testing::RunGpumem({"report", dir_ + "/run.trace"});
+  EXPECT_NE(report.out.find("\nexit: the program exited with status 0\n"), std::string::npos)
+      << report.out;
+
+  // Killed through gpumem once it has made CUDA calls (its first line of output).
+  const pid_t gpumem = Start({"-o", "killed.trace", "/bin/sh", "-c", "exec \"$0\" > out",
+                              BuildPath("tests/programs/alloc_forever")},
+                             fake_cuda);
+  for (int i = 0; i < 2000 && (!fs::exists(dir_ + "/out") || fs::is_empty(dir_ + "/out")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(gpumem, SIGUSR1);
+  EXPECT_EQ(ExitCodeOfGpumem(gpumem), 128 + SIGUSR1);
+  std::tie(end, pid) = ReadProcessEnd(dir_ + "/killed.trace", &footer);
+  EXPECT_EQ(end.pid(), pid);
+  EXPECT_EQ(end.signal(), SIGUSR1);
+  EXPECT_FALSE(end.core_dumped());
+  EXPECT_FALSE(footer.has_value());
+  const ProgramRun dump = testing::RunGpumem({"dump", dir_ + "/killed.trace"});
+  EXPECT_NE(dump.out.find(" process_end pid=" + std::to_string(pid) +
+                          " exit_status=0 signal=10 (User defined signal 1) core_dumped=false\n"),
+            std::string::npos);
+  report = testing::RunGpumem({"report", dir_ + "/killed.trace"});
+  EXPECT_NE(
+      report.out.find("\nexit: the program was killed by signal 10 (User defined signal 1)\n"),
+      std::string::npos)
+      << report.out;
 }
 
 }  // namespace

@@ -325,6 +325,44 @@ TEST(ReportCommandTest, NoFooterSaysLiveNotNecessarilyLeaked) {
   std::remove(path.c_str());
 }
 
+// How the program ended (a ProcessEnd packet `gpumem record` appended): one line after the end
+// line, and in the JSON where the trace's end is.
+TEST(ReportCommandTest, SaysHowTheProgramEnded) {
+  // A ProcessEnd packet appended to a trace, as gpumem record does.
+  auto append = [](const std::string& path, int exit_status, int signal) {
+    TracePacket packet;
+    packet.mutable_process_end()->set_pid(4242);
+    packet.mutable_process_end()->set_exit_status(exit_status);
+    packet.mutable_process_end()->set_signal(signal);
+    std::ofstream(path, std::ios::binary | std::ios::app) << Framed(packet);
+  };
+  const std::string path = TwoDeviceTrace(/*clean_exit=*/false);
+  append(path, 0, 9);
+  const CommandResult text = Gpumem({"report", path});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("\nend: no footer — the process did not exit cleanly\n"
+                          "exit: the program was killed by signal 9 (Killed)\n"),
+            std::string::npos)
+      << text.out;
+  const CommandResult json = Gpumem({"report", "--json", path});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"end\":\"no footer — the process did not exit cleanly\","
+                          "\"process_end\":{\"pid\":4242,\"exit_status\":0,\"signal\":9,"
+                          "\"core_dumped\":false,\"description\":\"the program was killed by "
+                          "signal 9 (Killed)\"}"),
+            std::string::npos)
+      << json.out;
+  std::remove(path.c_str());
+
+  const std::string exited = TwoDeviceTrace(/*clean_exit=*/true);
+  append(exited, 3, 0);
+  const CommandResult run = Gpumem({"report", exited});
+  EXPECT_NE(run.out.find("\nend: clean (footer present)\nexit: the program exited with status 3\n"),
+            std::string::npos)
+      << run.out;
+  std::remove(exited.c_str());
+}
+
 TEST(ReportCommandTest, SeveralTracesInOneJsonObject) {
   const std::string path = TwoDeviceTrace(/*clean_exit=*/true);
   const CommandResult run = Gpumem({"report", "--json", path, Sample("leak_loop-h200.trace")});

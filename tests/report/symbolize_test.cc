@@ -191,6 +191,55 @@ TEST(SymbolizeTest, OutputCopyLeavesTheInputAlone) {
   EXPECT_NE(report.out.find("leak_loop.cc:26"), std::string::npos) << report.out;
 }
 
+// Runs `gpumem symbolize TRACE` under a file-size limit of `blocks` 512-byte blocks (sh's ulimit
+// -f).
+ProgramRun SymbolizeUnderFileSizeLimit(const std::string& trace, size_t blocks) {
+  return RunProgram(
+      {"/bin/sh", "-c", "ulimit -f " + std::to_string(blocks) + " && exec \"$0\" symbolize \"$1\"",
+       BuildPath("bin/gpumem"), trace},
+      {{"GPUMEM_SYMBOL_PATH", ""}});
+}
+
+// The symbolized trace is written aside and renamed over the original: a write that fails (here
+// at a file-size limit, which gpumem meets as EFBIG rather than dying of SIGXFSZ), whether in the
+// copy of the original or in the frames after it, leaves the original byte for byte as it was and
+// no temporary file; then, without the limit, the trace is symbolized through a symbolic link to
+// it, keeping the link and the trace's mode.
+TEST(SymbolizeTest, AFailedWriteLeavesTheTraceAsItWas) {
+  TempDir dir;
+  RecordCopy(dir);
+  const std::string trace = dir.File("leak.trace");
+  // Zeros after the packets (unused space, as the recorder leaves it) up to one byte short of a
+  // whole block: a limit of the next block lets the copy through and stops the frames after it.
+  std::string bytes = ReadFile(trace);
+  bytes.resize((bytes.size() / 512 + 2) * 512 - 1, '\0');
+  std::ofstream(trace, std::ios::binary | std::ios::trunc) << bytes;
+  fs::permissions(trace, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  const std::string expected_error =
+      "gpumem: error: writing " + trace + ": File too large; " + trace + " is unchanged\n";
+  for (size_t blocks : {size_t{1}, (bytes.size() + 1) / 512}) {
+    SCOPED_TRACE(blocks);
+    const ProgramRun run = SymbolizeUnderFileSizeLimit(trace, blocks);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(run.err, expected_error);
+    EXPECT_EQ(run.out, "");
+    EXPECT_EQ(ReadFile(trace), bytes);
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+      EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+    }
+  }
+
+  const std::string link = dir.File("link.trace");
+  fs::create_symlink(trace, link);
+  const ProgramRun run = Gpumem({"symbolize", link});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.find(link + ": 0 "), std::string::npos) << run.out;
+  EXPECT_NE(Gpumem({"dump", trace}).out.find(" symbolized_frame pc="), std::string::npos);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(fs::status(trace).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
 TEST(SymbolizeTest, BadInputIsOneLineAndExit2) {
   TempDir dir;
   for (const std::string& content : {std::string(), std::string("not a trace at all")}) {

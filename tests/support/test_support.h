@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -92,7 +93,8 @@ struct ProgramRun {
   int exit_code = -1;  // 128 + signal when killed
   std::string out;
   std::string err;
-  int spawn_error = 0;  // the posix_spawn error when the program could not be started
+  int spawn_error = 0;     // the posix_spawn error when the program could not be started
+  bool timed_out = false;  // RunProgramWithin(): still running at the limit, and killed
 };
 
 // The environment of this test, "NAME=value" each, with `overrides` applied (an empty value
@@ -200,6 +202,38 @@ inline ProgramRun RunProgramWithEnvironment(const std::vector<std::string>& argv
   run.exit_code = WaitExitCode(pid);
   run.out = ReadFile(logs.File("out"));
   run.err = ReadFile(logs.File("err"));
+  return run;
+}
+
+// Like RunProgramWithEnvironment(), but a program still running after `limit` is killed (SIGKILL)
+// and reported timed_out: a program that hangs fails its test instead of blocking the test run.
+// `options` may name where stdout and stderr go (e.g. /dev/full; out or err then stays empty).
+inline ProgramRun RunProgramWithin(std::chrono::milliseconds limit,
+                                   const std::vector<std::string>& argv,
+                                   const std::vector<std::string>& environment,
+                                   SpawnOptions options = {}) {
+  TempDir logs;
+  const bool own_out = options.out_path.empty();
+  const bool own_err = options.err_path.empty();
+  if (own_out) options.out_path = logs.File("out");
+  if (own_err) options.err_path = logs.File("err");
+  ProgramRun run;
+  const pid_t pid = Spawn(argv, environment, options, &run.spawn_error);
+  if (pid < 0) return run;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      run.timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(10'000);
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (own_out) run.out = ReadFile(logs.File("out"));
+  if (own_err) run.err = ReadFile(logs.File("err"));
   return run;
 }
 

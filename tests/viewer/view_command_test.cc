@@ -1,6 +1,10 @@
 // `gpumem view` as a user runs it: the page next to the trace by default, -o - to stdout, one-line
-// errors and exit 2 for bad input, and a torn trace rendered with a notice (and exit 2).
+// errors and exit 2 for bad input, and a torn trace rendered with a notice (and exit 2); never over
+// its input, never an output error ignored.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -96,6 +100,53 @@ TEST(ViewCommandTest, TornTraceRendersWhatWasReadWithANotice) {
   EXPECT_FALSE(absl::StrContains(html, "\"notice\":\"\""));
   EXPECT_TRUE(absl::StrContains(html, "\"notice\":\"" + torn));
   EXPECT_TRUE(absl::StrContains(html, "\"places\":[{\"place\":0"));
+}
+
+// -o naming the input trace itself, a symbolic link to it or a hard link to it: refused in one
+// line, the trace untouched.
+TEST(ViewCommandTest, NeverWritesOverItsInput) {
+  TempDir dir;
+  const std::string trace = dir.File("run.trace");
+  std::filesystem::copy_file(SourcePath("samples/traces/leak_loop-h100.trace"), trace);
+  const std::string original = ReadFile(trace);
+  std::filesystem::create_symlink(trace, dir.File("link.html"));
+  std::filesystem::create_hard_link(trace, dir.File("hard.html"));
+  for (const std::string& output : {trace, dir.File("link.html"), dir.File("hard.html")}) {
+    SCOPED_TRACE(output);
+    const ProgramRun run = View({"-o", output, trace});
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_TRUE(absl::StartsWith(
+        run.err, "gpumem: error: " + output + ": the output would overwrite the input trace"))
+        << run.err;
+    EXPECT_EQ(Lines(run.err), 1u) << run.err;
+    EXPECT_EQ(ReadFile(trace), original);
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.File("link.html")));
+}
+
+// The page to standard output on a full disk is an error; to a device it is refused (the device,
+// behind a link of the test's own, is never replaced).
+TEST(ViewCommandTest, AnOutputThatCannotBeWrittenIsAnError) {
+  struct stat info;
+  if (stat("/dev/full", &info) != 0 || !S_ISCHR(info.st_mode)) GTEST_SKIP() << "no /dev/full";
+  const std::string trace = SourcePath("samples/traces/leak_loop-h100.trace");
+  TempDir dir;
+  testing::SpawnOptions to_full;
+  to_full.out_path = "/dev/full";
+  ProgramRun run = testing::RunProgramWithin(
+      std::chrono::seconds(60), {BuildPath("bin/gpumem"), "view", "-o", "-", trace},
+      testing::Environment({{"GPUMEM_SYMBOL_PATH", ""}}), to_full);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "gpumem: error: writing standard output: No space left on device\n");
+
+  const std::string device = dir.File("full.html");
+  std::filesystem::create_symlink("/dev/full", device);
+  run = View({"-o", device, trace});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(run.err, "gpumem: error: " + device + ": not a regular file"))
+      << run.err;
+  EXPECT_EQ(Lines(run.err), 1u) << run.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(device));
 }
 
 }  // namespace
