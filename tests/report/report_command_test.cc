@@ -265,7 +265,8 @@ TEST(ReportCommandTest, LeakLoopJson) {
   for (const char* expected : {
            "\"pid\":472",
            "\"clean_exit\":true",
-           "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0}",
+           "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0,"
+           "\"impossible_sizes\":0}",
            "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H100 80GB HBM3\","
            "\"total_memory\":85017493504,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":238873",
            "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",
