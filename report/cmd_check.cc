@@ -165,9 +165,13 @@ int RunCheck(const std::vector<std::string>& args) {
       continue;
     }
     Tally leaked;
+    // Only a Markdown summary names call sites: without one, no stack is symbolized.
+    const bool summarize = !markdown_path.empty();
     for (const PlaceUsage& place : replay->places) {
       leaked.Add(place.live);
-      if (max_peak && place.place != kPinnedHost) markdown.AddPeak(path, *replay, place, *max_peak);
+      if (summarize && max_peak && place.place != kPinnedHost) {
+        markdown.AddPeak(path, *replay, place, *max_peak);
+      }
       if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
@@ -177,7 +181,7 @@ int RunCheck(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(place.peak_bytes), FormatBytes(*max_peak).c_str(),
                   FormatBytes(over).c_str(), static_cast<unsigned long long>(over));
     }
-    if (no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
+    if (summarize && no_leaks) markdown.AddLeaks(path, leaked, replay->file->end().footer_present);
     if (no_leaks && leaked.count > 0) {
       ++broken;
       std::printf("%s: %llu allocation%s, %s (%llu bytes) %s (--no-leaks)\n", path.c_str(),
