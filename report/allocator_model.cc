@@ -4,24 +4,28 @@
 #include <iterator>
 #include <vector>
 
+#include "report/sizes.h"
+
 namespace gpumem::report {
 
 namespace {
 
+// `value + unit` stays far from 2^64: requests are at most kMaxAllocationBytes (RefuseImpossible),
+// offsets inside a segment below ExpandableSegmentsModel::kAddressSpace.
 uint64_t RoundUp(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit * unit; }
 uint64_t RoundDown(uint64_t value, uint64_t unit) { return value / unit * unit; }
 
 }  // namespace
 
 void SummaryStat::Increase(uint64_t amount) {
-  current += amount;
-  allocated += amount;
+  current = SaturatingAdd(current, amount);
+  allocated = SaturatingAdd(allocated, amount);
   peak = std::max(peak, current);
 }
 
 void SummaryStat::Decrease(uint64_t amount) {
   current -= std::min(current, amount);
-  freed += amount;
+  freed = SaturatingAdd(freed, amount);
 }
 
 void PoolStat::Increase(uint64_t amount, bool small) {
@@ -114,7 +118,14 @@ uint64_t NativeAllocatorModel::SegmentSize(uint64_t rounded) {
   return RoundUp(rounded, kRoundLarge);
 }
 
+bool AllocatorModel::RefuseImpossible(uint64_t size) {
+  if (size <= kMaxAllocationBytes) return false;
+  ++stats_.ooms;
+  return true;
+}
+
 bool NativeAllocatorModel::Allocate(uint64_t id, uint64_t size, uint64_t stream) {
+  if (RefuseImpossible(size)) return false;
   const uint64_t rounded = RoundSize(size);
   const bool small = rounded <= kSmallSize;
   if (TakeFreeBlock(id, rounded, size, stream, small)) return true;
@@ -293,6 +304,7 @@ ExpandableSegmentsModel::Segment& ExpandableSegmentsModel::SegmentFor(uint64_t s
 }
 
 bool ExpandableSegmentsModel::Allocate(uint64_t id, uint64_t size, uint64_t stream) {
+  if (RefuseImpossible(size)) return false;
   const uint64_t rounded = NativeAllocatorModel::RoundSize(size);
   Segment& segment = SegmentFor(stream, rounded <= NativeAllocatorModel::kSmallSize);
   if (TakeFreeBlock(segment, id, rounded, size)) return true;
@@ -471,11 +483,16 @@ uint64_t ExpandableSegmentsModel::LargestFreeBlock() const {
 // ---- the stream-ordered pool ----
 
 bool AsyncPoolModel::Allocate(uint64_t id, uint64_t size, uint64_t /*stream*/) {
-  const uint64_t needed = RoundUp(stats_.allocated + size, kGranularity);
-  if (needed > device_memory_) {
+  if (RefuseImpossible(size)) return false;
+  // The live bytes with this request, rounded up to the granularity; where that does not fit in 64
+  // bits, it fits no device either.
+  const uint64_t live = SaturatingAdd(stats_.allocated, size);
+  if (live > std::numeric_limits<uint64_t>::max() - kGranularity ||
+      RoundUp(live, kGranularity) > device_memory_) {
     ++stats_.ooms;
     return false;
   }
+  const uint64_t needed = RoundUp(live, kGranularity);
   if (needed > stats_.reserved) Reserve(needed - stats_.reserved, /*small=*/false);
   stats_.segments = stats_.reserved > 0 ? 1 : 0;
   CountAllocated(size, size);

@@ -38,7 +38,8 @@
 
 namespace gpumem::report {
 
-// One statistic, as PyTorch keeps it: now, highest, total increase, total decrease.
+// One statistic, as PyTorch keeps it: now, highest, total increase, total decrease (saturating at
+// 2^64 - 1: report/sizes.h).
 struct SummaryStat {
   uint64_t current = 0;
   uint64_t peak = 0;
@@ -104,7 +105,8 @@ class AllocatorModel {
  public:
   virtual ~AllocatorModel() = default;
   // An allocation `id` of `size` bytes on `stream`. False: out of memory, even after emptying the
-  // cache (nothing is allocated then).
+  // cache (nothing is allocated then); also for a size over kMaxAllocationBytes (report/sizes.h),
+  // which no device can hold.
   virtual bool Allocate(uint64_t id, uint64_t size, uint64_t stream) = 0;
   // Frees allocation `id`; an unknown id is ignored.
   virtual void Free(uint64_t id) = 0;
@@ -131,6 +133,9 @@ class AllocatorModel {
   void Release(uint64_t size, bool small);
   // Counts a block of `size` bytes handed out for a request of `requested` bytes.
   void CountAllocated(uint64_t size, uint64_t requested);
+  // True, with the OOM counted, for a request over kMaxAllocationBytes: every size a model rounds
+  // stays far from 2^64 that way.
+  bool RefuseImpossible(uint64_t size);
   // Whether the driver could give `size` more bytes within the device memory.
   bool DeviceHasRoom(uint64_t device_memory, uint64_t size) const {
     return size <= device_memory && stats_.reserved <= device_memory - size;

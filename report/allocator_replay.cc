@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "report/event_stream.h"
 #include "report/memory_space.h"
+#include "report/sizes.h"
 #include "report/trace_file.h"
 
 namespace gpumem::report {
@@ -76,7 +77,7 @@ class AllocatorReplay::Candidate {
     DeviceState& state = StateOf(event.device());
     const bool replayed = CountedInMode(mode_, event, (*holders_)(event.stack_id()));
     if (!replayed) {
-      state.outside += event.size();
+      state.outside = SaturatingAdd(state.outside, event.size());
       state.result.outside_peak = std::max(state.result.outside_peak, state.outside);
       live_[event.address()] = Live{event.size(), event.stack_id(), event.device(), false};
       return;
@@ -187,10 +188,10 @@ AllocatorReplayResult AllocatorReplay::Finish() {
 
 std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
                                                            const std::vector<AllocatorKind>& kinds,
-                                                           uint64_t device_memory) {
+                                                           const AllocatorReplayConfig& config) {
   std::vector<std::unique_ptr<AllocatorReplay>> replays;
   for (const AllocatorKind kind : kinds) {
-    replays.push_back(std::make_unique<AllocatorReplay>(kind, device_memory, HoldersOfTrace(file)));
+    replays.push_back(std::make_unique<AllocatorReplay>(kind, config, HoldersOfTrace(file)));
   }
   StreamMemoryEventsBySeq(file, [&replays](const MemoryEvent& event) {
     for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->Add(event);
@@ -201,33 +202,74 @@ std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
   return results;
 }
 
+std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
+                                                           const std::vector<AllocatorKind>& kinds,
+                                                           uint64_t device_memory) {
+  return ReplayThroughAllocators(file, kinds,
+                                 AllocatorReplayConfig{NativeAllocatorConfig{device_memory}, {}});
+}
+
+namespace {
+
+absl::StatusOr<AllocatorReplayResult> ReplayThroughAllocator(const std::string& path,
+                                                             AllocatorKind kind,
+                                                             const AllocatorReplayConfig& config) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  if (!file.ok()) return file.status();
+  return std::move(ReplayThroughAllocators(**file, {kind}, config).front());
+}
+
+}  // namespace
+
 absl::StatusOr<AllocatorReplayResult> ReplayThroughAllocator(const std::string& path,
                                                              AllocatorKind kind,
                                                              uint64_t device_memory) {
-  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
-  if (!file.ok()) return file.status();
-  return std::move(ReplayThroughAllocators(**file, {kind}, device_memory).front());
+  return ReplayThroughAllocator(path, kind,
+                                AllocatorReplayConfig{NativeAllocatorConfig{device_memory}, {}});
 }
 
 absl::StatusOr<std::vector<uint64_t>> SmallestFit(const std::string& path, AllocatorKind kind,
                                                   const AllocatorReplayResult& unlimited) {
-  std::vector<uint64_t> fits;
-  for (const ModelledDevice& device : unlimited.devices) {
-    // In steps: `high` fits (the unlimited replay never asked for more), `low` does not.
-    uint64_t high = (device.stats.reserved_peak + kFitSearchStep - 1) / kFitSearchStep;
+  // Per device, in steps: `high` fits (the unlimited replay never asked for more), `low` does not.
+  // Devices are replayed apart, so one replay probes every device at its own middle: the search
+  // costs as many replays as the widest device's, however many devices the trace has.
+  struct Search {
     uint64_t low = 0;
-    while (high > 0 && high - low > 1) {
-      const uint64_t middle = low + (high - low) / 2;
-      absl::StatusOr<AllocatorReplayResult> probe =
-          ReplayThroughAllocator(path, kind, middle * kFitSearchStep);
-      if (!probe.ok()) return probe.status();
+    uint64_t high = 0;
+    uint64_t middle = 0;
+  };
+  std::map<int32_t, Search> searches;
+  for (const ModelledDevice& device : unlimited.devices) {
+    const uint64_t peak = device.stats.reserved_peak;
+    searches[device.device].high = peak / kFitSearchStep + (peak % kFitSearchStep != 0 ? 1 : 0);
+  }
+  auto searching = [](const Search& search) { return search.high - search.low > 1; };
+  AllocatorReplayConfig probe_config;
+  probe_config.device_memory_of = [&searches](int32_t device) {
+    const auto it = searches.find(device);
+    return it == searches.end() ? kUnlimitedDeviceMemory
+                                : SaturatingMultiply(it->second.middle, kFitSearchStep);
+  };
+  while (std::any_of(searches.begin(), searches.end(),
+                     [&](const auto& entry) { return searching(entry.second); })) {
+    for (auto& [device, search] : searches) {
+      // A device found already is probed at its answer, which fits.
+      search.middle = searching(search) ? search.low + (search.high - search.low) / 2 : search.high;
+    }
+    absl::StatusOr<AllocatorReplayResult> probe = ReplayThroughAllocator(path, kind, probe_config);
+    if (!probe.ok()) return probe.status();
+    for (auto& [device, search] : searches) {
+      if (!searching(search)) continue;
       const auto same = std::find_if(
           probe->devices.begin(), probe->devices.end(),
-          [&device](const ModelledDevice& other) { return other.device == device.device; });
+          [device = device](const ModelledDevice& other) { return other.device == device; });
       const bool fit = same == probe->devices.end() || !same->oom.has_value();
-      (fit ? high : low) = middle;
+      (fit ? search.high : search.low) = search.middle;
     }
-    fits.push_back(high * kFitSearchStep);
+  }
+  std::vector<uint64_t> fits;
+  for (const ModelledDevice& device : unlimited.devices) {
+    fits.push_back(SaturatingMultiply(searches[device.device].high, kFitSearchStep));
   }
   return fits;
 }

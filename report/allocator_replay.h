@@ -111,6 +111,10 @@ class AllocatorReplay {
 std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
                                                            const std::vector<AllocatorKind>& kinds,
                                                            uint64_t device_memory);
+// The same with each device's memory and max_split_size as `config` says.
+std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
+                                                           const std::vector<AllocatorKind>& kinds,
+                                                           const AllocatorReplayConfig& config);
 // The same for one kind and the trace at `path`. Fails as TraceFile::Open does.
 absl::StatusOr<AllocatorReplayResult> ReplayThroughAllocator(const std::string& path,
                                                              AllocatorKind kind,
@@ -120,10 +124,11 @@ absl::StatusOr<AllocatorReplayResult> ReplayThroughAllocator(const std::string& 
 inline constexpr uint64_t kFitSearchStep = uint64_t{2} << 20;
 
 // The smallest multiple of kFitSearchStep on which every device of `unlimited` (the replay with no
-// limit) fits, per device in the order of `unlimited.devices`: a binary search over replays of
-// `path` at given sizes (assuming that a device that fits fits on any larger one too, which holds
-// when the model's choices do not depend on the limit: they do only through the empty-the-cache
-// retry). Fails when the file cannot be opened again.
+// limit) fits, per device in the order of `unlimited.devices` (2^64 - 1 for a peak that rounds past
+// it): a binary search over replays of `path`, each probing every device at a size of its own
+// (assuming that a device that fits fits on any larger one too, which holds when the model's
+// choices do not depend on the limit: they do only through the empty-the-cache retry). Fails when
+// the file cannot be opened again.
 absl::StatusOr<std::vector<uint64_t>> SmallestFit(const std::string& path, AllocatorKind kind,
                                                   const AllocatorReplayResult& unlimited);
 

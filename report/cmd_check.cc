@@ -174,9 +174,13 @@ int RunCheck(const std::vector<std::string>& args) {
       continue;
     }
     Tally leaked;
+    // Only a Markdown summary names call sites: without one, no stack is symbolized.
+    const bool summarize = !markdown_path.empty();
     for (const PlaceUsage& place : replay->places) {
       leaked.Add(place.live);
-      if (max_peak && place.place != kPinnedHost) markdown.AddPeak(path, *replay, place, *max_peak);
+      if (summarize && max_peak && place.place != kPinnedHost) {
+        markdown.AddPeak(path, *replay, place, *max_peak);
+      }
       if (!max_peak || place.place == kPinnedHost || place.peak_bytes <= *max_peak) continue;
       ++broken;
       const uint64_t over = place.peak_bytes - *max_peak;
@@ -186,7 +190,7 @@ int RunCheck(const std::vector<std::string>& args) {
                                FormatBytes(over), " (", over, " bytes)\n"));
     }
     const RecordingEnd& end = replay->file->end().recording;
-    if (no_leaks) markdown.AddLeaks(path, leaked, end);
+    if (summarize && no_leaks) markdown.AddLeaks(path, leaked, end);
     if (no_leaks && leaked.count > 0) {
       ++broken;
       const std::string state =

@@ -380,7 +380,7 @@ std::vector<std::string> HelpedLines(const OomFailure& failure, const OomReport&
   const size_t needed = SitesThatWouldHaveMadeRoom(failure, &enough);
   if (enough) {
     uint64_t bytes = 0;
-    for (size_t i = 0; i < needed; ++i) bytes += failure.sites[i].live.bytes;
+    for (size_t i = 0; i < needed; ++i) bytes = SaturatingAdd(bytes, failure.sites[i].live.bytes);
     lines.push_back(absl::StrCat(
         "the request was ", FormatBytes(shortfall), " more than was free: freeing what ",
         needed == 1 ? "the largest call site" : absl::StrCat("the ", needed, " largest call sites"),
@@ -508,15 +508,14 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
       // Judged on the complete iterations: the last one freed it (the program's teardown).
       const size_t judged_sample = (site.judged_iterations - 1) / report.sample_stride;
       absl::StrAppend(
-          out, "  +", FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
-          "/iteration  rose at ", site.rises, " of ", site.judged_iterations - 1,
+          out, "  +", FormatBytes(RoundToBytes(site.bytes_per_iteration)), "/iteration  rose at ",
+          site.rises, " of ", site.judged_iterations - 1,
           " boundaries of the complete iterations; live ", FormatBytes(site.live_bytes.front()),
           " after iteration 1, ",
           FormatBytes(site.live_bytes[std::min(judged_sample, site.live_bytes.size() - 1)]),
           " after iteration ", site.judged_iterations, ", freed in the last one (teardown)\n");
     } else {
-      absl::StrAppend(out, "  +",
-                      FormatBytes(static_cast<uint64_t>(site.bytes_per_iteration + 0.5)),
+      absl::StrAppend(out, "  +", FormatBytes(RoundToBytes(site.bytes_per_iteration)),
                       "/iteration  rose at ", site.rises, " of ", boundaries,
                       " iteration boundaries; live ", FormatBytes(site.live_bytes.front()),
                       " after iteration 1, ", FormatBytes(site.live_bytes.back()), " (",
@@ -810,7 +809,8 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
                   ",\"failed_allocations\":", replay.failed_allocations,
                   ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
                   ",\"double_frees\":", replay.anomalies.double_frees,
-                  ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations, "}",
+                  ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,
+                  ",\"impossible_sizes\":", replay.anomalies.impossible_sizes, "}",
                   ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
   if (trace.cupti()) {
     absl::StrAppend(&out,

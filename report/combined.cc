@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <type_traits>
@@ -64,15 +65,19 @@ CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
   }
   std::vector<uint64_t> current(members.size(), 0);
   std::vector<uint64_t> at_peak(members.size(), 0);
-  uint64_t sum = 0;
+  // In 128 bits: each process's bytes fit in 64, their sum need not (it saturates when shown).
+  unsigned __int128 sum = 0;
+  unsigned __int128 peak = 0;
   while (!heads.empty()) {
     const auto [timestamp, member] = heads.top();
     heads.pop();
     const uint64_t bytes = next[member].live_bytes;
     sum = sum - current[member] + bytes;
     current[member] = bytes;
-    if (sum > result.peak_bytes) {
-      result.peak_bytes = sum;
+    if (sum > peak) {
+      peak = sum;
+      result.peak_bytes = static_cast<uint64_t>(
+          std::min<unsigned __int128>(sum, std::numeric_limits<uint64_t>::max()));
       result.timestamp_ns = timestamp;
       at_peak = current;
     }

@@ -14,6 +14,7 @@ namespace gpumem::report {
 void EventCounts::Merge(const EventCounts& other) {
   for (const auto& [key, tally] : other.by_action_api) by_action_api[key].Add(tally);
   live.Add(other.live);
+  impossible_sizes += other.impossible_sizes;
   for (const auto& [key, count] : other.launches) launches[key] += count;
 }
 
@@ -117,7 +118,7 @@ absl::StatusOr<CountedTrace> CountTraceFile(const std::string& path) {
   counted.file = *std::move(file);
   EventCounter counter;
   const TraceFile& trace = *counted.file;
-  StreamMemoryEventsBySeq(
+  const MemoryStreamStats stats = StreamMemoryEventsBySeq(
       *counted.file, [&](const MemoryEvent& event) { counter.Add(event); }, kReorderWindow,
       [&](const PacketPosition&, const TracePacket& packet) {
         if (packet.data_case() != TracePacket::kLaunch) return;
@@ -126,6 +127,7 @@ absl::StatusOr<CountedTrace> CountTraceFile(const std::string& path) {
         counter.AddLaunch(packet.launch(), name != nullptr ? *name : "");
       });
   counted.counts = counter.Counts();
+  counted.counts.impossible_sizes = stats.impossible_sizes;
   return counted;
 }
 
@@ -145,6 +147,9 @@ std::string FormatEventCounts(const EventCounts& counts) {
                     " bytes=", tally->bytes, "\n");
   }
   absl::StrAppend(&text, "live count=", counts.live.count, " bytes=", counts.live.bytes, "\n");
+  if (counts.impossible_sizes > 0) {
+    absl::StrAppend(&text, "impossible count=", counts.impossible_sizes, "\n");
+  }
   for (const auto& [key, count] : counts.launches) {
     absl::StrAppend(&text, "launch ", key.api);
     if (key.api == LaunchApiName(CU_GRAPH_LAUNCH)) {

@@ -6,6 +6,8 @@
 //   alloc cudaMalloc count=12 bytes=50331648
 //   free cudaFree count=6 bytes=25165824
 //   live count=6 bytes=25165824
+// and, when the trace has any, `impossible count=N`: allocations larger than kMaxAllocationBytes,
+// which are left out (report/sizes.h). Bytes saturate at 2^64 - 1.
 #ifndef GPUMEM_REPORT_EVENT_COUNTS_H_
 #define GPUMEM_REPORT_EVENT_COUNTS_H_
 
@@ -19,21 +21,23 @@
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/memory_space.h"
+#include "report/sizes.h"
 #include "report/trace_file.h"
 
 namespace gpumem::report {
 
+// A count of allocations and their bytes; the bytes saturate (SaturatingAdd).
 struct Tally {
   uint64_t count = 0;
   uint64_t bytes = 0;
 
   void Add(uint64_t more_bytes) {
     ++count;
-    bytes += more_bytes;
+    bytes = SaturatingAdd(bytes, more_bytes);
   }
   void Add(const Tally& other) {
     count += other.count;
-    bytes += other.bytes;
+    bytes = SaturatingAdd(bytes, other.bytes);
   }
 };
 
@@ -53,7 +57,8 @@ struct EventCounts {
   // frees the size of the allocation they freed (0 when it was never seen allocated), except
   // cuMemUnmap and cuMemAddressFree, which carry their own size.
   std::map<std::pair<Action, std::string>, Tally> by_action_api;
-  Tally live;  // allocations of any kind whose free never came
+  Tally live;                     // allocations of any kind whose free never came
+  uint64_t impossible_sizes = 0;  // allocations left out (MemoryStreamStats::impossible_sizes)
   std::map<LaunchKey, uint64_t> launches;
 
   void Merge(const EventCounts& other);

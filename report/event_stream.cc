@@ -3,10 +3,13 @@
 #include <utility>
 #include <vector>
 
+#include "report/sizes.h"
+
 namespace gpumem::report {
 namespace {
 
-constexpr size_t kInitialRing = 1024;
+// Entries of 128 bytes: a trace in order holds a handful, and a ring that must grow doubles.
+constexpr size_t kInitialRing = 64;
 
 }  // namespace
 
@@ -67,6 +70,7 @@ class ReorderingSink final : public MemoryEventSink {
   void Finish() { buffer_.Flush(release_); }
 
   uint64_t released() const { return released_; }
+  uint64_t impossible_sizes() const { return impossible_sizes_; }
   uint64_t launches_released() const { return launches_released_; }
   uint64_t out_of_order() const { return buffer_.out_of_order(); }
   uint64_t reordered() const { return buffer_.reordered(); }
@@ -83,6 +87,10 @@ class ReorderingSink final : public MemoryEventSink {
         ++sink->launches_released_;
         (*launches)(sink->launch_pool_[slot]);
         sink->free_launch_slots_.push_back(slot);
+        return;
+      }
+      if (fields.action == ALLOC && fields.size > kMaxAllocationBytes) {
+        ++sink->impossible_sizes_;
         return;
       }
       ToProto(fields, &sink->event_);  // event_ is reused: ToProto() sets every field
@@ -107,6 +115,7 @@ class ReorderingSink final : public MemoryEventSink {
   std::vector<LaunchEvent> launch_pool_;
   std::vector<uint32_t> free_launch_slots_;
   uint64_t released_ = 0;
+  uint64_t impossible_sizes_ = 0;
   uint64_t launches_released_ = 0;
   Release release_;
 };
@@ -132,6 +141,7 @@ MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisi
   sink.Finish();
   MemoryStreamStats stats;
   stats.events = sink.released();
+  stats.impossible_sizes = sink.impossible_sizes();
   stats.launches = sink.launches_released();
   stats.reordered = sink.reordered();
   stats.out_of_order = sink.out_of_order();

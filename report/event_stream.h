@@ -10,6 +10,10 @@
 // with a seq below one already released, cannot be put in its place any more: it is counted
 // (out_of_order) and released at once, late, never an error.
 //
+// An allocation of more than kMaxAllocationBytes (report/sizes.h) cannot have succeeded: it is not
+// visited, only counted (impossible_sizes), so that no analysis sees a size that overflows its
+// arithmetic (report/README.md, "Impossible sizes"). Its free, if any, then frees nothing known.
+//
 // The recorder numbers a process's events 1, 2, 3, ... with no gaps, so the event after the last
 // one released (seq 1 first) is released as soon as it is the smallest held: nothing can come
 // before it. The buffer then holds a handful of events, in cache, instead of a whole window; a gap
@@ -165,10 +169,11 @@ class SeqReorderBuffer {
 };
 
 struct MemoryStreamStats {
-  uint64_t events = 0;        // memory events visited
-  uint64_t launches = 0;      // launch events visited (when a LaunchVisitor was given)
-  uint64_t reordered = 0;     // of which came in the file after a larger seq, put back in place
-  uint64_t out_of_order = 0;  // of which came beyond the reorder window and were visited late
+  uint64_t events = 0;            // memory events visited
+  uint64_t impossible_sizes = 0;  // allocations larger than kMaxAllocationBytes: not visited
+  uint64_t launches = 0;          // launch events visited (when a LaunchVisitor was given)
+  uint64_t reordered = 0;         // of which came in the file after a larger seq, put back in place
+  uint64_t out_of_order = 0;      // of which came beyond the reorder window and were visited late
 };
 
 using MemoryEventVisitor = std::function<void(const MemoryEvent&)>;

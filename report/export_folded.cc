@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "report/json.h"
+#include "report/sizes.h"
 #include "report/symbolizer.h"
 
 namespace gpumem::report {
@@ -70,8 +71,9 @@ TraceReplay WeighStacks(std::unique_ptr<TraceFile> file, StackWeight what, Progr
         if (frames.empty()) frames.push_back(table.Of(kNoStack, "", 0));
         it = stack_frames.emplace(site.stack_id, std::move(frames)).first;
       }
-      bytes_by_stack[it->second] += site.tally.bytes;
-      total += site.tally.bytes;
+      uint64_t& bytes = bytes_by_stack[it->second];
+      bytes = SaturatingAdd(bytes, site.tally.bytes);
+      total = SaturatingAdd(total, site.tally.bytes);
     }
     if (bytes_by_stack.empty()) continue;
     WeightedStacks::Profile& profile = out->profiles.emplace_back();

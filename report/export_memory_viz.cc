@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "report/memory_space.h"
 #include "report/pickle_writer.h"
+#include "report/sizes.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
 
@@ -202,7 +203,7 @@ void MemoryVizObserver::AfterMemory(const MemoryEvent& event, const Replay&) {
                       IsCacheSegment(event), true};
       // A mapping over live ones replaces them (the replay's rule for plain memory).
       for (auto it = mappings_.lower_bound(event.address());
-           it != mappings_.end() && it->first < event.address() + event.size();) {
+           it != mappings_.end() && it->first < SaturatingAdd(event.address(), event.size());) {
         Closed(it->second, true, event.timestamp_ns(), 0);
         it = mappings_.erase(it);
       }
@@ -210,10 +211,10 @@ void MemoryVizObserver::AfterMemory(const MemoryEvent& event, const Replay&) {
       Opened(segment, true, event.timestamp_ns());
     } else if (event.action() == FREE) {
       // cuMemUnmap(address, size) unmaps every mapping inside the range.
-      const uint64_t end = event.address() + event.size();
+      const uint64_t end = SaturatingAdd(event.address(), event.size());
       auto it = mappings_.upper_bound(event.address());
       if (it != mappings_.begin() &&
-          std::prev(it)->first + std::prev(it)->second.size > event.address()) {
+          SaturatingAdd(std::prev(it)->first, std::prev(it)->second.size) > event.address()) {
         --it;
       }
       while (it != mappings_.end() && it->first < end) {

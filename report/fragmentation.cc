@@ -34,11 +34,11 @@ std::vector<FragmentationPoint> SampleTimeline(const std::vector<FragmentationPo
   size_t next = 0;
   FragmentationPoint value;
   for (size_t i = 0; i < samples; ++i) {
-    const uint64_t time = samples == 1
-                              ? last
-                              : first + static_cast<uint64_t>(static_cast<double>(last - first) *
-                                                              static_cast<double>(i) /
-                                                              static_cast<double>(samples - 1));
+    // In 128 bits: the span times i does not fit in 64, nor exactly in a double.
+    const uint64_t time =
+        samples == 1 ? last
+                     : first + static_cast<uint64_t>(static_cast<unsigned __int128>(last - first) *
+                                                     i / (samples - 1));
     while (next < points.size() && points[next].timestamp_ns <= time) value = points[next++];
     FragmentationPoint sample = value;
     sample.timestamp_ns = time;

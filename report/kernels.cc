@@ -20,18 +20,24 @@ constexpr uint64_t kGraphKeyBit = uint64_t{1} << 63;
 
 }  // namespace
 
+UnusedSite& KernelAnalysis::SiteTable::Sparse(int32_t place, uint64_t stack_id) {
+  UnusedSite& site = sparse_[{place, stack_id}];
+  site.place = place;
+  site.stack_id = stack_id;
+  return site;
+}
+
 UnusedSite& KernelAnalysis::SiteTable::At(int32_t place, uint64_t stack_id) {
-  if (stack_id >= kDenseStackIds) {
-    UnusedSite& site = sparse_[{place, stack_id}];
-    site.place = place;
-    site.stack_id = stack_id;
-    return site;
-  }
+  if (stack_id >= kDenseStackIds) return Sparse(place, stack_id);
   if (last_place_ >= places_.size() || places_[last_place_].place != place) {
     auto same = [place](const Place& known) { return known.place == place; };
-    last_place_ =
+    const size_t found =
         static_cast<size_t>(std::find_if(places_.begin(), places_.end(), same) - places_.begin());
-    if (last_place_ == places_.size()) places_.push_back({place, {}});
+    if (found == places_.size()) {
+      if (places_.size() == kDensePlaces) return Sparse(place, stack_id);
+      places_.push_back({place, {}});
+    }
+    last_place_ = found;
   }
   std::vector<UnusedSite>& by_stack = places_[last_place_].by_stack;
   if (stack_id >= by_stack.size()) {

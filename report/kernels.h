@@ -100,7 +100,8 @@ class KernelAnalysis final : public ReplayObserver {
   // UnusedSites by (place, stack id), one looked up per allocation that ends. Indexed by stack id
   // in a vector per place, which stays small and in cache since a recorder numbers its stacks from
   // 1 (a hash map's probes cost `gpumem report` a twentieth of its time); hashed beyond
-  // kDenseStackIds.
+  // kDenseStackIds, and for places beyond the first kDensePlaces (a trace has a few devices): the
+  // vectors take at most kDensePlaces x kDenseStackIds sites (21 MB), whatever ids a trace gives.
   class SiteTable {
    public:
     // The site, with place and stack id set; its tally is zero when new.
@@ -110,6 +111,8 @@ class KernelAnalysis final : public ReplayObserver {
 
    private:
     static constexpr uint64_t kDenseStackIds = uint64_t{1} << 16;
+    static constexpr size_t kDensePlaces = 8;
+    UnusedSite& Sparse(int32_t place, uint64_t stack_id);
     struct Place {
       int32_t place = 0;
       std::vector<UnusedSite> by_stack;  // by stack id; a site never added to has a zero tally

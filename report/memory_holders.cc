@@ -35,35 +35,45 @@ absl::string_view Basename(absl::string_view path) {
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-}  // namespace
-
-const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stream_ordered) {
-  for (const Frame& frame : frames) {
-    absl::string_view module = Basename(frame.module);
-    for (const HolderRule& rule : kRules) {
-      if (!absl::StartsWith(module, rule.module_prefix)) continue;
-      return rule.segments_only && stream_ordered ? nullptr : &rule.holder;
-    }
+// The rule of the module at `path`, or nullptr.
+const HolderRule* RuleOf(absl::string_view path) {
+  const absl::string_view module = Basename(path);
+  for (const HolderRule& rule : kRules) {
+    if (absl::StartsWith(module, rule.module_prefix)) return &rule;
   }
   return nullptr;
 }
 
-std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id) {
-  std::vector<Frame> frames;
+const MemoryHolder* HolderOf(const HolderRule& rule, bool stream_ordered) {
+  return rule.segments_only && stream_ordered ? nullptr : &rule.holder;
+}
+
+}  // namespace
+
+const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stream_ordered) {
+  for (const Frame& frame : frames) {
+    if (const HolderRule* rule = RuleOf(frame.module)) return HolderOf(*rule, stream_ordered);
+  }
+  return nullptr;
+}
+
+const MemoryHolder* FindMemoryHolderOfStack(const TraceFile& trace, uint64_t stack_id,
+                                            bool stream_ordered) {
   const StackRecord* record = trace.FindStack(stack_id);
-  if (record == nullptr) return frames;
+  if (record == nullptr) return nullptr;
   for (const uint64_t pc : record->stack.frame()) {
-    Frame& frame = frames.emplace_back();
-    frame.pc = pc;
     for (const ModuleRecord& module : trace.modules()) {
-      if (module.LoadedAt(record->written_at) && pc >= module.module.start() &&
-          pc < module.module.end()) {
-        frame.module = module.module.path();
-        break;
+      if (!module.LoadedAt(record->written_at) || pc < module.module.start() ||
+          pc >= module.module.end()) {
+        continue;
       }
+      if (const HolderRule* rule = RuleOf(module.module.path())) {
+        return HolderOf(*rule, stream_ordered);
+      }
+      break;  // this frame's module holds nothing: on to the next frame
     }
   }
-  return frames;
+  return nullptr;
 }
 
 }  // namespace gpumem::report

@@ -24,9 +24,10 @@ struct MemoryHolder {
 // one tensor, not a cached segment.
 const MemoryHolder* FindMemoryHolder(const std::vector<Frame>& frames, bool stream_ordered);
 
-// The frames of a stack with only their modules filled in: enough for FindMemoryHolder, and cheap
-// (no symbols are read).
-std::vector<Frame> ModuleFrames(const TraceFile& trace, uint64_t stack_id);
+// The same for stack `stack_id` of `trace`, from the modules of its return addresses (no symbols
+// are read, no frame is made: a stack as deep as its packet costs no memory).
+const MemoryHolder* FindMemoryHolderOfStack(const TraceFile& trace, uint64_t stack_id,
+                                            bool stream_ordered);
 
 }  // namespace gpumem::report
 

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "report/replay.h"
+#include "report/sizes.h"
 
 namespace gpumem::report {
 
@@ -55,9 +56,10 @@ OomReport OomAnalysis::Finish() const {
   if (!any_event_) return report;
   report.first_seq = first_seq_;
   report.last_seq = last_seq_;
-  // The first 10% of the seq range, rounded up: seq 1..100 -> 1..10, 1..15 -> 1..2.
-  const uint64_t span = last_seq_ - first_seq_ + 1;
-  report.early_before_seq = first_seq_ + (span + 9) / 10;
+  // The first 10% of the seq range, rounded up: seq 1..100 -> 1..10, 1..15 -> 1..2. (The range's
+  // size less one: all 2^64 seqs do not fit in 64 bits.)
+  const uint64_t span_less_one = last_seq_ - first_seq_;
+  report.early_before_seq = first_seq_ + span_less_one / 10 + 1;
   for (const Request& request : requests_) {
     OomFailure& failure = report.failures.emplace_back(request.failure);
     absl::flat_hash_map<uint64_t, OomSite> by_site;
@@ -95,7 +97,7 @@ size_t SitesThatWouldHaveMadeRoom(const OomFailure& failure, bool* enough) {
   const uint64_t shortfall = size - free_bytes;
   uint64_t freed = 0;
   for (size_t i = 0; i < failure.sites.size(); ++i) {
-    freed += failure.sites[i].live.bytes;
+    freed = SaturatingAdd(freed, failure.sites[i].live.bytes);
     if (freed >= shortfall) {
       *enough = true;
       return i + 1;

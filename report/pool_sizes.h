@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "report/sizes.h"
 
 namespace gpumem::report {
 
@@ -28,7 +29,7 @@ class PoolSizes {
     before.current -= std::min(before.current, it->second.second);  // the pool's previous size
     it->second = {device, reserved};
     Device& now = devices_[device];
-    now.current += reserved;
+    now.current = SaturatingAdd(now.current, reserved);
     now.peak = std::max(now.peak, now.current);
   }
 

@@ -34,21 +34,22 @@ bool IsEvalFrameFunction(absl::string_view function) {
   return function.size() == kEvalFunction.size() || function[kEvalFunction.size()] == '.';
 }
 
-std::vector<Frame> SpliceStack(const std::vector<const std::vector<Frame>*>& native,
-                               const std::vector<Frame>& python,
-                               const std::vector<uint32_t>& groups) {
-  std::vector<Frame> frames;
+std::vector<std::span<const Frame>> SpliceStack(
+    const std::vector<const std::vector<Frame>*>& native, const std::vector<Frame>& python,
+    const std::vector<uint32_t>& groups) {
+  std::vector<std::span<const Frame>> runs;
   if (python.empty()) {
-    for (const std::vector<Frame>* resolved : native) {
-      frames.insert(frames.end(), resolved->begin(), resolved->end());
-    }
-    return frames;
+    for (const std::vector<Frame>* resolved : native) runs.emplace_back(*resolved);
+    return runs;
   }
   // Python frames by group, each group in its recorded order (innermost first).
   std::map<uint32_t, std::vector<const Frame*>> by_group;
   for (size_t i = 0; i < python.size(); ++i) {
     by_group[i < groups.size() ? groups[i] : 0].push_back(&python[i]);
   }
+  auto add_group = [&runs](const std::vector<const Frame*>& members) {
+    for (const Frame* frame : members) runs.emplace_back(frame, 1);
+  };
   uint32_t eval_index = 0;
   for (const std::vector<Frame>* resolved : native) {
     bool eval = false;
@@ -56,18 +57,16 @@ std::vector<Frame> SpliceStack(const std::vector<const std::vector<Frame>*>& nat
     if (eval) {
       auto it = by_group.find(eval_index++);
       if (it != by_group.end()) {
-        for (const Frame* frame : it->second) frames.push_back(*frame);
+        add_group(it->second);
         by_group.erase(it);
         continue;
       }
     }
-    frames.insert(frames.end(), resolved->begin(), resolved->end());
+    runs.emplace_back(*resolved);
   }
   // Groups whose eval frame is not in the native stack: after it, outermost last.
-  for (const auto& [group, members] : by_group) {
-    for (const Frame* frame : members) frames.push_back(*frame);
-  }
-  return frames;
+  for (const auto& [group, members] : by_group) add_group(members);
+  return runs;
 }
 
 bool HasPythonFrames(const std::vector<Frame>& frames) {

@@ -12,6 +12,7 @@
 #define GPUMEM_REPORT_PYTHON_STACKS_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,14 @@ namespace gpumem::report {
 // misplace every group above them; they stay native frames.
 bool IsEvalFrameFunction(absl::string_view function);
 
-// One stack's frames with its Python frames spliced in. `native[i]` is the symbolization of the
-// i-th return address (inlined frames first, as Symbolizer gives them); `python` the Python frames
-// innermost first and `groups` their group numbers (same length).
-std::vector<Frame> SpliceStack(const std::vector<const std::vector<Frame>*>& native,
-                               const std::vector<Frame>& python,
-                               const std::vector<uint32_t>& groups);
+// One stack's frames with its Python frames spliced in, as runs of consecutive frames (spans into
+// `native`'s vectors and `python`): the stack is their concatenation, which the caller makes (the
+// Symbolizer, bounded: report/symbolizer.h). `native[i]` is the symbolization of the i-th return
+// address (inlined frames first, as Symbolizer gives them); `python` the Python frames innermost
+// first and `groups` their group numbers (same length). Iterative, and as long as its inputs.
+std::vector<std::span<const Frame>> SpliceStack(
+    const std::vector<const std::vector<Frame>*>& native, const std::vector<Frame>& python,
+    const std::vector<uint32_t>& groups);
 
 bool HasPythonFrames(const std::vector<Frame>& frames);
 

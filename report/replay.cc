@@ -185,7 +185,7 @@ void Replay::ReserveAddress(const MemoryEvent& event) {
     it->second = event.size();
   }
   freed_reservations_.erase(event.address());
-  reserved_bytes_ += event.size();
+  reserved_bytes_ = SaturatingAdd(reserved_bytes_, event.size());
   reserved_peak_bytes_ = std::max(reserved_peak_bytes_, reserved_bytes_);
 }
 
@@ -289,11 +289,12 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
       },
       kReorderWindow, packets, launches);
   result.file = std::move(file);
-  result.memory_events = stats.events;
+  result.memory_events = stats.events + stats.impossible_sizes;
   result.out_of_order_events = stats.out_of_order;
   if (observer != nullptr) observer->Finished(replay);
   result.places = replay.Places();
   result.anomalies = replay.anomalies();
+  result.anomalies.impossible_sizes = stats.impossible_sizes;
   result.failed_allocations = replay.failed_allocations();
   result.reserved_peak_bytes = replay.reserved_peak_bytes();
   return result;
@@ -327,6 +328,11 @@ std::string DescribeAnomalies(const ReplayAnomalies& anomalies) {
   if (anomalies.overlapping_allocations > 0) {
     parts.push_back(Plural(anomalies.overlapping_allocations, "allocation over a live range",
                            "allocations over a live range"));
+  }
+  if (anomalies.impossible_sizes > 0) {
+    parts.push_back(Plural(anomalies.impossible_sizes,
+                           "allocation of an impossible size (over 256 TiB), left out",
+                           "allocations of impossible sizes (over 256 TiB), left out"));
   }
   return absl::StrJoin(parts, ", ");
 }

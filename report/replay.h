@@ -13,7 +13,8 @@
 //   (cudaFree, cuMemFree, often KIND_UNKNOWN) match any plain allocation by address.
 // - Anomalies are counted, never fatal: a free of a pointer never allocated, a second free of an
 //   allocation, an allocation over a live range (the older allocation is dropped from the live set:
-//   its free was evidently missed).
+//   its free was evidently missed), and, when a file is replayed, an allocation of an impossible
+//   size (left out before the replay: report/event_stream.h).
 //
 // Memory used by the replay is bounded by the live set (and the set of addresses freed, for double
 // free detection), not by trace length: the peak's live set is kept as per-stack tallies of what
@@ -65,8 +66,11 @@ struct ReplayAnomalies {
   uint64_t unknown_frees = 0;            // a free of an address or handle never allocated
   uint64_t double_frees = 0;             // a free of an allocation already freed
   uint64_t overlapping_allocations = 0;  // an allocation over a live range
+  uint64_t impossible_sizes = 0;         // an allocation larger than kMaxAllocationBytes, left out
 
-  uint64_t total() const { return unknown_frees + double_frees + overlapping_allocations; }
+  uint64_t total() const {
+    return unknown_frees + double_frees + overlapping_allocations + impossible_sizes;
+  }
 };
 
 // One place's memory over the replay.

@@ -107,7 +107,7 @@ const char* SummaryModeName(SummaryMode mode) {
 
 HolderOfStack HoldersOfTrace(const TraceFile& trace) {
   return [&trace](uint64_t stack_id) {
-    return FindMemoryHolder(ModuleFrames(trace, stack_id), false);
+    return FindMemoryHolderOfStack(trace, stack_id, false);
   };
 }
 
@@ -290,9 +290,9 @@ class SummaryAnalysis::Builder {
     if (live.holding >= 0) {
       SummaryHolding& holding = StateOf(live.device).holdings[live.holding].value;
       if (increase) {
-        holding.bytes += size;
+        holding.bytes = SaturatingAdd(holding.bytes, size);
         ++holding.count;
-        holding.live_bytes += size;
+        holding.live_bytes = SaturatingAdd(holding.live_bytes, size);
         ++holding.live_count;
       } else {
         holding.live_bytes -= std::min(holding.live_bytes, size);
@@ -331,7 +331,8 @@ class SummaryAnalysis::Builder {
     live->holding = -1;
     if (role == Role::kPlain && live->stream_ordered) {
       ++state.summary.pool_allocations;
-      state.summary.pool_allocation_bytes += event.size();
+      state.summary.pool_allocation_bytes =
+          SaturatingAdd(state.summary.pool_allocation_bytes, event.size());
     }
     if (role == Role::kHeld || (role == Role::kPlain && holder != nullptr)) {
       live->holding = HoldingOf(state, holder);

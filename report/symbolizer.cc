@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -163,6 +165,7 @@ std::vector<SourceFrame> InlineChain(Dwfl_Module* module, Dwarf_Addr address, st
 
 // Frame::ToString() before escaping: names and paths as the trace and the binaries have them.
 std::string UnescapedText(const Frame& frame) {
+  if (frame.left_out > 0) return absl::StrCat("[", frame.left_out, " frames left out]");
   if (frame.python) {
     const std::string where = frame.line > 0
                                   ? absl::StrCat(ShortPythonPath(frame.file), ":", frame.line)
@@ -335,16 +338,46 @@ const std::vector<Frame>& Symbolizer::SymbolizeReturnAddress(uint64_t pc, uint64
   return cache_.emplace(key, SymbolizeFromBinaries(pc, record)).first->second;
 }
 
-std::vector<Frame> Symbolizer::SymbolizeNative(uint64_t stack_id) {
+namespace {
+
+// The concatenation of `runs`, cut as kMaxStackFrames says: the frames kept are copied, the others
+// only counted.
+std::vector<Frame> JoinRuns(const std::vector<std::span<const Frame>>& runs) {
+  uint64_t total = 0;
+  for (const std::span<const Frame>& run : runs) total += run.size();
+  const uint64_t left_out = total > kMaxStackFrames ? total - kMaxStackFrames + 1 : 0;
+  // Frames at positions [kInnermostFramesKept, outer_start) are left out.
+  const uint64_t outer_start = kInnermostFramesKept + left_out;
   std::vector<Frame> frames;
-  const StackRecord* record = trace_->FindStack(stack_id);
-  if (record == nullptr) return frames;
-  frames.reserve(record->stack.frame_size());
-  for (uint64_t pc : record->stack.frame()) {
-    const std::vector<Frame>& resolved = SymbolizeReturnAddress(pc, record->written_at);
-    frames.insert(frames.end(), resolved.begin(), resolved.end());
+  frames.reserve(static_cast<size_t>(std::min<uint64_t>(total, kMaxStackFrames)));
+  uint64_t position = 0;
+  for (const std::span<const Frame>& run : runs) {
+    for (size_t i = 0; i < run.size(); ++i, ++position) {
+      if (position < kInnermostFramesKept || position >= outer_start) {
+        frames.push_back(run[i]);
+      } else if (position == kInnermostFramesKept) {
+        frames.emplace_back().left_out = left_out;
+      } else {  // the rest of the run is left out too, or up to the outermost frames
+        const uint64_t skip = std::min<uint64_t>(run.size() - i, outer_start - position) - 1;
+        i += skip;
+        position += skip;
+      }
+    }
   }
   return frames;
+}
+
+}  // namespace
+
+std::vector<Frame> Symbolizer::SymbolizeNative(uint64_t stack_id) {
+  const StackRecord* record = trace_->FindStack(stack_id);
+  if (record == nullptr) return {};
+  std::vector<std::span<const Frame>> runs;
+  runs.reserve(record->stack.frame_size());
+  for (uint64_t pc : record->stack.frame()) {
+    runs.emplace_back(SymbolizeReturnAddress(pc, record->written_at));
+  }
+  return JoinRuns(runs);
 }
 
 std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
@@ -372,7 +405,7 @@ std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
   for (uint64_t pc : stack.frame()) {
     native.push_back(&SymbolizeReturnAddress(pc, record->written_at));
   }
-  return SpliceStack(native, python, groups);
+  return JoinRuns(SpliceStack(native, python, groups));
 }
 
 }  // namespace gpumem::report

@@ -40,14 +40,26 @@ struct Frame {
   // line it was executing (0: not known), `function` its co_qualname (co_name before 3.11); pc,
   // module and module_offset are 0 and empty.
   bool python = false;
+  // Not a frame: where a stack deeper than kMaxStackFrames was cut, how many frames were left out
+  // there (0 for every real frame).
+  uint64_t left_out = 0;
 
   // "function (file:line)", "function (libfoo.so+0x1a2b)" or "libfoo.so+0x1a2b"
   // ("0x7f12345678" when no module covers the address). A Python frame: "file:line in function"
   // with the file shortened by ShortPythonPath ("torch/nn/modules/linear.py:125 in
-  // Linear.forward"), "file in function" when the line is not known. Escaped for printing
-  // (report/printable.h): names from the trace and the binaries may hold any bytes.
+  // Linear.forward"), "file in function" when the line is not known. A cut: "[48977 frames left
+  // out]". Escaped for printing (report/printable.h): names from the trace and the binaries may
+  // hold any bytes.
   std::string ToString() const;
 };
+
+// The most frames Symbolize() gives for one stack: four times the deepest the recorder writes (256
+// return addresses, core/options.h), which leaves room for their inlined frames and 128 Python
+// frames. A deeper stack (damaged or crafted) keeps its kInnermostFramesKept innermost frames, one
+// Frame with left_out set, and its outermost kMaxStackFrames - kInnermostFramesKept - 1: every
+// report, export, flame graph and page of it stays that deep, however deep the trace says it is.
+inline constexpr size_t kMaxStackFrames = 1024;
+inline constexpr size_t kInnermostFramesKept = 768;
 
 class Symbolizer {
  public:
@@ -62,9 +74,10 @@ class Symbolizer {
   // function, then the function they were inlined into (as `addr2line -i` does), so there may be
   // more frames than the stack has addresses. An unknown stack id gives no frames. A stack with
   // Python frames has them spliced in (report/python_stacks.h): each native frame of the
-  // interpreter's eval loop is replaced by the Python frames it ran.
+  // interpreter's eval loop is replaced by the Python frames it ran. At most kMaxStackFrames.
   std::vector<Frame> Symbolize(uint64_t stack_id);
-  // The native frames alone, as Symbolize() gives them for a stack without Python frames.
+  // The native frames alone, as Symbolize() gives them for a stack without Python frames (at most
+  // kMaxStackFrames too).
   std::vector<Frame> SymbolizeNative(uint64_t stack_id);
 
   // The frames of one return address, as of the packet with index `packet_index` (which modules

@@ -3,13 +3,24 @@
 #include <algorithm>
 #include <cmath>
 
+#include "report/sizes.h"
+
 namespace gpumem::viewer {
+
+namespace {
+
+void AddTo(FlameNode* node, uint64_t bytes, uint64_t count) {
+  node->bytes = report::SaturatingAdd(node->bytes, bytes);
+  node->count += count;
+}
+
+}  // namespace
 
 void FlameGraph::Add(const std::vector<std::string>& frames, uint64_t bytes, uint64_t count) {
   FlameNode* node = &root_;
-  node->bytes += bytes;
-  node->count += count;
-  for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
+  AddTo(node, bytes, count);
+  const size_t depth = std::min(frames.size(), kMaxFlameDepth);
+  for (auto frame = frames.rbegin(); frame != frames.rbegin() + depth; ++frame) {
     auto child = std::find_if(node->children.begin(), node->children.end(),
                               [&](const FlameNode& c) { return c.name == *frame; });
     if (child == node->children.end()) {
@@ -17,8 +28,7 @@ void FlameGraph::Add(const std::vector<std::string>& frames, uint64_t bytes, uin
       child = node->children.end() - 1;
     }
     node = &*child;
-    node->bytes += bytes;
-    node->count += count;
+    AddTo(node, bytes, count);
   }
 }
 
@@ -37,7 +47,7 @@ void Prune(FlameNode& node, uint64_t min_bytes) {
 FlameNode FlameGraph::Pruned(double min_fraction) const {
   FlameNode copy = root_;
   const uint64_t min_bytes = std::max<uint64_t>(
-      1, static_cast<uint64_t>(std::ceil(static_cast<double>(root_.bytes) * min_fraction)));
+      1, report::RoundToBytes(std::ceil(static_cast<double>(root_.bytes) * min_fraction)));
   Prune(copy, min_bytes);
   return copy;
 }

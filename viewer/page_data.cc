@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "report/printable.h"
 #include "report/progress.h"
 #include "report/replay.h"
+#include "report/sizes.h"
 #include "report/summary_table.h"
 #include "report/symbolizer.h"
 #include "report/trace_file.h"
@@ -27,6 +29,11 @@ using report::Frame;
 using report::LiveAllocation;
 using report::Replay;
 using report::TraceFile;
+
+// One allocation's bytes as a SiteChange holds them (no allocation reaches 2^63: report/sizes.h).
+int64_t Signed(uint64_t bytes) {
+  return static_cast<int64_t>(std::min<uint64_t>(bytes, std::numeric_limits<int64_t>::max()));
+}
 
 std::vector<std::string> FrameTexts(const std::vector<Frame>& frames) {
   std::vector<std::string> texts;
@@ -65,14 +72,14 @@ class ViewObserver final : public report::ReplayObserver {
       uint64_t& tracked = tracked_[place];
       for (const Ended& ended : ended_) {
         if (ended.place != place) continue;
-        changes_.push_back({ended.site, -static_cast<int64_t>(ended.bytes)});
+        changes_.push_back({ended.site, -Signed(ended.bytes)});
         tracked -= std::min(tracked, ended.bytes);
       }
       // What the replay added is its live bytes beyond those tracked: the new allocation (VMM
       // physical memory included, reservations and mappings not).
       const uint64_t live = replay.LiveBytes(place);
       if (allocated && place == alloc_place && live > tracked) {
-        changes_.push_back({SiteIndex(event.stack_id()), static_cast<int64_t>(live - tracked)});
+        changes_.push_back({SiteIndex(event.stack_id()), Signed(live - tracked)});
       }
       tracked = live;
       if (!changes_.empty()) Timeline(place).Apply(t, changes_);
@@ -226,7 +233,7 @@ void FillTimeline(const TimelineBuckets& timeline, const ViewObserver& observer,
     out->launches.push_back(bucket.launches);
     if (timeline.has_reserved()) out->reserved.push_back(bucket.reserved);
     for (const auto& [site, bytes] : bucket.at_max) {
-      if (site != kRestSite) area[site] += bytes;
+      if (site != kRestSite) area[site] = report::SaturatingAdd(area[site], bytes);
     }
   }
   std::vector<std::pair<uint32_t, uint64_t>> ranked(area.begin(), area.end());
@@ -246,7 +253,7 @@ void FillTimeline(const TimelineBuckets& timeline, const ViewObserver& observer,
       const auto band = band_of.find(site);
       if (band == band_of.end()) continue;
       out->band_bytes[band->second][i] = bytes;
-      in_bands += bytes;
+      in_bands = report::SaturatingAdd(in_bands, bytes);
     }
     out->band_bytes.back()[i] = buckets[i].max_in_use - std::min(buckets[i].max_in_use, in_bands);
   }

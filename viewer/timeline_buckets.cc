@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "report/sizes.h"
+
 namespace gpumem::viewer {
 
 TimelineBuckets::TimelineBuckets(size_t max_buckets, size_t split_sites)
@@ -17,13 +19,16 @@ void TimelineBuckets::Apply(uint64_t t, const std::vector<SiteChange>& changes) 
   for (const SiteChange& change : changes) {
     if (change.site >= site_bytes_.size()) site_bytes_.resize(change.site + 1, 0);
     uint64_t& bytes = site_bytes_[change.site];
+    // The magnitude in unsigned arithmetic: -INT64_MIN does not fit an int64_t.
+    const uint64_t magnitude = change.bytes < 0 ? uint64_t{0} - static_cast<uint64_t>(change.bytes)
+                                                : static_cast<uint64_t>(change.bytes);
     if (change.bytes < 0) {
-      const uint64_t fall = std::min(bytes, static_cast<uint64_t>(-change.bytes));
+      const uint64_t fall = std::min(bytes, magnitude);
       bytes -= fall;
-      in_use_ -= fall;
+      in_use_ -= std::min(in_use_, fall);
     } else {
-      bytes += static_cast<uint64_t>(change.bytes);
-      in_use_ += static_cast<uint64_t>(change.bytes);
+      bytes = report::SaturatingAdd(bytes, magnitude);
+      in_use_ = report::SaturatingAdd(in_use_, magnitude);
     }
   }
   TimeBucket& bucket = buckets_[current_];
@@ -121,7 +126,9 @@ Split TimelineBuckets::Snapshot() const {
   if (split.size() > split_sites_) {
     std::nth_element(split.begin(), split.begin() + split_sites_, split.end(), larger);
     uint64_t rest = 0;
-    for (size_t i = split_sites_; i < split.size(); ++i) rest += split[i].second;
+    for (size_t i = split_sites_; i < split.size(); ++i) {
+      rest = report::SaturatingAdd(rest, split[i].second);
+    }
     split.resize(split_sites_);
     std::sort(split.begin(), split.end(), larger);
     split.emplace_back(kRestSite, rest);

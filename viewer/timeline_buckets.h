@@ -48,7 +48,7 @@ struct TimeBucket {
   Split at_last;
 };
 
-// A change of one call site's live bytes.
+// A change of one call site's live bytes (totals saturate at 2^64 - 1).
 struct SiteChange {
   uint32_t site = 0;
   int64_t bytes = 0;

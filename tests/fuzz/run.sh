@@ -33,18 +33,24 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPU
 cmake --build "$build" --target trace_reader_fuzz -j "$(nproc)"
 
 mkdir -p "$build/corpus" "$build/artifacts"
-# The input's file in /dev/shm (one per fuzzer process; libFuzzer ends without atexit handlers).
-cleanup() { rm -f /dev/shm/gpumem-fuzz-*.trace /tmp/gpumem-fuzz-*.trace; }
+# The input's file in /dev/shm or /tmp, one per fuzzer process (libFuzzer ends without atexit
+# handlers): this run's own only, since other checkouts may be fuzzing on the same machine.
+fuzzer=""
+cleanup() {
+  if [ -n "$fuzzer" ]; then rm -f "/dev/shm/gpumem-fuzz-$fuzzer.trace" "/tmp/gpumem-fuzz-$fuzzer.trace"; fi
+}
 trap cleanup EXIT
 
 # -close_fd_mask=2: the commands' "gpumem: error:" lines are not shown (libFuzzer's own output
-# and the sanitizers' reports still are). The fuzzer silences stdout itself.
+# and the sanitizers' reports still are). The fuzzer silences stdout itself. One process, one job.
 status=0
 # The regressions are seeds too: each start replays every input that once crashed a reader.
 "$build/tests/trace_reader_fuzz" "$build/corpus" tests/fuzz/corpus tests/fuzz/regressions \
   -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
   -print_final_stats=1 -close_fd_mask=2 \
-  -artifact_prefix="$build/artifacts/" >"$build/fuzz.log" 2>&1 || status=$?
+  -artifact_prefix="$build/artifacts/" >"$build/fuzz.log" 2>&1 &
+fuzzer=$!
+wait "$fuzzer" || status=$?
 # The last coverage line, then the final stats.
 grep -E '^#[0-9]+.*(DONE|cov:)' "$build/fuzz.log" | tail -1 || true
 grep -E '^stat::' "$build/fuzz.log" || true

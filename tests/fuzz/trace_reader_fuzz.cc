@@ -6,8 +6,10 @@
 //   3. The replay: ReadMemoryEventsBySeq, report/event_counts, report/replay (Replay::Add over the
 //      decoded events, Places(), ForEachLive), report/oom and report/growth.
 //   4. report/symbolizer on every stack the input declares, against the modules it declares.
-//   5. The commands themselves, as `gpumem dump`, `dump --counts`, `dump --symbolize`, `report`
-//      (text and JSON, every analysis) and `check` run them (report/commands.h).
+//   5. The commands themselves, as the `gpumem` binary runs them (report/commands.h), in process:
+//      `dump` (plain, --counts, --symbolize), `report` (every section, text and JSON), `check`,
+//      `whatif` (each --allocator, text and JSON), `view` and `export` in every format, their
+//      output written to stdout, which the fuzzer sends to /dev/null.
 //
 // Plus invariants that make "bad input is handled" checkable, not just "does not crash": every
 // error is one line naming the path; the command-level and library-level views of the same file
@@ -15,11 +17,11 @@
 //
 // The symbolizer opens the module files a trace names (and GPUMEM_SYMBOL_PATH). An input must not
 // make the fuzzer open arbitrary files on this machine (a FIFO blocks, /dev/zero never ends, a
-// 1 GiB library is slow), so symbolization (stage 4, `dump --symbolize` and `report`) runs only
-// when no module path the input declares exists here, and GPUMEM_SYMBOL_PATH is unset: the
-// symbolizer's trace-driven part (module lookup by address and packet index, load bias, caching,
-// unknown stacks) is fuzzed, and no file but the input is ever opened. Resolving real ELF files
-// is covered by tests/report/symbolizer_test.cc.
+// 1 GiB library is slow), so symbolization (stage 4, and every command but `dump`, `dump --counts`
+// and `check`: they show call sites) runs only when no module path the input declares exists here,
+// and GPUMEM_SYMBOL_PATH is unset: the symbolizer's trace-driven part (module lookup by address and
+// packet index, load bias, caching, unknown stacks) is fuzzed, and no file but the input is ever
+// opened. Resolving real ELF files is covered by tests/report/symbolizer_test.cc.
 //
 // TraceReader reads from a path (pread, SEEK_DATA), so each input is written to one file per
 // process in /dev/shm, truncated and rewritten for every input: it never holds more than one input
@@ -41,6 +43,7 @@
 
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
+#include "report/allocator_replay.h"
 #include "report/commands.h"
 #include "report/event_counts.h"
 #include "report/growth.h"
@@ -58,13 +61,13 @@ using namespace gpumem::report;
 std::string g_path;  // the input's file
 
 // An invariant broken: print it and abort, which libFuzzer reports as a crash with the input.
-#define FUZZ_CHECK(condition, what)                                                    \
-  do {                                                                                 \
-    if (!(condition)) {                                                                \
-      std::fprintf(stderr, "trace_reader_fuzz: %s:%d: %s: %s\n", __FILE__, __LINE__,   \
-                   #condition, std::string(what).c_str());                             \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define FUZZ_CHECK(condition, what)                                                              \
+  do {                                                                                           \
+    if (!(condition)) {                                                                          \
+      std::fprintf(stderr, "trace_reader_fuzz: %s:%d: %s: %s\n", __FILE__, __LINE__, #condition, \
+                   std::string(what).c_str());                                                   \
+      std::abort();                                                                              \
+    }                                                                                            \
   } while (false)
 
 // Input files left by fuzzer processes that no longer run (see the top of the file).
@@ -125,8 +128,8 @@ uint64_t FramePackets() {
     ++packets;
     FUZZ_CHECK(packet.offset + 2 + packet.bytes.size() <= reader.file_size(), "packet past EOF");
     if (!packet.bytes.empty()) {  // the view's ends must be readable (ASan)
-      checksum += static_cast<uint8_t>(packet.bytes.front()) +
-                  static_cast<uint8_t>(packet.bytes.back());
+      checksum +=
+          static_cast<uint8_t>(packet.bytes.front()) + static_cast<uint8_t>(packet.bytes.back());
     }
   }
   FUZZ_CHECK(!reader.Next(&packet), "Next() after the end");
@@ -145,9 +148,9 @@ void Symbolize(const TraceFile& trace, const std::vector<uint64_t>& stack_ids) {
   }
   // Return addresses at every packet index, including ones no module or stack covers.
   for (const ModuleRecord& record : trace.modules()) {
-    for (uint64_t pc : {record.module.start(), record.module.end() - 1, record.module.load_bias()}) {
-      for (const report::Frame& frame :
-           symbolizer.SymbolizeReturnAddress(pc, record.loaded_at)) {
+    for (uint64_t pc :
+         {record.module.start(), record.module.end() - 1, record.module.load_bias()}) {
+      for (const report::Frame& frame : symbolizer.SymbolizeReturnAddress(pc, record.loaded_at)) {
         (void)frame.ToString();
       }
     }
@@ -160,6 +163,8 @@ struct Decoded {
   bool opened = false;            // TraceFile::Open() accepted it
   bool symbolize = false;         // symbolizing it opens no file (SymbolizingOpensNothing)
   int dump_exit = kExitBadInput;  // what `gpumem dump` must exit with
+  // The recording mode the summary and `whatif` decide on (whatif refuses kSegments).
+  SummaryMode mode = SummaryMode::kPlain;
 };
 
 // Stages 2 to 4.
@@ -214,31 +219,74 @@ Decoded Decode(uint64_t framed_packets) {
 
   decoded.symbolize = SymbolizingOpensNothing(trace);
   if (decoded.symbolize) Symbolize(trace, stack_ids);
+  absl::StatusOr<AllocatorReplayResult> modelled =
+      ReplayThroughAllocator(g_path, AllocatorKind::kNative, uint64_t{1} << 30);
+  FUZZ_CHECK(modelled.ok(), "opened once, not twice");
+  decoded.mode = modelled->mode;
   return decoded;
+}
+
+// What `whatif --allocator KIND` must exit with: 2 for a damaged trace, for one recorded under
+// PyTorch's caching allocator (only segments) and for a plain program under a model of PyTorch's
+// allocator; else 0 (fits) or 1 (runs out): -1 here.
+int ExpectedWhatif(const Decoded& decoded, const std::string& allocator) {
+  if (decoded.dump_exit == kExitBadInput || decoded.mode == SummaryMode::kSegments) {
+    return kExitBadInput;
+  }
+  if (decoded.mode == SummaryMode::kPlain && allocator != "async") return kExitBadInput;
+  return -1;
+}
+
+// `expected` -1: a verdict, 0 (pass) or 1 (fail); else exactly that.
+void ExpectExit(int exit, int expected, const std::string& command) {
+  if (expected == -1) {
+    FUZZ_CHECK(exit == kExitOk || exit == kExitCheckFailed, command + ": " + std::to_string(exit));
+    return;
+  }
+  FUZZ_CHECK(exit == expected, command + " exited " + std::to_string(exit) + ", expected " +
+                                   std::to_string(expected));
+}
+
+// The commands that show call sites, so symbolize (see the top of the file): `dump --symbolize`,
+// `report` with every section, `whatif` under each allocator, `view`, `export` in every format.
+void RunSymbolizingCommands(const Decoded& decoded) {
+  const int expected = decoded.dump_exit;
+  ExpectExit(RunDump({"--symbolize", g_path}), expected, "dump --symbolize");
+  ExpectExit(RunReport({"--peak", "--leaks", "--oom", "--growth", "--summary", "--fragmentation",
+                        "--kernels", "--top", "3", g_path}),
+             expected, "report");
+  ExpectExit(
+      RunReport({"--json", "--peak", "--leaks", "--oom", "--growth", "--summary", "--fragmentation",
+                 "--kernels", "--iteration-marker", "a", "--top", "0", g_path}),
+      expected, "report --json");
+  for (const std::string allocator : {"native", "expandable", "async"}) {
+    ExpectExit(RunWhatif({"--device-memory", "64MiB", "--allocator", allocator, g_path}),
+               ExpectedWhatif(decoded, allocator), "whatif --allocator " + allocator);
+  }
+  ExpectExit(RunWhatif({"--device-memory", "1GiB", "--allocator", "async", "--json", g_path}),
+             ExpectedWhatif(decoded, "async"), "whatif --json");
+  ExpectExit(RunView({"-o", "-", g_path}), expected, "view");
+  for (const std::string format : {"memory-viz", "perfetto"}) {
+    ExpectExit(RunExport({"--format", format, "-o", "-", g_path}), expected, "export " + format);
+  }
+  for (const std::string format : {"folded", "speedscope"}) {
+    for (const std::string what : {"peak", "leaks"}) {
+      ExpectExit(RunExport({"--format", format, "--what", what, "-o", "-", g_path}), expected,
+                 "export " + format + " --what " + what);
+    }
+  }
 }
 
 // Stage 5: the commands, on the same file, must agree with what the libraries said about it.
 void RunCommands(const Decoded& decoded) {
   const int expected = decoded.dump_exit;
-  auto expect = [&](int exit, int want, const char* command) {
-    FUZZ_CHECK(exit == want, std::string(command) + " exited " + std::to_string(exit) +
-                                 ", expected " + std::to_string(want));
-  };
-  expect(RunDump({g_path}), expected, "dump");
-  expect(RunDump({"--counts", g_path}), expected, "dump --counts");
-  const int check = RunCheck({"--max-peak", "1MiB", "--no-leaks", g_path});
-  if (expected == kExitOk) {
-    FUZZ_CHECK(check == kExitOk || check == kExitCheckFailed, "check: " + std::to_string(check));
-  } else {
-    expect(check, kExitBadInput, "check");
-  }
-  // `report` and `dump --symbolize` symbolize once the trace opens (see the top of the file).
+  ExpectExit(RunDump({g_path}), expected, "dump");
+  ExpectExit(RunDump({"--counts", g_path}), expected, "dump --counts");
+  ExpectExit(RunCheck({"--max-peak", "1MiB", "--no-leaks", g_path}),
+             expected == kExitOk ? -1 : expected, "check");
+  // The others symbolize once the trace opens (see the top of the file).
   if (decoded.opened && !decoded.symbolize) return;
-  expect(RunDump({"--symbolize", g_path}), expected, "dump --symbolize");
-  expect(RunReport({"--peak", "--leaks", "--oom", "--growth", "--top", "3", g_path}), expected,
-         "report");
-  expect(RunReport({"--json", "--oom", "--iteration-marker", "a", "--top", "0", g_path}),
-         expected, "report --json");
+  RunSymbolizingCommands(decoded);
 }
 
 }  // namespace
@@ -246,7 +294,8 @@ void RunCommands(const Decoded& decoded) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   unsetenv("GPUMEM_SYMBOL_PATH");  // the symbolizer must open nothing (see the top)
   struct stat info;
-  const std::string dir = stat("/dev/shm", &info) == 0 && S_ISDIR(info.st_mode) ? "/dev/shm" : "/tmp";
+  const std::string dir =
+      stat("/dev/shm", &info) == 0 && S_ISDIR(info.st_mode) ? "/dev/shm" : "/tmp";
   g_path = dir + "/gpumem-fuzz-" + std::to_string(getpid()) + ".trace";
   RemoveStaleInputFiles(dir);
   // The commands print their reports on stdout: not wanted here (libFuzzer writes to stderr).

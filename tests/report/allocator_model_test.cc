@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <memory>
+
 #include "tests/support/summary_stats.h"
 
 namespace gpumem::report {
@@ -333,6 +336,32 @@ TEST(AsyncPoolModel, HoldsTheLiveBytesRoundedTo2MiBAtTheirHighest) {
   EXPECT_EQ(model.stats().ooms, 1u);
   EXPECT_EQ(model.stats().retries, 0u);
   EXPECT_EQ(model.stats().reserved_peak, 4 * kMiB);
+}
+
+// A request over 2^48 bytes (report/sizes.h) fits no device: each model refuses it as out of
+// memory, holds nothing for it, and goes on serving the others. Sizes near 2^64 once rounded to 0
+// (a block of 0 bytes split off itself) and wrapped the async pool's sum.
+TEST(AllocatorModels, RefuseSizesNoDeviceCanHold) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  for (const AllocatorKind kind : kAllAllocators) {
+    SCOPED_TRACE(AllocatorKindName(kind));
+    const std::unique_ptr<AllocatorModel> model = MakeAllocatorModel(kind, {});
+    ASSERT_TRUE(model->Allocate(1, 3 * kMiB, 0));
+    uint64_t id = 2;
+    for (const uint64_t size : {kMax, kMax - 511, kMax - (20 * kMiB), (uint64_t{1} << 48) + 1}) {
+      EXPECT_FALSE(model->Allocate(id++, size, 0)) << size;
+    }
+    EXPECT_EQ(model->stats().ooms, 4u);
+    EXPECT_EQ(model->stats().allocated, 3 * kMiB);
+    EXPECT_LE(model->stats().reserved_peak, 20 * kMiB);
+    // A large possible one, on a stream of its own (an expandable segment spans 2^48 bytes).
+    ASSERT_TRUE(model->Allocate(id, uint64_t{1} << 47, 1));
+    model->Free(id);
+    model->Free(1);
+    model->EmptyCache();
+    EXPECT_EQ(model->stats().allocated, 0u);
+    EXPECT_EQ(model->stats().reserved, 0u);
+  }
 }
 
 }  // namespace

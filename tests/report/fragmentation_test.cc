@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,20 @@ TEST(FragmentationTest, TimelineSamplesEvenlySpacedPoints) {
     EXPECT_EQ(device.timeline[i].reserved, expected[i]) << i;
     EXPECT_EQ(device.timeline[i].in_use, expected[i]) << i;
   }
+}
+
+// Times at both ends of the uint64_t range: the samples are exact (a double of the span rounded
+// the last one up to 2^64, which does not convert back to uint64_t).
+TEST(FragmentationTest, TimelineSamplesTheWholeRangeOfTimestamps) {
+  constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
+  const std::vector<FragmentationPoint> points = {{0, 10, 10}, {kLast / 2, 20, 20}, {kLast, 0, 0}};
+  const std::vector<FragmentationPoint> samples = SampleTimeline(points, 0, kLast, 3);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].timestamp_ns, 0u);
+  EXPECT_EQ(samples[1].timestamp_ns, kLast / 2);
+  EXPECT_EQ(samples[1].reserved, 20u);
+  EXPECT_EQ(samples[2].timestamp_ns, kLast);
+  EXPECT_EQ(samples[2].reserved, 0u);
 }
 
 // The value after the last point at or before `time` (points in order), 0 before the first.

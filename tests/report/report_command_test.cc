@@ -265,7 +265,8 @@ TEST(ReportCommandTest, LeakLoopJson) {
   for (const char* expected : {
            "\"pid\":464",
            "\"clean_exit\":true",
-           "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0}",
+           "\"anomalies\":{\"unknown_frees\":0,\"double_frees\":0,\"overlapping_allocations\":0,"
+           "\"impossible_sizes\":0}",
            "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H200\","
            "\"total_memory\":150109880320,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":420577954",
            "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",

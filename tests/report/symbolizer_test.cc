@@ -239,5 +239,39 @@ TEST_F(SymbolizerTest, GpumemDumpSymbolizePrintsFunctionNames) {
       << output;
 }
 
+// Stacks up to kMaxStackFrames give every frame; deeper ones their 768 innermost, a frame that
+// says how many were left out, and their 255 outermost (unknown addresses: no module covers 1..).
+TEST_F(SymbolizerTest, StacksDeeperThanTheLimitAreCut) {
+  Module nowhere;
+  nowhere.set_id(1);
+  nowhere.set_path("/nonexistent/libnothing.so");
+  nowhere.set_start(0x7f0000000000);
+  nowhere.set_end(0x7f0000001000);
+  for (const size_t depth : {kMaxStackFrames, kMaxStackFrames + 1, size_t{50000}}) {
+    SCOPED_TRACE(depth);
+    std::vector<uint64_t> pcs;
+    for (size_t i = 0; i < depth; ++i) pcs.push_back(i + 1);  // innermost first
+    std::unique_ptr<TraceFile> trace = WriteTrace(nowhere, pcs);
+    ASSERT_NE(trace, nullptr);
+    Symbolizer symbolizer(trace.get());
+    const std::vector<Frame> frames = symbolizer.Symbolize(1);
+    ASSERT_EQ(frames.size(), kMaxStackFrames);
+    EXPECT_EQ(frames.front().pc, 1u);
+    EXPECT_EQ(frames.back().pc, depth);
+    if (depth == kMaxStackFrames) {
+      EXPECT_EQ(frames[kInnermostFramesKept].pc, kInnermostFramesKept + 1);
+      continue;
+    }
+    const Frame& cut = frames[kInnermostFramesKept];
+    EXPECT_EQ(cut.left_out, depth - kMaxStackFrames + 1);
+    EXPECT_EQ(cut.ToString(),
+              "[" + std::to_string(depth - kMaxStackFrames + 1) + " frames left out]");
+    EXPECT_EQ(frames[kInnermostFramesKept - 1].pc, kInnermostFramesKept);
+    EXPECT_EQ(frames[kInnermostFramesKept + 1].pc,
+              depth - (kMaxStackFrames - kInnermostFramesKept - 2));
+    EXPECT_EQ(symbolizer.SymbolizeNative(1).size(), kMaxStackFrames);
+  }
+}
+
 }  // namespace
 }  // namespace gpumem::report

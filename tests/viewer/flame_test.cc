@@ -44,5 +44,28 @@ TEST(FlameTest, PruningBoundsTheNodes) {
   EXPECT_TRUE(root.children[0].children[0].children.empty());  // no leaf holds 0.5%
 }
 
+// A stack deeper than kMaxFlameDepth (the symbolizer gives none, a direct caller might) stops at
+// that depth, its bytes in the deepest node kept: pruning, copying and counting the tree recurse
+// once per level, which 50,000 levels overflowed.
+TEST(FlameTest, StacksDeeperThanTheLimitStopAtIt) {
+  FlameGraph graph;
+  std::vector<std::string> frames;
+  for (int i = 0; i < 50000; ++i) frames.push_back("f" + std::to_string(i % 7));
+  graph.Add(frames, 4096, 1);
+  graph.Add({"alloc", "main"}, 1024, 1);
+  const FlameNode root = graph.Pruned(0.0);
+  EXPECT_EQ(root.bytes, 5120u);
+  EXPECT_EQ(CountNodes(root), 1 + kMaxFlameDepth + 2);  // the root, the deep chain, main, alloc
+  const FlameNode* node = &root;
+  size_t depth = 0;
+  while (!node->children.empty()) {
+    node = &node->children.front();  // the deep stack's, the larger
+    ++depth;
+  }
+  EXPECT_EQ(depth, kMaxFlameDepth);
+  EXPECT_EQ(node->bytes, 4096u);
+  EXPECT_EQ(node->name, "f" + std::to_string((50000 - kMaxFlameDepth) % 7));
+}
+
 }  // namespace
 }  // namespace gpumem::viewer
