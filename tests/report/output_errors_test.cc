@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 constexpr char kFull[] = "/dev/full";
 constexpr char kNoSpace[] = "gpumem: error: writing standard output: No space left on device\n";
 
-std::string Trace() { return SourcePath("samples/traces/leak_loop-h100.trace"); }
+std::string Trace() { return SourcePath("samples/traces/leak_loop-h200.trace"); }
 
 // gpumem `args` with standard output on /dev/full.
 ProgramRun GpumemToFullDisk(const std::vector<std::string>& args) {

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 class OutputOverInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fs::copy_file(SourcePath("samples/traces/leak_loop-h100.trace"), trace_);
+    fs::copy_file(SourcePath("samples/traces/leak_loop-h200.trace"), trace_);
     original_ = ReadFile(trace_);
     fs::create_symlink(trace_, symlink_);
     fs::create_hard_link(trace_, hard_link_);

@@ -107,7 +107,7 @@ TEST(ViewCommandTest, TornTraceRendersWhatWasReadWithANotice) {
 TEST(ViewCommandTest, NeverWritesOverItsInput) {
   TempDir dir;
   const std::string trace = dir.File("run.trace");
-  std::filesystem::copy_file(SourcePath("samples/traces/leak_loop-h100.trace"), trace);
+  std::filesystem::copy_file(SourcePath("samples/traces/leak_loop-h200.trace"), trace);
   const std::string original = ReadFile(trace);
   std::filesystem::create_symlink(trace, dir.File("link.html"));
   std::filesystem::create_hard_link(trace, dir.File("hard.html"));
@@ -129,7 +129,7 @@ TEST(ViewCommandTest, NeverWritesOverItsInput) {
 TEST(ViewCommandTest, AnOutputThatCannotBeWrittenIsAnError) {
   struct stat info;
   if (stat("/dev/full", &info) != 0 || !S_ISCHR(info.st_mode)) GTEST_SKIP() << "no /dev/full";
-  const std::string trace = SourcePath("samples/traces/leak_loop-h100.trace");
+  const std::string trace = SourcePath("samples/traces/leak_loop-h200.trace");
   TempDir dir;
   testing::SpawnOptions to_full;
   to_full.out_path = "/dev/full";
