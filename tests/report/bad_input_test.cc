@@ -244,6 +244,21 @@ TEST_F(BadInputTest, BytesFlippedAnywhereNeverCrash) {
   EXPECT_GT(damaged, 0u);  // some flips hit the framing or break a packet
 }
 
+// seq 1: a 1 MiB cudaMalloc on thread `tid` whose stack is stack 3.
+TracePacket MebibyteAllocation(uint32_t tid) {
+  TracePacket allocation;
+  MemoryEvent* event = allocation.mutable_memory();
+  event->set_seq(1);
+  event->set_tid(tid);
+  event->set_api(CUDA_MALLOC);
+  event->set_kind(DEVICE);
+  event->set_action(ALLOC);
+  event->set_size(1 << 20);
+  event->set_address(0x7f0000000000);
+  event->set_stack_id(3);
+  return allocation;
+}
+
 // A trace of a program whose names are not UTF-8 (argv, the host, an allocator setting, a device,
 // a module directory, a thread name the kernel cut inside a character, a kernel, a Python file)
 // and hold control characters: every command reads it, shows each byte that is not UTF-8 as \xNN
@@ -287,17 +302,7 @@ std::vector<TracePacket> PacketsWithNamesThatAreNotUtf8() {
   kernel.mutable_kernel_name()->set_id(9);
   kernel.mutable_kernel_name()->set_name("fill\xff");
   packets.push_back(kernel);
-  TracePacket allocation;
-  MemoryEvent* event = allocation.mutable_memory();
-  event->set_seq(1);
-  event->set_tid(77);
-  event->set_api(CUDA_MALLOC);
-  event->set_kind(DEVICE);
-  event->set_action(ALLOC);
-  event->set_size(1 << 20);
-  event->set_address(0x7f0000000000);
-  event->set_stack_id(3);
-  packets.push_back(allocation);
+  packets.push_back(MebibyteAllocation(/*tid=*/77));
   TracePacket launch;
   launch.mutable_launch()->set_seq(2);
   launch.mutable_launch()->set_tid(77);
@@ -439,16 +444,8 @@ std::string TraceWithModule(const Module& module) {
   TracePacket stack;
   stack.mutable_stack()->set_id(3);
   stack.mutable_stack()->add_frame(module.start() + 0x1234);
-  TracePacket alloc;
-  MemoryEvent* event = alloc.mutable_memory();
-  event->set_seq(1);
-  event->set_api(CUDA_MALLOC);
-  event->set_kind(DEVICE);
-  event->set_action(ALLOC);
-  event->set_size(1 << 20);
-  event->set_address(0x7f0000000000);
-  event->set_stack_id(3);
-  return testing::FramedAll({header, with_module, stack, alloc, testing::FooterPacket(1)});
+  return testing::FramedAll(
+      {header, with_module, stack, MebibyteAllocation(/*tid=*/0), testing::FooterPacket(1)});
 }
 
 Module ModuleAt(const std::string& path) {
