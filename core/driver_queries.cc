@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/hot_path.h"
 #include "core/self_timing.h"
+#include "core/stream_capture.h"
 
 namespace gpumem::driver {
 namespace {
@@ -37,16 +38,19 @@ enum QueryId {
   kKernelGetParamInfo,
   kDeviceGetMemPool,
   kMemPoolGetAttribute,
+  kStreamIsCapturing,
+  kThreadExchangeStreamCaptureMode,
   kCount
 };
 
 Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}, {0}},     {"cuCtxGetDevice_v2", {nullptr}, {0}},
-    {"cuMemGetInfo_v2", {nullptr}, {0}},    {"cuDeviceGet", {nullptr}, {0}},
-    {"cuDeviceGetName", {nullptr}, {0}},    {"cuDeviceTotalMem_v2", {nullptr}, {0}},
-    {"cuFuncGetName", {nullptr}, {0}},      {"cuFuncGetParamInfo", {nullptr}, {0}},
-    {"cuKernelGetName", {nullptr}, {0}},    {"cuKernelGetParamInfo", {nullptr}, {0}},
-    {"cuDeviceGetMemPool", {nullptr}, {0}}, {"cuMemPoolGetAttribute", {nullptr}, {0}},
+    {"cuCtxGetDevice", {nullptr}, {0}},      {"cuCtxGetDevice_v2", {nullptr}, {0}},
+    {"cuMemGetInfo_v2", {nullptr}, {0}},     {"cuDeviceGet", {nullptr}, {0}},
+    {"cuDeviceGetName", {nullptr}, {0}},     {"cuDeviceTotalMem_v2", {nullptr}, {0}},
+    {"cuFuncGetName", {nullptr}, {0}},       {"cuFuncGetParamInfo", {nullptr}, {0}},
+    {"cuKernelGetName", {nullptr}, {0}},     {"cuKernelGetParamInfo", {nullptr}, {0}},
+    {"cuDeviceGetMemPool", {nullptr}, {0}},  {"cuMemPoolGetAttribute", {nullptr}, {0}},
+    {"cuStreamIsCapturing", {nullptr}, {0}}, {"cuThreadExchangeStreamCaptureMode", {nullptr}, {0}},
 };
 
 // The reserved size last recorded per pool (NotePoolUsage): a handful of pools in a process.
@@ -135,6 +139,14 @@ bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   return true;
 }
 
+bool StreamIsCapturing(uint64_t stream) {
+  auto is_capturing = Get<decltype(&cuStreamIsCapturing)>(kStreamIsCapturing);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return is_capturing != nullptr &&
+         is_capturing(reinterpret_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 GPUMEM_HOT void AnnounceDevice(int ordinal) {
   if (recorder::DeviceKnown(ordinal)) return;
   auto device_get = Get<decltype(&cuDeviceGet)>(kDeviceGet);
@@ -194,7 +206,27 @@ GPUMEM_HOT bool PoolMayHaveGrown(PoolSpan& span, uint64_t address, uint64_t size
   return true;
 }
 
+namespace {
+
+// Runs a query capture forbids with the calling thread in relaxed capture mode, in which the
+// driver lets the thread make such calls whatever captures are in progress: a capture begun on
+// another thread between the caller's AnyInProgress() and the query is not invalidated by it.
+template <typename Query>
+void InRelaxedCaptureMode(Query&& query) {
+  auto exchange =
+      Get<decltype(&cuThreadExchangeStreamCaptureMode)>(kThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  const bool exchanged = exchange != nullptr && exchange(&mode) == CUDA_SUCCESS;
+  query();
+  if (exchanged) exchange(&mode);
+}
+
+}  // namespace
+
 GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint64_t size) {
+  // The pool's attributes are among the calls capture forbids; an allocation captured into a graph
+  // takes nothing from the pool anyway (the graph's memory is allocated when it is launched).
+  if (capture::AnyInProgress()) return;
   self_timing::Scope timing(self_timing::kPoolQuery);
   auto get_attribute = Get<decltype(&cuMemPoolGetAttribute)>(kMemPoolGetAttribute);
   if (get_attribute == nullptr) return;
@@ -207,16 +239,17 @@ GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint6
   if (seen != nullptr && !PoolMayHaveGrown(seen->span, address, size, t_pool_allocations)) return;
   const auto handle = reinterpret_cast<CUmemoryPool>(pool);
   cuuint64_t reserved = 0;
-  if (get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) {
-    return;
-  }
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  InRelaxedCaptureMode(
+      [&] { result = get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved); });
+  if (result != CUDA_SUCCESS) return;
   // Only changes are recorded: the size moves when the pool grows or gives memory back, not with
   // every allocation it serves.
   if (seen != nullptr && seen->reserved.exchange(reserved, std::memory_order_relaxed) == reserved) {
     return;
   }
   cuuint64_t used = 0;
-  get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+  InRelaxedCaptureMode([&] { get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used); });
   recorder::RecordPoolUsage(pool, device, reserved, used, MonotonicNs(), 0);
 }
 

@@ -1,6 +1,9 @@
 // Questions gpumem asks the real driver while recording: which device is current (or owns a
 // context), how much memory is free (for a failed allocation), a device's name and size, and the
-// kernel queries the recorder's kernel table uses. One place for both layers that record
+// kernel queries the recorder's kernel table uses. While a stream capture is in progress, only
+// queries that capture allows are asked (measured on the H100: cuCtxGetDevice, cuMemGetInfo,
+// cuDeviceGet*, cuDeviceGetMemPool, cuStreamIsCapturing are allowed; cuMemPoolGetAttribute is
+// forbidden like cuMemAlloc, and invalidates the program's capture). One place for both layers that record
 // (interpose/ and cupti/). Only driver calls — a runtime call could change the program's sticky
 // cudaGetLastError state — looked up by exact symbol in the libcuda already loaded (never loaded
 // here, never through cuGetProcAddress: asked for "cuCtxGetDevice" at CUDA 13 the driver hands out
@@ -23,6 +26,9 @@ int CurrentDevice();
 // Ordinal of the device of `context` (a CUcontext; the current one when null); -1 when unknown.
 int ContextDevice(void* context);
 bool DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes);
+// Whether `stream` (a CUstream) is being captured into a graph (cuStreamIsCapturing, which
+// capture allows); false when unknown.
+bool StreamIsCapturing(uint64_t stream);
 // Writes the Device packet the first time a device is seen.
 void AnnounceDevice(int ordinal);
 // After a stream-ordered allocation of [address, address + size): records the reserved size of

@@ -745,7 +745,7 @@ GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
     WidenDeviceSpan(record.address, record.size);
   }
   namespace f = proto::memory_field;
-  constexpr size_t kFields = f::kPitch;
+  constexpr size_t kFields = f::kCapture;
   uint64_t fields[kFields];
   FillEventHead(fields, record.seq, CurrentThread(), record.device,
                 static_cast<uint64_t>(record.api));
@@ -762,6 +762,7 @@ GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
   fields[f::kFreeBytes - 1] = record.free_bytes;
   fields[f::kTotalBytes - 1] = record.total_bytes;
   fields[f::kPitch - 1] = record.pitch;
+  fields[f::kCapture - 1] = record.capture;
   // Each field: a tag of at most two bytes and a varint.
   uint8_t buffer[kEventHeaderRoom + kFields * (2 + wire::kMaxVarintBytes)];
   uint8_t* body = buffer + kEventHeaderRoom;
@@ -930,6 +931,24 @@ void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uin
     writer.Varint(f::kUsedBytes, used_bytes);
     writer.Varint(f::kTimestampNs, timestamp_ns);
     writer.Varint(f::kCorrelationId, correlation_id);
+  });
+}
+
+void RecordStreamCapture(uint64_t capture, uint64_t stream, proto::CaptureMode mode, bool ended,
+                         int32_t result) {
+  if (!EnsureOpen()) return;
+  const uint64_t seq = NextSeq();
+  ThreadState* thread = CurrentThread();
+  WriteSmallPacket(proto::packet_field::kStreamCapture, [&](wire::Writer& writer) {
+    namespace f = proto::stream_capture_field;
+    writer.Varint(f::kSeq, seq);
+    writer.Varint(f::kTimestampNs, MonotonicNs());
+    writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+    writer.Varint(f::kCapture, capture);
+    writer.Varint(f::kStream, stream);
+    writer.Varint(f::kMode, static_cast<uint64_t>(mode));
+    writer.Varint(f::kEnded, ended ? 1 : 0);
+    writer.Int32(f::kResult, result);
   });
 }
 

@@ -28,6 +28,7 @@ struct MemoryRecord {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
   uint64_t stack_id = 0;
+  uint64_t capture = 0;  // the stream capture this was made for (core/stream_capture.h), or 0
 };
 
 // One kernel or graph launch, as an interposed entry point or a CUPTI callback saw it.
@@ -97,6 +98,9 @@ void RecordKernelTiming(uint64_t correlation_id, uint64_t start_ns, uint64_t end
                         int32_t device);
 void RecordPoolUsage(uint64_t pool, int32_t device, uint64_t reserved_bytes, uint64_t used_bytes,
                      uint64_t timestamp_ns, uint64_t correlation_id);
+// A stream capture began (ended == false) or ended, with what the call returned.
+void RecordStreamCapture(uint64_t capture, uint64_t stream, proto::CaptureMode mode, bool ended,
+                         int32_t result);
 // A Python reference taken to recorded memory (gpumem's Python observer, through the exported
 // gpumem_note_python_holder): its stack is the caller's, less the observer's own Python frame.
 void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintptr_t caller_pc);

@@ -28,6 +28,7 @@ inline constexpr uint32_t kPoolUsage = 14;
 inline constexpr uint32_t kPythonCode = 16;
 inline constexpr uint32_t kPythonStatus = 17;
 inline constexpr uint32_t kPythonHolder = 18;
+inline constexpr uint32_t kStreamCapture = 21;
 }  // namespace packet_field
 
 namespace header_field {
@@ -141,7 +142,19 @@ inline constexpr uint32_t kOffset = 15;
 inline constexpr uint32_t kFreeBytes = 16;
 inline constexpr uint32_t kTotalBytes = 17;
 inline constexpr uint32_t kPitch = 18;
+inline constexpr uint32_t kCapture = 19;
 }  // namespace memory_field
+
+namespace stream_capture_field {
+inline constexpr uint32_t kSeq = 1;
+inline constexpr uint32_t kTimestampNs = 2;
+inline constexpr uint32_t kTid = 3;
+inline constexpr uint32_t kCapture = 4;
+inline constexpr uint32_t kStream = 5;
+inline constexpr uint32_t kMode = 6;
+inline constexpr uint32_t kEnded = 7;
+inline constexpr uint32_t kResult = 8;
+}  // namespace stream_capture_field
 
 namespace footer_field {
 inline constexpr uint32_t kEvents = 1;
@@ -273,6 +286,14 @@ enum class CuptiState : uint32_t {
   kNotFound = 3,
   kOtherSubscriber = 4,
   kFailed = 5,
+};
+
+// CUstreamCaptureMode + 1 (0: not known).
+enum class CaptureMode : uint32_t {
+  kUnknown = 0,
+  kGlobal = 1,
+  kThreadLocal = 2,
+  kRelaxed = 3,
 };
 
 enum class RecordingStop : uint32_t {

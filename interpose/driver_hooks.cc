@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "core/hot_path.h"
+#include "interpose/capture_bodies.h"
 #include "interpose/driver_table.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
@@ -248,14 +249,20 @@ CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr 
   X(LaunchKernelEx, "cuLaunchKernelEx", cuLaunchKernelEx, 11060)                           \
   X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel", cuLaunchCooperativeKernel, 9000) \
   X(GraphLaunch, "cuGraphLaunch", cuGraphLaunch, 10000)
+// Stream capture: not recorded as memory, but recording must know when a capture is in progress.
+#define GPUMEM_STREAM_CAPTURE_FUNCTIONS(X)                                                        \
+  X(StreamBeginCapture, "cuStreamBeginCapture", cuStreamBeginCapture_v2, 10010)                   \
+  X(StreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", cuStreamBeginCaptureToGraph, 12030) \
+  X(StreamEndCapture, "cuStreamEndCapture", cuStreamEndCapture, 10000)
 
 enum Slot : size_t {
 #define GPUMEM_SLOT(id, name, symbol, version) k##id,
   GPUMEM_MEMORY_FUNCTIONS(GPUMEM_SLOT) GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_SLOT)
-      GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_SLOT)
+      GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_SLOT) GPUMEM_STREAM_CAPTURE_FUNCTIONS(GPUMEM_SLOT)
 #define GPUMEM_PTSZ_SLOT(id, name, symbol, version) k##id##Ptsz,
           GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_PTSZ_SLOT)
-              GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
+              GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_PTSZ_SLOT)
+                  GPUMEM_STREAM_CAPTURE_FUNCTIONS(GPUMEM_PTSZ_SLOT) kSlotCount
 };
 
 std::atomic<void*> g_chain_real[kSlotCount];     // handed out by cuGetProcAddress / dlsym
@@ -309,6 +316,10 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                         unsigned, unsigned, unsigned, CUstream, void**);
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, size_t, CUstreamCaptureMode);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph*);
 }
 
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default"))) GPUMEM_HOT
@@ -383,6 +394,24 @@ GPUMEM_DEFINE_EXPORT(GraphLaunch, kGraphLaunch, cuGraphLaunch, (CUgraphExec g, C
 GPUMEM_DEFINE_EXPORT(GraphLaunch, kGraphLaunchPtsz, cuGraphLaunch_ptsz, (CUgraphExec g, CUstream s),
                      (g, s))
 
+#define GPUMEM_BEGIN_CAPTURE_TO_GRAPH_PARAMS                                                  \
+  (CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* data, size_t count, \
+   CUstreamCaptureMode mode)
+GPUMEM_DEFINE_EXPORT(StreamBeginCapture, kStreamBeginCapture, cuStreamBeginCapture_v2,
+                     (CUstream s, CUstreamCaptureMode mode), (s, mode))
+GPUMEM_DEFINE_EXPORT(StreamBeginCapture, kStreamBeginCapturePtsz, cuStreamBeginCapture_v2_ptsz,
+                     (CUstream s, CUstreamCaptureMode mode), (s, mode))
+GPUMEM_DEFINE_EXPORT(StreamBeginCaptureToGraph, kStreamBeginCaptureToGraph,
+                     cuStreamBeginCaptureToGraph, GPUMEM_BEGIN_CAPTURE_TO_GRAPH_PARAMS,
+                     (s, g, deps, data, count, mode))
+GPUMEM_DEFINE_EXPORT(StreamBeginCaptureToGraph, kStreamBeginCaptureToGraphPtsz,
+                     cuStreamBeginCaptureToGraph_ptsz, GPUMEM_BEGIN_CAPTURE_TO_GRAPH_PARAMS,
+                     (s, g, deps, data, count, mode))
+GPUMEM_DEFINE_EXPORT(StreamEndCapture, kStreamEndCapture, cuStreamEndCapture,
+                     (CUstream s, CUgraph* g), (s, g))
+GPUMEM_DEFINE_EXPORT(StreamEndCapture, kStreamEndCapturePtsz, cuStreamEndCapture_ptsz,
+                     (CUstream s, CUgraph* g), (s, g))
+
 namespace gpumem {
 namespace {
 
@@ -411,7 +440,8 @@ namespace {
 
 const DriverHook kDriverHooks[] = {GPUMEM_MEMORY_FUNCTIONS(GPUMEM_HOOK)
                                        GPUMEM_STREAM_MEMORY_FUNCTIONS(GPUMEM_STREAM_HOOK)
-                                           GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_STREAM_HOOK)};
+                                           GPUMEM_STREAM_LAUNCH_FUNCTIONS(GPUMEM_STREAM_HOOK)
+                                               GPUMEM_STREAM_CAPTURE_FUNCTIONS(GPUMEM_STREAM_HOOK)};
 
 // Records the real pointer for a slot; false if the slot already wraps a different one (then
 // the caller hands out the real pointer unwrapped rather than call the wrong function).

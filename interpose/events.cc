@@ -3,8 +3,23 @@
 #include "core/driver_queries.h"
 #include "core/hot_path.h"
 #include "core/self_timing.h"
+#include "core/stream_capture.h"
 
 namespace gpumem {
+namespace {
+
+// The stream capture an operation is part of, while any is in progress (else 0 at once): a
+// stream-ordered one belongs to the capture of its stream, when that stream is capturing (a stream
+// can join a capture begun elsewhere through an event: then the thread's capture); any other to
+// the capture its thread is making.
+uint64_t CaptureOf(proto::MemoryKind kind, uint64_t stream) {
+  if (!capture::AnyInProgress()) return 0;
+  if (kind != proto::MemoryKind::kPool) return capture::OfThread();
+  if (const uint64_t begun_there = capture::OfStream(stream); begun_there != 0) return begun_there;
+  return driver::StreamIsCapturing(stream) ? capture::OfThread() : 0;
+}
+
+}  // namespace
 
 GPUMEM_HOT void RecordAllocation(const Allocation& allocation, int result, uint64_t address,
                                  uintptr_t caller_pc) {
@@ -28,6 +43,7 @@ GPUMEM_HOT void RecordAllocation(const Allocation& allocation, int result, uint6
   if (result != 0 && device_memory)
     driver::DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
   record.stack_id = recorder::CaptureStack(caller_pc);
+  record.capture = CaptureOf(allocation.kind, allocation.stream);
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   recorder::RecordMemory(record);
   if (record.kind == proto::MemoryKind::kPool && result == 0) {
@@ -56,6 +72,7 @@ GPUMEM_HOT void PendingFree::Record(proto::Api api, proto::MemoryKind kind, int 
   record.handle = handle;
   record.stream = stream;
   record.stack_id = stack_id_;
+  record.capture = CaptureOf(kind, stream);
   recorder::RecordMemory(record);
 }
 

@@ -187,4 +187,21 @@ std::string KindName(MemoryKind kind) {
   return "kind" + std::to_string(static_cast<int>(kind));
 }
 
+std::string CaptureModeName(CaptureMode mode) {
+  switch (mode) {
+    case CAPTURE_MODE_UNKNOWN:
+      return "unknown";
+    case CAPTURE_MODE_GLOBAL:
+      return "global";
+    case CAPTURE_MODE_THREAD_LOCAL:
+      return "thread_local";
+    case CAPTURE_MODE_RELAXED:
+      return "relaxed";
+    case CaptureMode_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case CaptureMode_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "mode" + std::to_string(static_cast<int>(mode));
+}
+
 }  // namespace gpumem::report

@@ -73,6 +73,7 @@ void AppendMemory(const MemoryEvent& event, const Header& header, std::string* l
   if (event.handle() != 0) absl::StrAppend(line, " handle=", Address(event.handle()));
   if (event.offset() != 0) absl::StrAppend(line, " offset=", event.offset());
   if (event.pitch() != 0) absl::StrAppend(line, " pitch=", event.pitch());
+  if (event.capture() != 0) absl::StrAppend(line, " capture=", event.capture());
   if (event.free_bytes() != 0 || event.total_bytes() != 0) {
     absl::StrAppend(line, " free_bytes=", event.free_bytes(), " total_bytes=", event.total_bytes());
   }
@@ -254,6 +255,18 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
       absl::StrAppend(&line, "pool_usage pool=", Address(pool.pool()), " dev=", pool.device(),
                       " reserved=", pool.reserved_bytes(), " used=", pool.used_bytes(),
                       " t=", RelativeTime(pool.timestamp_ns(), header));
+      break;
+    }
+    case TracePacket::kStreamCapture: {
+      const StreamCapture& capture = packet.stream_capture();
+      absl::StrAppend(&line, "stream_capture seq=", capture.seq(), " tid=", capture.tid(),
+                      " capture=", capture.capture(), " stream=", Address(capture.stream()), " ",
+                      capture.ended() ? "ended" : "began");
+      if (capture.mode() != CAPTURE_MODE_UNKNOWN) {
+        absl::StrAppend(&line, " mode=", CaptureModeName(capture.mode()));
+      }
+      absl::StrAppend(&line, " result=", capture.result(),
+                      " t=", RelativeTime(capture.timestamp_ns(), header));
       break;
     }
     case TracePacket::kPythonHolder: {

@@ -228,6 +228,9 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kKernelName:
       kernel_names_[packet.kernel_name().id()] = packet.kernel_name().name();
       break;
+    case TracePacket::kStreamCapture:
+      stream_captures_.push_back(packet.stream_capture());
+      break;
     case TracePacket::kLaunch:
       ++launch_event_count_;
       break;

@@ -127,6 +127,8 @@ class TraceFile {
   const std::string& path() const { return path_; }
   const Header& header() const { return header_; }
   const std::vector<Device>& devices() const { return devices_; }
+  // Every stream capture's begin and end, in trace order (CUDA graphs the program captured).
+  const std::vector<StreamCapture>& stream_captures() const { return stream_captures_; }
   const std::vector<ModuleRecord>& modules() const { return modules_; }  // in load order
   const Thread* FindThread(uint32_t tid) const;
   const StackRecord* FindStack(uint64_t id) const;
@@ -192,6 +194,7 @@ class TraceFile {
   absl::flat_hash_map<uint32_t, Thread> threads_;
   absl::flat_hash_map<uint64_t, StackRecord> stacks_;
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
+  std::vector<StreamCapture> stream_captures_;
   std::optional<CuptiStatus> cupti_;
   absl::flat_hash_map<uint64_t, PythonCode> python_codes_;
   std::optional<PythonStatus> python_status_;

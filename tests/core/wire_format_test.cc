@@ -372,6 +372,16 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {Footer::descriptor(), "hook_conflicts", proto::footer_field::kHookConflicts},
       {Footer::descriptor(), "stop_reason", proto::footer_field::kStopReason},
       {Footer::descriptor(), "stopped_at_seq", proto::footer_field::kStoppedAtSeq},
+      {MemoryEvent::descriptor(), "capture", proto::memory_field::kCapture},
+      {TracePacket::descriptor(), "stream_capture", proto::packet_field::kStreamCapture},
+      {StreamCapture::descriptor(), "seq", proto::stream_capture_field::kSeq},
+      {StreamCapture::descriptor(), "timestamp_ns", proto::stream_capture_field::kTimestampNs},
+      {StreamCapture::descriptor(), "tid", proto::stream_capture_field::kTid},
+      {StreamCapture::descriptor(), "capture", proto::stream_capture_field::kCapture},
+      {StreamCapture::descriptor(), "stream", proto::stream_capture_field::kStream},
+      {StreamCapture::descriptor(), "mode", proto::stream_capture_field::kMode},
+      {StreamCapture::descriptor(), "ended", proto::stream_capture_field::kEnded},
+      {StreamCapture::descriptor(), "result", proto::stream_capture_field::kResult},
   };
   for (const Mirror& mirror : mirrors) {
     const auto* field = mirror.message->FindFieldByName(mirror.field);
@@ -386,6 +396,9 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
   EXPECT_EQ(static_cast<int>(proto::RecordingStop::kDescriptorLost), DESCRIPTOR_LOST);
   EXPECT_EQ(static_cast<int>(proto::RecordingStop::kWriteFailed), WRITE_FAILED);
   EXPECT_EQ(static_cast<int>(proto::RecordingStop::kAddressSpaceFull), ADDRESS_SPACE_FULL);
+  EXPECT_EQ(static_cast<int>(proto::CaptureMode::kGlobal), CAPTURE_MODE_GLOBAL);
+  EXPECT_EQ(static_cast<int>(proto::CaptureMode::kThreadLocal), CAPTURE_MODE_THREAD_LOCAL);
+  EXPECT_EQ(static_cast<int>(proto::CaptureMode::kRelaxed), CAPTURE_MODE_RELAXED);
 }
 
 // Footer.exit_status has presence: a status of 0 is written, as libprotobuf writes it.

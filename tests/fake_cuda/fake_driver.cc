@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/fake_cuda/fake_capture.h"
+
 #define FAKE_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
 // cuda.h maps cuGetProcAddress to the 5-argument _v2 and declares the 4-argument original and
@@ -363,6 +365,7 @@ FAKE_CUDA_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
 
 FAKE_CUDA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   CUdevice device;
+  if (CUresult r = fake_capture::CheckSynchronize(nullptr, true)) return r;
   return cuCtxGetDevice_v2(&device, ctx);
 }
 
@@ -381,7 +384,9 @@ FAKE_CUDA_EXPORT CUresult cuMemGetInfo(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
+// cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged and cuMemFree are calls stream capture forbids.
 FAKE_CUDA_EXPORT CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
   return AllocateForCurrentContext(dptr, bytesize);
 }
 
@@ -391,17 +396,22 @@ FAKE_CUDA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr* dptr, size_t* pPitch, siz
   if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
   size_t pitch = RoundUp(WidthInBytes, kPitchAlignment);
   CUresult r = AllocateForCurrentContext(dptr, pitch * Height);
   if (r == CUDA_SUCCESS) *pPitch = pitch;
   return r;
 }
 
-FAKE_CUDA_EXPORT CUresult cuMemFree(CUdeviceptr dptr) { return Free(dptr); }
+FAKE_CUDA_EXPORT CUresult cuMemFree(CUdeviceptr dptr) {
+  if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
+  return Free(dptr);
+}
 
 FAKE_CUDA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
                                             unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
   return AllocateForCurrentContext(dptr, bytesize);
 }
 
@@ -506,9 +516,11 @@ FAKE_CUDA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return cuDeviceGetDefaultMemPool(pool, dev);
 }
 
-// The current reserved and used sizes; other attributes are not modelled.
+// The current reserved and used sizes; other attributes are not modelled. Stream capture forbids
+// it (measured: it invalidates a capture as cuMemAlloc does).
 FAKE_CUDA_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                                 void* value) {
+  if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
   DriverState& s = State();
   std::lock_guard lock(s.mutex);
   if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -661,7 +673,9 @@ FAKE_CUDA_EXPORT CUresult cuStreamDestroy(CUstream hStream) {
   return s.streams.erase(hStream) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FAKE_CUDA_EXPORT CUresult cuStreamSynchronize(CUstream /*hStream*/) { return CUDA_SUCCESS; }
+FAKE_CUDA_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+  return fake_capture::CheckSynchronize(hStream, false);
+}
 
 // ---- Modules and kernels: PTX is parsed for its entry points, kernels never run ----
 
@@ -1358,6 +1372,10 @@ struct DriverSymbol {
 #define PTSZ_SYMBOL_SINCE(base, version, ptsz_version) \
   {#base, version, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, base), \
    FAKE_CUDA_FUNCTION(PFN_##base##_v##ptsz_version##_ptsz, base##_ptsz), ptsz_version}
+// The same where the function's symbol is not its base name (cuStreamBeginCapture -> _v2).
+#define PTSZ_SYMBOL_OF(base, version, fn) \
+  {#base, version, FAKE_CUDA_FUNCTION(PFN_##base##_v##version, fn), \
+   FAKE_CUDA_FUNCTION(PFN_##base##_v##version##_ptsz, fn##_ptsz), version}
 // clang-format on
 
 const DriverSymbol kSymbols[] = {
@@ -1410,6 +1428,10 @@ const DriverSymbol kSymbols[] = {
     OLDER_SYMBOL(cuStreamDestroy, 2000, 4000, cuStreamDestroy),
     SYMBOL(cuStreamDestroy, 4000, cuStreamDestroy),
     SYMBOL(cuStreamSynchronize, 2000, cuStreamSynchronize),
+    PTSZ_SYMBOL_OF(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2),
+    PTSZ_SYMBOL(cuStreamEndCapture, 10000),
+    PTSZ_SYMBOL(cuStreamIsCapturing, 10000),
+    SYMBOL(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode),
     SYMBOL(cuGetErrorString, 6000, cuGetErrorString),
     SYMBOL(cuGetErrorName, 6000, cuGetErrorName),
     SYMBOL(cuModuleLoadData, 2000, cuModuleLoadData),
@@ -1434,6 +1456,7 @@ const DriverSymbol kSymbols[] = {
 #undef OLDER_SYMBOL
 #undef PTSZ_SYMBOL
 #undef PTSZ_SYMBOL_SINCE
+#undef PTSZ_SYMBOL_OF
 
 // As the real driver answers (checked against 580.159, CUDA 13.0): by base name only, the newest
 // entry the caller's CUDA version knows. A miss is CUDA_SUCCESS with a null pointer, the reason in

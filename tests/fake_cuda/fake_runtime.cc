@@ -86,6 +86,14 @@ struct DriverApi {
   PFN_cuLaunchKernel_v7000_ptsz launch_kernel_ptsz;
   PFN_cuLaunchKernelEx_v11060_ptsz launch_kernel_ex_ptsz;
   PFN_cuLaunchCooperativeKernel_v9000_ptsz launch_cooperative_kernel_ptsz;
+  PFN_cuStreamBeginCapture_v10010 stream_begin_capture;
+  PFN_cuStreamEndCapture_v10000 stream_end_capture;
+  PFN_cuStreamIsCapturing_v10000 stream_is_capturing;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 thread_exchange_stream_capture_mode;
+  PFN_cuGraphInstantiateWithFlags_v11040 graph_instantiate;
+  PFN_cuGraphLaunch_v10000 graph_launch;
+  PFN_cuGraphExecDestroy_v10000 graph_exec_destroy;
+  PFN_cuGraphDestroy_v10000 graph_destroy;
 };
 
 struct Runtime {
@@ -125,6 +133,14 @@ cudaError_t ToRuntimeError(CUresult result) {
       return cudaErrorCooperativeLaunchTooLarge;
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
       return cudaErrorLaunchOutOfResources;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+      return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+      return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+      return cudaErrorStreamCaptureWrongThread;
+    case CUDA_ERROR_ILLEGAL_STATE:
+      return cudaErrorIllegalState;
     default:
       return cudaErrorUnknown;
   }
@@ -185,7 +201,15 @@ bool FetchDriverApi(void* libcuda, DriverApi& cu) {
          FETCH(cuLaunchCooperativeKernel, 9000, launch_cooperative_kernel) &&
          FETCH_PTSZ(cuLaunchKernel, 7000, launch_kernel_ptsz) &&
          FETCH_PTSZ(cuLaunchKernelEx, 11060, launch_kernel_ex_ptsz) &&
-         FETCH_PTSZ(cuLaunchCooperativeKernel, 9000, launch_cooperative_kernel_ptsz);
+         FETCH_PTSZ(cuLaunchCooperativeKernel, 9000, launch_cooperative_kernel_ptsz) &&
+         FETCH(cuStreamBeginCapture, 10010, stream_begin_capture) &&
+         FETCH(cuStreamEndCapture, 10000, stream_end_capture) &&
+         FETCH(cuStreamIsCapturing, 10000, stream_is_capturing) &&
+         FETCH(cuThreadExchangeStreamCaptureMode, 10010, thread_exchange_stream_capture_mode) &&
+         FETCH(cuGraphInstantiateWithFlags, 11040, graph_instantiate) &&
+         FETCH(cuGraphLaunch, 10000, graph_launch) &&
+         FETCH(cuGraphExecDestroy, 10000, graph_exec_destroy) &&
+         FETCH(cuGraphDestroy, 10000, graph_destroy);
 #undef FETCH
 #undef FETCH_PTSZ
 }
@@ -446,6 +470,50 @@ FAKE_CUDART_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 FAKE_CUDART_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return WithDriver([&](const DriverApi& cu) { return cu.stream_synchronize(stream); });
+}
+
+// ---- Stream capture and graphs ----
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                                      cudaStreamCaptureMode mode) {
+  return WithDriver([&](const DriverApi& cu) {
+    return cu.stream_begin_capture(stream, static_cast<CUstreamCaptureMode>(mode));
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  return WithDriver([&](const DriverApi& cu) { return cu.stream_end_capture(stream, pGraph); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                                     cudaStreamCaptureStatus* pCaptureStatus) {
+  return WithDriver([&](const DriverApi& cu) {
+    return cu.stream_is_capturing(stream, reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  return WithDriver([&](const DriverApi& cu) {
+    return cu.thread_exchange_stream_capture_mode(reinterpret_cast<CUstreamCaptureMode*>(mode));
+  });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                    unsigned long long flags) {
+  return WithDriver(
+      [&](const DriverApi& cu) { return cu.graph_instantiate(pGraphExec, graph, flags); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return WithDriver([&](const DriverApi& cu) { return cu.graph_launch(graphExec, stream); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  return WithDriver([&](const DriverApi& cu) { return cu.graph_exec_destroy(graphExec); });
+}
+
+FAKE_CUDART_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  return WithDriver([&](const DriverApi& cu) { return cu.graph_destroy(graph); });
 }
 
 FAKE_CUDART_EXPORT cudaError_t cudaDriverGetVersion(int* driverVersion) {
