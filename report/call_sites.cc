@@ -12,7 +12,8 @@
 namespace gpumem::report {
 
 std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
-                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks) {
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
+                             const absl::flat_hash_set<uint64_t>* graph_stacks) {
   std::vector<Site> sites;
   std::vector<uint64_t> largest;  // per site: the bytes of the member whose frames it shows
   absl::flat_hash_map<std::string, size_t> by_key;
@@ -32,6 +33,9 @@ std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& c
       largest[it->second] = entry.tally.bytes;
     }
     sites[it->second].tally.Add(entry.tally);
+    if (graph_stacks != nullptr && graph_stacks->contains(entry.stack_id)) {
+      sites[it->second].for_graph = true;
+    }
   }
   std::stable_sort(sites.begin(), sites.end(),
                    [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
@@ -57,6 +61,7 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
     }
     absl::StrAppend(out, "  ", Plural(site.tally.count, "allocation", "allocations"));
     if (site.holder != nullptr) absl::StrAppend(out, "  [held by ", site.holder->name, "]");
+    if (site.for_graph) absl::StrAppend(out, "  [for a CUDA graph]");
     absl::StrAppend(out, "\n");
     if (site.frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
     for (const Frame& frame : site.frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
@@ -97,6 +102,7 @@ std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share
     if (sites[i].holder != nullptr) {
       absl::StrAppend(&item, ",\"held_by\":", JsonString(sites[i].holder->id));
     }
+    if (sites[i].for_graph) absl::StrAppend(&item, ",\"for_cuda_graph\":true");
     absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), "}");
     items.push_back(std::move(item));
   }

@@ -27,6 +27,7 @@ struct Site {
   std::vector<Frame> frames;
   Tally tally;
   const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
+  bool for_graph = false;                // allocated during a stream capture, for a CUDA graph
 };
 
 // Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site
@@ -86,9 +87,11 @@ class CallSites {
 
 // Per-stack tallies grouped by call site (CallSites: the whole symbolized stack, or the Python
 // part of it under --group-by), largest first. Stacks an allocator or library holds stay apart
-// from the program's own at the same call site. A site shows the stack of its largest member.
+// from the program's own at the same call site. A site shows the stack of its largest member, and
+// is marked for_graph when one of its stacks is in `graph_stacks` (TraceReplay::graph_stacks).
 std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
-                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks);
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
+                             const absl::flat_hash_set<uint64_t>* graph_stacks = nullptr);
 
 // Under a heading: each frame on a line of its own after `indent`, "(no stack recorded)" without
 // any.

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "google/protobuf/stubs/logging.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/logging.h"
 #include "report/commands.h"
 #include "report/printable.h"
 

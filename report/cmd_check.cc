@@ -85,11 +85,10 @@ class MarkdownSummary {
         detail.empty() ? "" : "; " + detail, " |"));
   }
   void AddLeaks(const std::string& path, const Tally& leaked, const RecordingEnd& end) {
-    rows_.push_back(absl::StrCat("| `", Printable(path), "` | never freed | ",
-                                 FormatBytes(leaked.bytes), " in ", leaked.count, " allocation",
-                                 leaked.count == 1 ? "" : "s", " | none | ",
-                                 leaked.count == 0 ? "✅" : "❌",
-                                 end.complete() ? "" : " (" + end.Describe() + ")", " |"));
+    rows_.push_back(absl::StrCat(
+        "| `", Printable(path), "` | never freed | ", FormatBytes(leaked.bytes), " in ",
+        leaked.count, " allocation", leaked.count == 1 ? "" : "s", " | none | ",
+        leaked.count == 0 ? "✅" : "❌", end.complete() ? "" : " (" + end.Describe() + ")", " |"));
   }
   absl::Status Write(const std::string& path, bool passed) const {
     std::string text = absl::StrCat("## gpumem memory check: ", passed ? "passed" : "failed",

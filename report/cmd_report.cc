@@ -562,6 +562,18 @@ void AppendKernelsAtPeakText(const KernelReport* kernels, int32_t place, size_t 
   absl::StrAppend(out, "  kernels launched while at the peak: ", absl::StrJoin(items, ", "), "\n");
 }
 
+// What the program captured into CUDA graphs, when it did: one line.
+void AppendCudaGraphsText(const TraceReplay& replay, std::string* out) {
+  const CaptureCounts captures = CountCaptures(*replay.file);
+  if (captures.captures == 0 && replay.for_graph.count == 0) return;
+  absl::StrAppend(out,
+                  "CUDA graphs: ", Plural(captures.captures, "stream capture", "stream captures"));
+  if (captures.failed > 0) absl::StrAppend(out, " (", captures.failed, " made no graph)");
+  absl::StrAppend(out, "; ", Plural(replay.for_graph.count, "allocation", "allocations"),
+                  " made for them, ", FormatBytes(replay.for_graph.bytes),
+                  " (a graph's memory is in use while it runs, and until it is freed)\n");
+}
+
 std::string TextReport(const TraceReplay& replay, const Findings& findings, CallSites& sites,
                        const Options& options) {
   const TraceFile& trace = *replay.file;
@@ -581,6 +593,7 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
     absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
+  AppendCudaGraphsText(replay, &out);
   // What CUPTI's absence means for this trace (another tool held it, or it was not found).
   if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
     absl::StrAppend(&out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
@@ -594,8 +607,8 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
                             PlaceName(place.place, trace), FormatBytes(place.peak_bytes),
                             place.peak_bytes, place.peak_seq,
                             MillisecondsSinceStart(place.peak_timestamp_ns, trace));
-      AppendSitesText(GroupSites(place.peak_sites, sites, stream_ordered), options.top,
-                      place.peak_bytes, &out);
+      AppendSitesText(GroupSites(place.peak_sites, sites, stream_ordered, &replay.graph_stacks),
+                      options.top, place.peak_bytes, &out);
       AppendKernelsAtPeakText(findings.kernels, place.place, options.top, &out);
     }
   }
@@ -610,7 +623,8 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
                       Plural(place.live.count, "allocation", "allocations"), ", ",
                       FormatBytes(place.live.bytes), " (", place.live.bytes, " bytes) ",
                       clean ? "never freed" : "live when it stopped", "\n");
-      std::vector<Site> live = GroupSites(place.live_sites, sites, stream_ordered);
+      std::vector<Site> live =
+          GroupSites(place.live_sites, sites, stream_ordered, &replay.graph_stacks);
       AppendHeldText(live, &out);
       AppendSitesText(live, options.top, 0, &out);
     }
@@ -812,6 +826,11 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,
                   ",\"impossible_sizes\":", replay.anomalies.impossible_sizes, "}",
                   ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+  const CaptureCounts captures = CountCaptures(trace);
+  absl::StrAppend(&out, ",\"cuda_graphs\":{\"stream_captures\":", captures.captures,
+                  ",\"failed_captures\":", captures.failed,
+                  ",\"allocations\":", replay.for_graph.count,
+                  ",\"allocated_bytes\":", replay.for_graph.bytes, "}");
   if (trace.cupti()) {
     absl::StrAppend(&out,
                     ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
@@ -827,17 +846,17 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   if (options.peak) {
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
-      items.push_back(absl::StrCat("{", JsonPlace(place.place, trace), ",\"peak_bytes\":",
-                                   place.peak_bytes, ",\"seq\":", place.peak_seq, ",\"time_ns\":",
-                                   place.peak_timestamp_ns >= header.start_time_mono_ns()
-                                       ? place.peak_timestamp_ns - header.start_time_mono_ns()
-                                       : 0,
-                                   ",\"allocations\":", place.allocated.count,
-                                   ",\"allocated_bytes\":", place.allocated.bytes,
-                                   ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
-                                   JsonSites(GroupSites(place.peak_sites, sites, stream_ordered),
-                                             options.top, place.peak_bytes),
-                                   "}"));
+      items.push_back(absl::StrCat(
+          "{", JsonPlace(place.place, trace), ",\"peak_bytes\":", place.peak_bytes,
+          ",\"seq\":", place.peak_seq, ",\"time_ns\":",
+          place.peak_timestamp_ns >= header.start_time_mono_ns()
+              ? place.peak_timestamp_ns - header.start_time_mono_ns()
+              : 0,
+          ",\"allocations\":", place.allocated.count, ",\"allocated_bytes\":",
+          place.allocated.bytes, ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
+          JsonSites(GroupSites(place.peak_sites, sites, stream_ordered, &replay.graph_stacks),
+                    options.top, place.peak_bytes),
+          "}"));
     }
     absl::StrAppend(&out, ",\"peak\":[", absl::StrJoin(items, ","), "]");
   }
@@ -845,7 +864,8 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
     std::vector<std::string> items;
     for (const PlaceUsage& place : replay.places) {
       if (place.live.count == 0) continue;
-      std::vector<Site> live = GroupSites(place.live_sites, sites, stream_ordered);
+      std::vector<Site> live =
+          GroupSites(place.live_sites, sites, stream_ordered, &replay.graph_stacks);
       Tally held;
       for (const Site& site : live) {
         if (site.holder != nullptr) held.Add(site.tally);

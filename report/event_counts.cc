@@ -15,6 +15,9 @@ void EventCounts::Merge(const EventCounts& other) {
   for (const auto& [key, tally] : other.by_action_api) by_action_api[key].Add(tally);
   live.Add(other.live);
   impossible_sizes += other.impossible_sizes;
+  for (const auto& [api, tally] : other.for_graph) for_graph[api].Add(tally);
+  captures.captures += other.captures.captures;
+  captures.failed += other.captures.failed;
   for (const auto& [key, count] : other.launches) launches[key] += count;
 }
 
@@ -66,7 +69,21 @@ uint64_t EventCounter::MatchFree(const MemoryEvent& event, bool remove) {
   return 0;
 }
 
+CaptureCounts CountCaptures(const TraceFile& trace) {
+  CaptureCounts counts;
+  uint64_t ended_with_graph = 0;
+  for (const StreamCapture& capture : trace.stream_captures()) {
+    if (!capture.ended()) ++counts.captures;
+    if (capture.ended() && capture.result() == 0) ++ended_with_graph;
+  }
+  counts.failed = counts.captures > ended_with_graph ? counts.captures - ended_with_graph : 0;
+  return counts;
+}
+
 void EventCounter::Add(const MemoryEvent& event) {
+  if (event.capture() != 0 && event.action() == ALLOC) {
+    counts_.for_graph[ApiName(event.api())].Add(event.size());
+  }
   Tally& tally = counts_.by_action_api[{event.action(), ApiName(event.api())}];
   switch (event.action()) {
     case ALLOC:
@@ -128,6 +145,7 @@ absl::StatusOr<CountedTrace> CountTraceFile(const std::string& path) {
       });
   counted.counts = counter.Counts();
   counted.counts.impossible_sizes = stats.impossible_sizes;
+  counted.counts.captures = CountCaptures(trace);
   return counted;
 }
 
@@ -147,6 +165,14 @@ std::string FormatEventCounts(const EventCounts& counts) {
                     " bytes=", tally->bytes, "\n");
   }
   absl::StrAppend(&text, "live count=", counts.live.count, " bytes=", counts.live.bytes, "\n");
+  for (const auto& [api, tally] : counts.for_graph) {
+    absl::StrAppend(&text, "for_graph alloc ", api, " count=", tally.count, " bytes=", tally.bytes,
+                    "\n");
+  }
+  if (counts.captures.captures > 0) {
+    absl::StrAppend(&text, "captures count=", counts.captures.captures,
+                    " failed=", counts.captures.failed, "\n");
+  }
   if (counts.impossible_sizes > 0) {
     absl::StrAppend(&text, "impossible count=", counts.impossible_sizes, "\n");
   }

@@ -6,7 +6,10 @@
 //   alloc cudaMalloc count=12 bytes=50331648
 //   free cudaFree count=6 bytes=25165824
 //   live count=6 bytes=25165824
-// and, when the trace has any, `impossible count=N`: allocations larger than kMaxAllocationBytes,
+// and, when the trace has any, the memory made for CUDA graphs by API and the stream captures:
+//   for_graph alloc cudaMallocAsync count=6 bytes=18874368
+//   captures count=3 failed=0
+// and `impossible count=N`: allocations larger than kMaxAllocationBytes,
 // which are left out (report/sizes.h). Bytes saturate at 2^64 - 1.
 #ifndef GPUMEM_REPORT_EVENT_COUNTS_H_
 #define GPUMEM_REPORT_EVENT_COUNTS_H_
@@ -52,6 +55,14 @@ struct LaunchKey {
   auto operator<=>(const LaunchKey&) const = default;
 };
 
+// The stream captures of a trace (its CUDA graphs): how many began, and how many of those ended
+// without a graph (the capture was invalidated, or never ended).
+struct CaptureCounts {
+  uint64_t captures = 0;
+  uint64_t failed = 0;
+};
+CaptureCounts CountCaptures(const TraceFile& trace);
+
 struct EventCounts {
   // Key: (action, API name). Bytes: for allocations (and failed ones) the size asked for; for
   // frees the size of the allocation they freed (0 when it was never seen allocated), except
@@ -59,6 +70,8 @@ struct EventCounts {
   std::map<std::pair<Action, std::string>, Tally> by_action_api;
   Tally live;                     // allocations of any kind whose free never came
   uint64_t impossible_sizes = 0;  // allocations left out (MemoryStreamStats::impossible_sizes)
+  std::map<std::string, Tally> for_graph;  // by API: allocations made during a stream capture
+  CaptureCounts captures;
   std::map<LaunchKey, uint64_t> launches;
 
   void Merge(const EventCounts& other);

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <type_traits>
 
 #if defined(__SSE2__)
@@ -74,6 +75,7 @@ void ToProto(const MemoryEventFields& fields, MemoryEvent* event) {
   event->set_free_bytes(fields.free_bytes);
   event->set_total_bytes(fields.total_bytes);
   event->set_pitch(fields.pitch);
+  event->set_capture(fields.capture);
 }
 
 MemoryEventFields FromProto(const MemoryEvent& event) {
@@ -96,6 +98,7 @@ MemoryEventFields FromProto(const MemoryEvent& event) {
   fields.free_bytes = event.free_bytes();
   fields.total_bytes = event.total_bytes();
   fields.pitch = event.pitch();
+  fields.capture = event.capture();
   return fields;
 }
 
@@ -111,7 +114,7 @@ struct FieldSlot {
 
 constexpr auto kFieldSlots = [] {
   namespace f = proto::memory_field;
-  std::array<FieldSlot, f::kPitch + 1> slots{};
+  std::array<FieldSlot, f::kCapture + 1> slots{};
   auto wide = [&](uint32_t field, size_t offset) { slots[field] = {uint8_t(offset), 8}; };
   auto narrow = [&](uint32_t field, size_t offset) { slots[field] = {uint8_t(offset), 4}; };
   wide(f::kSeq, offsetof(MemoryEventFields, seq));
@@ -132,10 +135,11 @@ constexpr auto kFieldSlots = [] {
   wide(f::kFreeBytes, offsetof(MemoryEventFields, free_bytes));
   wide(f::kTotalBytes, offsetof(MemoryEventFields, total_bytes));
   wide(f::kPitch, offsetof(MemoryEventFields, pitch));
+  wide(f::kCapture, offsetof(MemoryEventFields, capture));
   return slots;
 }();
 
-// Stores field `field` (1-18, checked by FieldOf) of `*out`.
+// Stores field `field` (1-19, checked by FieldOf) of `*out`.
 inline void Store(MemoryEventFields* out, uint32_t field, uint64_t value) {
   const FieldSlot slot = kFieldSlots[field];
   char* at = reinterpret_cast<char*>(out) + slot.offset;
@@ -163,14 +167,14 @@ inline uint32_t FieldOf(const uint8_t* p, size_t size) {
   if (size != 2) return 0;
   const uint32_t tag = (p[0] & 0x7Fu) | uint32_t{p[1]} << 7;
   const uint32_t field = tag >> 3;
-  if ((tag & 7) != kVarintWireType || field > proto::memory_field::kPitch) return 0;
+  if ((tag & 7) != kVarintWireType || field > proto::memory_field::kCapture) return 0;
   return field;
 }
 
 // Any body: one varint after the other.
 bool DecodeAnyLength(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
   while (p != end) {
-    // Tags: one byte for fields 1-15, two for 16-18.
+    // Tags: one byte for fields 1-15, two for 16-19.
     size_t tag_size = 1;
     if (*p >= 0x80) {
       if (end - p < 2 || p[1] >= 0x80) return false;
@@ -200,7 +204,8 @@ inline uint64_t WordAt(const uint8_t* p, const uint8_t* last8) {
 bool DecodeWords(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
   const uint8_t* const last8 = end - 8;
   while (p != end) {
-    // Fields 1-15 have one-byte tags; 16-18 (rare: failures, pitch) take the general path.
+    // Fields 1-15 have one-byte tags; 16-19 (rare: failures, pitch, captures) take the general
+    // path.
     const uint32_t field = kOneByteTagField[*p];
     if (field == 0) return *p >= 0x80 && DecodeAnyLength(p, end, out);
     if (++p == end) return false;  // a tag without its value
@@ -234,23 +239,22 @@ bool DecodeWords(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
   return true;
 }
 
-// Zeroes every field with eight 16-byte stores, written out: `*out = MemoryEventFields{}`, a
-// memset or a loop of stores all compile to `rep stos`, whose start-up costs as much as decoding
-// a few fields.
+// Zeroes every field with 16-byte stores, written out: `*out = MemoryEventFields{}`, a memset or a
+// loop of stores all compile to `rep stos`, whose start-up costs as much as decoding a few fields.
+#if defined(__SSE2__)
+template <size_t... kIndex>
+inline void StoreZeros(__m128i* at, std::index_sequence<kIndex...>) {
+  const __m128i zero = _mm_setzero_si128();
+  (_mm_storeu_si128(at + kIndex, zero), ...);
+}
+#endif
+
 inline void Clear(MemoryEventFields* out) {
   static_assert(std::is_trivially_copyable_v<MemoryEventFields>);
 #if defined(__SSE2__)
-  static_assert(sizeof(MemoryEventFields) == 8 * 16);
-  auto* at = reinterpret_cast<__m128i*>(out);
-  const __m128i zero = _mm_setzero_si128();
-  _mm_storeu_si128(at + 0, zero);
-  _mm_storeu_si128(at + 1, zero);
-  _mm_storeu_si128(at + 2, zero);
-  _mm_storeu_si128(at + 3, zero);
-  _mm_storeu_si128(at + 4, zero);
-  _mm_storeu_si128(at + 5, zero);
-  _mm_storeu_si128(at + 6, zero);
-  _mm_storeu_si128(at + 7, zero);
+  static_assert(sizeof(MemoryEventFields) % 16 == 0);
+  StoreZeros(reinterpret_cast<__m128i*>(out),
+             std::make_index_sequence<sizeof(MemoryEventFields) / 16>{});
 #else
   *out = MemoryEventFields{};
 #endif

@@ -21,7 +21,7 @@ namespace gpumem::report {
 
 // MemoryEvent's fields as plain values: cheap to copy and to keep by the ten thousand (the reorder
 // buffer of report/event_stream.h). Enums are kept as their numbers (proto3 enums are open).
-struct MemoryEventFields {
+struct alignas(16) MemoryEventFields {  // 16-aligned: cleared in 16-byte stores
   uint64_t seq = 0;
   uint64_t timestamp_ns = 0;
   uint64_t size = 0;
@@ -34,6 +34,7 @@ struct MemoryEventFields {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
   uint64_t pitch = 0;
+  uint64_t capture = 0;
   uint32_t tid = 0;
   int32_t device = 0;
   int32_t result = 0;

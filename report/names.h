@@ -33,7 +33,8 @@ std::string ActionName(Action action);
 // ("unknown" for KIND_UNKNOWN, "kind<N>" for values this build does not know).
 std::string KindName(MemoryKind kind);
 
-// "global", "thread_local", "relaxed" ("unknown", or "mode<N>" for values this build does not know).
+// "global", "thread_local", "relaxed" ("unknown", or "mode<N>" for values this build does not
+// know).
 std::string CaptureModeName(CaptureMode mode);
 
 }  // namespace gpumem::report

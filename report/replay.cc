@@ -285,6 +285,10 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
         if (event.action() == ALLOC && event.kind() == POOL) {
           result.stream_ordered_stacks.insert(event.stack_id());
         }
+        if (event.action() == ALLOC && event.capture() != 0) {
+          result.for_graph.Add(event.size());
+          result.graph_stacks.insert(event.stack_id());
+        }
         if (also) also(event);
       },
       kReorderWindow, packets, launches);

@@ -198,6 +198,9 @@ struct TraceReplay {
   // Stack ids of stream-ordered pool allocations (cudaMallocAsync and kin): under PyTorch's
   // cudaMallocAsync backend each is one tensor, never an allocator's cached segment.
   absl::flat_hash_set<uint64_t> stream_ordered_stacks;
+  // Allocations made during a stream capture, for the CUDA graph being captured, and their stacks.
+  Tally for_graph;
+  absl::flat_hash_set<uint64_t> graph_stacks;
 };
 // Streams `path` in seq order (ForEachMemoryEventBySeq, report/event_stream.h) and replays it:
 // memory bounded by the live set, the interned tables and the reorder window, not by the length of

@@ -106,9 +106,7 @@ const char* SummaryModeName(SummaryMode mode) {
 }
 
 HolderOfStack HoldersOfTrace(const TraceFile& trace) {
-  return [&trace](uint64_t stack_id) {
-    return FindMemoryHolderOfStack(trace, stack_id, false);
-  };
+  return [&trace](uint64_t stack_id) { return FindMemoryHolderOfStack(trace, stack_id, false); };
 }
 
 const MemoryHolder* CachedHolderOf::operator()(uint64_t stack_id) {
