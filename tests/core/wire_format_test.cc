@@ -372,6 +372,7 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {Footer::descriptor(), "hook_conflicts", proto::footer_field::kHookConflicts},
       {Footer::descriptor(), "stop_reason", proto::footer_field::kStopReason},
       {Footer::descriptor(), "stopped_at_seq", proto::footer_field::kStoppedAtSeq},
+      {Footer::descriptor(), "events_reentrant", proto::footer_field::kEventsReentrant},
   };
   for (const Mirror& mirror : mirrors) {
     const auto* field = mirror.message->FindFieldByName(mirror.field);

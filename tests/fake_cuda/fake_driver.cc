@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -381,7 +382,20 @@ FAKE_CUDA_EXPORT CUresult cuMemGetInfo(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
+// GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC=N: cuMemAlloc raises signal N before it allocates (not again
+// from a cuMemAlloc made while that signal is handled), so that a test's handler runs while the
+// caller's hooks are on the thread's stack.
+static void RaiseRequestedSignal() {
+  static thread_local bool raising = false;
+  const char* text = getenv("GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC");
+  if (text == nullptr || raising) return;
+  raising = true;
+  raise(atoi(text));
+  raising = false;
+}
+
 FAKE_CUDA_EXPORT CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  RaiseRequestedSignal();
   return AllocateForCurrentContext(dptr, bytesize);
 }
 
