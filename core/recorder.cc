@@ -25,13 +25,13 @@
 #include "core/module_map.h"
 #include "core/options.h"
 #include "core/own_stack.h"
-#include "core/thread_flags.h"
 #include "core/packet_sink.h"
 #include "core/python_frames.h"
 #include "core/self_timing.h"
 #include "core/spin_lock.h"
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
+#include "core/thread_flags.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
 #include "core/wire_writer.h"
@@ -671,7 +671,8 @@ GPUMEM_COLD uint64_t InternNewStack(const TakenStack& taken, ThreadState* thread
   OnOwnStack([&] {
     for (size_t i = 0; i < taken.python_count; ++i) {
       thread->python_codes[i] = g.python_codes.Intern(taken.python_frames[i], g_file_sink);
-      thread->python_lines[i] = g.python_codes.Line(thread->python_codes[i], taken.python_frames[i]);
+      thread->python_lines[i] =
+          g.python_codes.Line(thread->python_codes[i], taken.python_frames[i]);
       thread->python_groups[i] = taken.python_frames[i].group;
     }
     const PythonStackFrames python_stack{thread->python_codes, thread->python_lines,

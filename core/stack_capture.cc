@@ -31,10 +31,12 @@ GPUMEM_COLD int UnwindWithLibunwind(void** frames, int capacity) {
     int capacity;
     int depth;
   } call{frames, capacity, 0};
-  RunOnThreadStack([](void* argument) {
-    auto* c = static_cast<Call*>(argument);
-    c->depth = g_unw_backtrace(c->frames, c->capacity);
-  }, &call);
+  RunOnThreadStack(
+      [](void* argument) {
+        auto* c = static_cast<Call*>(argument);
+        c->depth = g_unw_backtrace(c->frames, c->capacity);
+      },
+      &call);
   return call.depth;
 }
 
@@ -43,8 +45,7 @@ GPUMEM_COLD int UnwindWithLibunwind(void** frames, int capacity) {
 __attribute__((always_inline)) inline int Unwind(void** frames, int capacity,
                                                  eh_frame_unwinder::ReplayNote** note,
                                                  uintptr_t anchor) {
-  int depth =
-      g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note, anchor) : -1;
+  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note, anchor) : -1;
   if (depth < 0) {
     if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
     depth = eh_frame_unwinder::CutAtStop(frames, UnwindWithLibunwind(frames, capacity));

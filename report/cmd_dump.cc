@@ -10,7 +10,6 @@
 #include "report/commands.h"
 #include "report/event_counts.h"
 #include "report/output_file.h"
-#include "report/printable.h"
 #include "report/packet_format.h"
 #include "report/printable.h"
 #include "report/symbolizer.h"

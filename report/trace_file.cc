@@ -35,9 +35,9 @@ std::string RecordingEnd::UnrecordedNote() const {
   if (total == 0) return "";
   std::vector<std::string> reasons;
   if (events_reentrant > 0) {
-    reasons.push_back(
-        absl::StrCat(events_dropped > 0 ? absl::StrCat(events_reentrant, " ") : "",
-                     "made inside a signal handler that interrupted gpumem, or from within gpumem"));
+    reasons.push_back(absl::StrCat(
+        events_dropped > 0 ? absl::StrCat(events_reentrant, " ") : "",
+        "made inside a signal handler that interrupted gpumem, or from within gpumem"));
   }
   if (events_dropped > 0) {
     reasons.push_back(absl::StrCat(events_reentrant > 0 ? absl::StrCat(events_dropped, " ") : "",

@@ -85,17 +85,17 @@ TEST_P(SmallStackTest, RunsAndRecordsEverything) {
   ExpectWorkRecorded(ReadCounts(trace), c.threads);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SmallStacks, SmallStackTest,
-    ::testing::Values(SmallStackCase{"first-on-small-stack", false, "1", 2},
-                      SmallStackCase{"first-on-small-stack", true, "1", 2},
-                      SmallStackCase{"first-on-small-stack", true, "0", 2},
-                      SmallStackCase{"later-on-small-stack", false, "0", 2},
-                      SmallStackCase{"later-on-small-stack", true, "1", 2}),
-    [](const ::testing::TestParamInfo<SmallStackCase>& info) {
-      return std::string(info.param.mode[0] == 'f' ? "First" : "Later") +
-             (info.param.deep ? "Deep" : "Shallow") + "Python" + info.param.python_frames;
-    });
+INSTANTIATE_TEST_SUITE_P(SmallStacks, SmallStackTest,
+                         ::testing::Values(SmallStackCase{"first-on-small-stack", false, "1", 2},
+                                           SmallStackCase{"first-on-small-stack", true, "1", 2},
+                                           SmallStackCase{"first-on-small-stack", true, "0", 2},
+                                           SmallStackCase{"later-on-small-stack", false, "0", 2},
+                                           SmallStackCase{"later-on-small-stack", true, "1", 2}),
+                         [](const ::testing::TestParamInfo<SmallStackCase>& info) {
+                           return std::string(info.param.mode[0] == 'f' ? "First" : "Later") +
+                                  (info.param.deep ? "Deep" : "Shallow") + "Python" +
+                                  info.param.python_frames;
+                         });
 
 // The program measures how much of its pre-filled stack each call overwrote below the call point:
 // the process's first call and warm ones (new stacks, seen stacks, deep ones, launches, frees,
@@ -127,7 +127,8 @@ TEST(SignalHandlers, OperationsAreRecordedOrCounted) {
   const ProgramRun run = Record({"signals"}, trace);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   std::smatch made;
-  ASSERT_TRUE(std::regex_search(run.out, made, std::regex(R"(made (\d+) allocations, (\d+) frees)")))
+  ASSERT_TRUE(
+      std::regex_search(run.out, made, std::regex(R"(made (\d+) allocations, (\d+) frees)")))
       << run.out;
   const uint64_t operations = std::stoull(made[1]) + std::stoull(made[2]);
   const TraceCounts counts = ReadCounts(trace);
@@ -138,8 +139,7 @@ TEST(SignalHandlers, OperationsAreRecordedOrCounted) {
   // The idle rounds' handler calls are recorded: more than the program's own 6 pairs.
   EXPECT_GT(counts.actions.at(ALLOC), 6u);
 
-  const std::string note =
-      std::to_string(counts.footer.events_reentrant()) + " " + kUnrecordedNote;
+  const std::string note = std::to_string(counts.footer.events_reentrant()) + " " + kUnrecordedNote;
   const ProgramRun report = RunGpumem({"report", trace});
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("\nnote: " + note), std::string::npos) << report.out;

@@ -219,7 +219,7 @@ void InstallHandlerOnAltStack() {
   alt.ss_sp = static_cast<char*>(memory) + kPage;
   alt.ss_size = kAltStack;
   CHECK(sigaltstack(&alt, nullptr) == 0);
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = &Handler;
   action.sa_flags = SA_ONSTACK;
   sigemptyset(&action.sa_mask);
@@ -270,8 +270,9 @@ int main(int argc, char** argv) {
   } else if (strcmp(mode, "signals") == 0) {
     return Signals();
   } else {
-    fprintf(stderr, "usage: small_stacks first-on-small-stack|later-on-small-stack [deep] | "
-                    "measure | signals\n");
+    fprintf(stderr,
+            "usage: small_stacks first-on-small-stack|later-on-small-stack [deep] | "
+            "measure | signals\n");
     return 2;
   }
   return 0;
