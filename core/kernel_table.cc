@@ -59,6 +59,7 @@ void KernelTable::Reset() {
 }
 
 GPUMEM_HOT const KernelInfo* KernelTable::Find(uintptr_t function) const {
+  if (slots_ == nullptr) return nullptr;
   for (size_t i = SlotOf(function, kSlots);; i = (i + 1) & (kSlots - 1)) {
     uintptr_t slot_function = slots_[i].function.load(std::memory_order_acquire);
     if (slot_function == function) return &slots_[i].info;

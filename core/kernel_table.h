@@ -56,6 +56,9 @@ class KernelTable {
   const KernelInfo* Lookup(void* function, const char* name_hint, const KernelQueries& queries,
                            PacketSink& sink);
 
+  // The entry of `function` if it has one (no lock, no driver call, little stack); else null.
+  const KernelInfo* Find(uintptr_t function) const;
+
   uint64_t kernels_written() const { return next_id_.load(std::memory_order_relaxed) - 1; }
 
  private:
@@ -65,8 +68,6 @@ class KernelTable {
   };
   static constexpr size_t kSlots = size_t{1} << 14;
   static constexpr size_t kMaxEntries = kSlots / 4 * 3;
-
-  const KernelInfo* Find(uintptr_t function) const;
 
   Slot* slots_ = nullptr;
   std::atomic<uint64_t> next_id_{1};

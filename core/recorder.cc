@@ -24,12 +24,14 @@
 #include "core/kernel_table.h"
 #include "core/module_map.h"
 #include "core/options.h"
+#include "core/own_stack.h"
 #include "core/packet_sink.h"
 #include "core/python_frames.h"
 #include "core/self_timing.h"
 #include "core/spin_lock.h"
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
+#include "core/thread_flags.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
 #include "core/wire_writer.h"
@@ -41,7 +43,9 @@ constexpr char kRecorderVersion[] = "0.1.0";
 constexpr size_t kThreadCacheSlots = 1024;
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
-// libgpumem may also be dlopen'd (CUDA_INJECTION64_PATH), where static TLS is scarce.
+// libgpumem may also be dlopen'd (CUDA_INJECTION64_PATH), where static TLS is scarce. It holds
+// what taking a stack needs (kilobytes, which a hook on a small stack does not have), and the
+// thread's own stack lies below it in the same mapping (core/own_stack.h), a guard page under that.
 struct ThreadState {
   uint32_t generation;  // the trace file this state belongs to (a child after fork starts anew)
   uint32_t tid;
@@ -50,7 +54,17 @@ struct ThreadState {
     uint64_t id;
   } stack_cache[kThreadCacheSlots];
   ThreadState* next_free;
+  uint64_t frames[kMaxStackDepth + 1];  // one more than kept: whether the stack was cut
+  UnwindScratch unwind;
+  PythonFrame python_frames[kMaxPythonFrames];
+  // A new stack's Python frames as interned.
+  uint64_t python_codes[kMaxPythonFrames];
+  uint64_t python_lines[kMaxPythonFrames];
+  uint64_t python_groups[kMaxPythonFrames];
 };
+constexpr size_t kPageBytes = 4096;
+constexpr size_t kThreadStateBytes = (sizeof(ThreadState) + kPageBytes - 1) & ~(kPageBytes - 1);
+constexpr size_t kThreadMappingBytes = kPageBytes + kOwnStackBytes + kThreadStateBytes;
 
 __thread ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -86,6 +100,7 @@ struct State {
   // around it (the span, the generation, the options) does not miss after another thread's event.
   alignas(64) std::atomic<uint64_t> next_seq{1};
   alignas(64) std::atomic<uint64_t> events_dropped{0};
+  std::atomic<uint64_t> events_reentrant{0};  // CountReentrantEvent()
   std::atomic<uint64_t> stacks_failed{0};
   std::atomic<uint64_t> hook_conflicts{0};
   std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
@@ -208,8 +223,12 @@ void ClaimSession() {
 }
 
 void ThreadExited(void* value) {
+  OwnWorkScope own_work;  // a signal handler's hook here only forwards: the list is locked
   auto* state = static_cast<ThreadState*>(value);
-  if (t_thread == state) t_thread = nullptr;
+  if (t_thread == state) {
+    t_thread = nullptr;
+    SetThreadStack(0, 0);
+  }
   SpinGuard guard(g.free_list_lock);
   state->next_free = g.free_list;
   g.free_list = state;
@@ -329,7 +348,8 @@ GPUMEM_COLD bool OpenOnce() {
   if (state == kOpenFailed) return false;
   int expected = kNotOpen;
   if (g.open_state.compare_exchange_strong(expected, kOpening)) {
-    bool opened = OpenTrace();
+    bool opened = false;
+    OnOwnStack([&] { opened = OpenTrace(); });
     g.open_state.store(opened ? kOpen : kOpenFailed, std::memory_order_release);
     return opened;
   }
@@ -341,7 +361,9 @@ GPUMEM_HOT bool EnsureOpen() {
   return g.open_state.load(std::memory_order_acquire) == kOpen || OpenOnce();
 }
 
-ThreadState* NewThreadState() {
+// A thread's state, not yet registered in a trace file, and its own stack: mapped (mmap is
+// async-signal-safe, malloc is not), or one a finished thread left.
+GPUMEM_COLD ThreadState* NewThreadState() {
   ThreadState* state = nullptr;
   {
     SpinGuard guard(g.free_list_lock);
@@ -351,20 +373,33 @@ ThreadState* NewThreadState() {
     }
   }
   if (state == nullptr) {
-    void* memory = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* memory = mmap(nullptr, kThreadMappingBytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (memory == MAP_FAILED) return nullptr;
-    state = static_cast<ThreadState*>(memory);
+    mprotect(memory, kPageBytes, PROT_NONE);  // an overflow of the own stack faults
+    state = reinterpret_cast<ThreadState*>(static_cast<uint8_t*>(memory) + kThreadMappingBytes -
+                                           kThreadStateBytes);
   }
   state->generation = 0;
   pthread_setspecific(g.thread_key, state);
+  t_thread = state;
+  const auto stack_high = reinterpret_cast<uintptr_t>(state);
+  SetThreadStack(stack_high - kOwnStackBytes, stack_high);
   return state;
 }
+
+}  // namespace
+
+GPUMEM_COLD void RunOnOwnStack(void (*fn)(void*), void* arg) {
+  if (t_thread == nullptr) NewThreadState();
+  RunOnThreadStack(fn, arg);
+}
+
+namespace {
 
 // The calling thread's state, registered (its Thread packet written) in the current trace file.
 GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation) {
   if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
-  t_thread = state;
   memset(state->stack_cache, 0, sizeof(state->stack_cache));
   state->generation = generation;
   state->tid = static_cast<uint32_t>(gettid());
@@ -480,12 +515,9 @@ GPUMEM_HOT size_t PointerArgs(const KernelInfo& kernel, const LaunchRecord& reco
 
 }  // namespace
 
-void Init(const LoaderFunctions& loader) {
-  int expected = 0;
-  if (!g.init_state.compare_exchange_strong(expected, 1)) {
-    while (g.init_state.load(std::memory_order_acquire) == 1) sched_yield();
-    return;
-  }
+namespace {
+
+void InitOnce(const LoaderFunctions& loader) {
   LoadRecorderOptions(&g.options);
   self_timing::g_enabled = g.options.self_timing;
   g.loader = loader;
@@ -512,6 +544,34 @@ void Init(const LoaderFunctions& loader) {
       }
     }
   }
+}
+
+// Init's work on a stack mapped for it (reading the options alone takes 14 KiB, and the first hook
+// may come on a small stack), or on the caller's if none can be mapped.
+void InitOnOwnStack(const LoaderFunctions& loader) {
+  constexpr size_t kBytes = kPageBytes + kOwnStackBytes;
+  void* memory = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) {
+    InitOnce(loader);
+    return;
+  }
+  mprotect(memory, kPageBytes, PROT_NONE);
+  gpumem_call_on_stack(
+      [](void* argument) { InitOnce(*static_cast<const LoaderFunctions*>(argument)); },
+      const_cast<LoaderFunctions*>(&loader), static_cast<uint8_t*>(memory) + kBytes);
+  munmap(memory, kBytes);
+}
+
+}  // namespace
+
+void Init(const LoaderFunctions& loader) {
+  int expected = 0;
+  if (!g.init_state.compare_exchange_strong(expected, 1)) {
+    while (g.init_state.load(std::memory_order_acquire) == 1) sched_yield();
+    return;
+  }
+  InitOnOwnStack(loader);
   g.init_state.store(2, std::memory_order_release);
 }
 
@@ -551,17 +611,23 @@ void WritePythonStatus() {
 // Finds the interpreter; whether it was found.
 GPUMEM_COLD bool FindPythonNow() {
   if (g.python_lock.test_and_set(std::memory_order_acquire)) return false;  // another looks
-  if (g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
-      FindPython(g.loader.dlsym, &g.python_info)) {
+  bool found = false;
+  OnOwnStack([&] {
+    found = g.python_state.load(std::memory_order_relaxed) == kPythonNotFound &&
+            FindPython(g.loader.dlsym, &g.python_info);
+  });
+  if (found) {
     if (g.python_info.supported) {
       g.python_codes.UseFoundPython();
       // Native frames above the eval loop are the interpreter's, which the Python frames
       // replace: unwinding them was up to half of a PyTorch stack's frames.
       uintptr_t start = 0;
       uintptr_t end = 0;
-      if (!g.options.interpreter_frames && EvalLoopRange(g.loader.dlsym, &start, &end)) {
-        SetStackEnd(start, end);
-      }
+      OnOwnStack([&] {
+        if (!g.options.interpreter_frames && EvalLoopRange(g.loader.dlsym, &start, &end)) {
+          SetStackEnd(start, end);
+        }
+      });
     }
     g.python_state.store(kPythonFound, std::memory_order_release);
   }
@@ -595,32 +661,42 @@ struct TakenStack {
   const PythonFrame* python_frames;
   size_t python_count;
   bool python_truncated;
+  uintptr_t anchor;  // CaptureStackOfDepth's, for taking the stack again from the same place
 };
 
-// Its id in the process's table, interned there (its packets written) when new; 0 on failure.
-GPUMEM_COLD uint64_t FindOrInternStack(const TakenStack& taken) {
+// Interns a stack not in the process's table (its packets written), on the thread's own stack:
+// its code objects first (PythonCode packets), lines looked up. Its id; 0 on failure.
+GPUMEM_COLD uint64_t InternNewStack(const TakenStack& taken, ThreadState* thread) {
+  uint64_t id = 0;
+  OnOwnStack([&] {
+    for (size_t i = 0; i < taken.python_count; ++i) {
+      thread->python_codes[i] = g.python_codes.Intern(taken.python_frames[i], g_file_sink);
+      thread->python_lines[i] =
+          g.python_codes.Line(thread->python_codes[i], taken.python_frames[i]);
+      thread->python_groups[i] = taken.python_frames[i].group;
+    }
+    const PythonStackFrames python_stack{thread->python_codes, thread->python_lines,
+                                         thread->python_groups, taken.python_count,
+                                         taken.python_truncated};
+    id = g.stacks.Intern(taken.hash, taken.frames, taken.count, taken.truncated, python_stack,
+                         g_file_sink, g.modules);
+  });
+  return id;
+}
+
+// Its id in the process's table, interned there when new; 0 on failure.
+GPUMEM_COLD uint64_t FindOrInternStack(const TakenStack& taken, ThreadState* thread) {
   uint64_t id = g.stacks.Find(taken.hash);
   if (id != 0) return id;
   if (taken.count > 0 && !taken.frames_written) {
     // A new stack, whose frames the note stood for: taken again, copied this time (the same
-    // call site and stack pointer: a replay).
+    // call site and stack pointer: a replay). On the caller's stack, which it reads.
     self_timing::Scope native_timing(self_timing::kNativeStack, false);
-    const size_t again = gpumem::CaptureStack(taken.caller_pc, taken.frames, taken.depth + 1);
+    const size_t again = gpumem::CaptureStack(taken.caller_pc, taken.frames, taken.depth + 1,
+                                              &thread->unwind, nullptr, taken.anchor);
     if (std::min(again, taken.depth) != taken.count) return 0;
   }
-  // Its code objects are interned (PythonCode packets first), lines looked up.
-  uint64_t codes[kMaxPythonFrames];
-  uint64_t lines[kMaxPythonFrames];
-  uint64_t groups[kMaxPythonFrames];
-  for (size_t i = 0; i < taken.python_count; ++i) {
-    codes[i] = g.python_codes.Intern(taken.python_frames[i], g_file_sink);
-    lines[i] = g.python_codes.Line(codes[i], taken.python_frames[i]);
-    groups[i] = taken.python_frames[i].group;
-  }
-  const PythonStackFrames python_stack{codes, lines, groups, taken.python_count,
-                                       taken.python_truncated};
-  return g.stacks.Intern(taken.hash, taken.frames, taken.count, taken.truncated, python_stack,
-                         g_file_sink, g.modules);
+  return InternNewStack(taken, thread);
 }
 
 // `python_skip`: innermost Python frames left out (a caller's own, written in Python).
@@ -630,18 +706,16 @@ GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_
   if (!g.stacks_available && !python) return 0;
   ThreadState* thread = CurrentThread();
   if (thread == nullptr) return 0;
-  // Left uninitialised (ReadPythonFrames writes what it returns): constructing 128 frames, 5 KiB,
-  // on every event cost more than reading the few a stack has.
-  union UninitialisedFrames {
-    UninitialisedFrames() {}
-    PythonFrame frames[kMaxPythonFrames];
-  } python_buffer;
-  PythonFrame* python_frames = python_buffer.frames;
+  // The buffers are the thread's (never constructed: ReadPythonFrames writes what it returns).
+  PythonFrame* python_frames = thread->python_frames;
   bool python_truncated = false;
   size_t python_count = 0;
-  uint64_t frames[kMaxStackDepth + 1];
+  uint64_t* frames = thread->frames;
+  // Where the unwinder expects the stack pointer: an address in this frame, the same each time.
+  volatile char anchor_byte = 0;
+  const auto anchor = reinterpret_cast<uintptr_t>(&anchor_byte);
   const bool native = g.stacks_available && depth > 0;
-  if (native) PrefetchStack(frames);  // the Python frames' walk hides the fetches
+  if (native) PrefetchStack(anchor);  // the Python frames' walk hides the fetches
   if (python) {
     self_timing::Scope timing(self_timing::kPythonFrames);
     python_count = ReadPythonFrames(python_frames, kMaxPythonFrames, &python_truncated);
@@ -660,7 +734,7 @@ GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_
   print.hash = StackTable::kEmptyHash;
   if (native) {
     self_timing::Scope timing(self_timing::kNativeStack);
-    count = gpumem::CaptureStack(caller_pc, frames, depth + 1, &print);
+    count = gpumem::CaptureStack(caller_pc, frames, depth + 1, &thread->unwind, &print, anchor);
   }
   bool truncated = count > depth;
   if (truncated) count = depth;
@@ -684,8 +758,9 @@ GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_
                          print.frames_written,
                          python_frames,
                          python_count,
-                         python_truncated};
-  const uint64_t id = FindOrInternStack(taken);
+                         python_truncated,
+                         anchor};
+  const uint64_t id = FindOrInternStack(taken, thread);
   if (id == 0) {
     g.stacks_failed.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -789,7 +864,11 @@ GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
   const KernelInfo* kernel = nullptr;
   if (record.function != nullptr) {
     self_timing::Scope lookup_timing(self_timing::kKernelLookup);
-    kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
+    kernel = g.kernels.Find(reinterpret_cast<uintptr_t>(record.function));
+    if (kernel == nullptr) [[unlikely]]
+      OnOwnStack([&] {
+        kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
+      });
   }
   constexpr size_t kMaxPointerArgs = 32;
   uint64_t pointer_args[kMaxPointerArgs];
@@ -840,6 +919,7 @@ size_t BuildFooter(uint8_t* buffer, size_t capacity, bool at_exit) {
   namespace f = proto::footer_field;
   writer.Varint(f::kEvents, g.next_seq.load() - 1);
   writer.Varint(f::kEventsDropped, g.events_dropped.load());
+  writer.Varint(f::kEventsReentrant, g.events_reentrant.load());
   writer.Varint(f::kStacks, g.stacks.stacks_written());
   writer.Varint(f::kStacksFailed, g.stacks_failed.load());
   writer.Varint(f::kBytesWritten, g.sink.bytes_written());
@@ -875,13 +955,15 @@ void WriteFooter(bool at_exit) {
 // Said once, the moment recording stops; the footer saying why is written at once.
 GPUMEM_COLD void RecordingStopped(uint64_t first_unrecorded_seq) {
   g.stopped_at_seq.store(first_unrecorded_seq);
-  char line[1024];  // as long as Warn() writes; a longer one is cut
-  if (snprintf(line, sizeof(line),
-               "recording stopped: %s ('%s'); what was recorded is kept; the program runs on",
-               proto::RecordingStopText(g.sink.stop_reason()), g.path) > 0) {
-    Warn(line);
-  }
-  WriteFooter(/*at_exit=*/false);
+  OnOwnStack([] {
+    char line[1024];  // as long as Warn() writes; a longer one is cut
+    if (snprintf(line, sizeof(line),
+                 "recording stopped: %s ('%s'); what was recorded is kept; the program runs on",
+                 proto::RecordingStopText(g.sink.stop_reason()), g.path) > 0) {
+      Warn(line);
+    }
+    WriteFooter(/*at_exit=*/false);
+  });
 }
 
 // A small packet of one nested message, built by `fill(writer)`.
@@ -994,6 +1076,10 @@ void RecordDevice(int ordinal, const char* name, uint64_t total_memory) {
 
 void CountHookConflict() { g.hook_conflicts.fetch_add(1, std::memory_order_relaxed); }
 
+void CountReentrantEvent() {
+  if (Enabled()) g.events_reentrant.fetch_add(1, std::memory_order_relaxed);
+}
+
 void NoteExitStatus(int status) {
   g.exit_status = status;
   g.exit_status_known.store(true, std::memory_order_release);
@@ -1023,6 +1109,7 @@ void AfterForkInChild() {
   g.span_high.store(0);
   g.next_seq.store(1);
   g.events_dropped.store(0);
+  g.events_reentrant.store(0);
   g.stopped_at_seq.store(0);
   g.stacks_failed.store(0);
   g.hook_conflicts.store(0);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/kernel_table.h"
 #include "core/trace_ids.h"
@@ -109,6 +110,19 @@ bool DeviceKnown(int ordinal);
 void RecordDevice(int ordinal, const char* name, uint64_t total_memory);
 // A driver entry point was handed out unwrapped (its real pointer differed from the one seen).
 void CountHookConflict();
+// A program's operation that reached a hook while gpumem was at work on the same thread (a
+// signal handler that interrupted it, or a call from within gpumem): forwarded, not recorded.
+// Counted while recording is enabled; the footer says how many.
+void CountReentrantEvent();
+
+// Runs fn(arg) on the calling thread's own stack (core/own_stack.h), mapped with its per-thread
+// state at its first use: for gpumem's deep and rare work, which a small stack has no room for.
+void RunOnOwnStack(void (*fn)(void*), void* arg);
+template <typename Fn>
+void OnOwnStack(Fn&& fn) {
+  using Callable = std::remove_reference_t<Fn>;
+  RunOnOwnStack([](void* callable) { (*static_cast<Callable*>(callable))(); }, &fn);
+}
 
 // The status the process passed to exit() (or returned from main), for the footer.
 void NoteExitStatus(int status);

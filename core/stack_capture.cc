@@ -8,6 +8,7 @@
 
 #include "core/eh_frame_unwinder.h"
 #include "core/hot_path.h"
+#include "core/own_stack.h"
 #include "core/self_timing.h"
 #include "core/stack_table.h"
 
@@ -16,23 +17,38 @@ namespace {
 
 using UnwBacktraceFn = int (*)(void** buffer, int size);
 using SetCachingPolicyFn = int (*)(void* address_space, int policy);
-constexpr int kUnwCachePerThread = 2;   // UNW_CACHE_PER_THREAD
-constexpr size_t kScratchFrames = 288;  // the deepest kept stack plus gpumem's own frames
+constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
+constexpr size_t kScratchFrames = kUnwindScratchFrames;
 
 UnwBacktraceFn g_unw_backtrace = nullptr;
 bool g_fast_unwind = false;
 
-// The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so both
-// start at the same frame: the return address into CaptureStack.
+// libunwind, on the thread's own stack (it needs kilobytes): its frames then begin with the
+// frames of that switch, which CaptureStack drops with the rest of gpumem's own.
+GPUMEM_COLD int UnwindWithLibunwind(void** frames, int capacity) {
+  struct Call {
+    void** frames;
+    int capacity;
+    int depth;
+  } call{frames, capacity, 0};
+  RunOnThreadStack(
+      [](void* argument) {
+        auto* c = static_cast<Call*>(argument);
+        c->depth = g_unw_backtrace(c->frames, c->capacity);
+      },
+      &call);
+  return call.depth;
+}
+
+// The fast unwinder where it can, libunwind where it cannot. Inlined into CaptureStack, so the
+// fast one starts at the return address into CaptureStack.
 __attribute__((always_inline)) inline int Unwind(void** frames, int capacity,
                                                  eh_frame_unwinder::ReplayNote** note,
-                                                 const uint64_t* anchor) {
-  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note,
-                                                           reinterpret_cast<uintptr_t>(anchor))
-                            : -1;
+                                                 uintptr_t anchor) {
+  int depth = g_fast_unwind ? eh_frame_unwinder::Backtrace(frames, capacity, note, anchor) : -1;
   if (depth < 0) {
     if (g_fast_unwind) self_timing::Count(self_timing::kUnwindFallback);
-    depth = eh_frame_unwinder::CutAtStop(frames, g_unw_backtrace(frames, capacity));
+    depth = eh_frame_unwinder::CutAtStop(frames, UnwindWithLibunwind(frames, capacity));
   }
   self_timing::Count(self_timing::kFramesUnwound, static_cast<uint64_t>(std::max(depth, 0)));
   return depth;
@@ -96,16 +112,16 @@ bool InitStackCapture(const char* explicit_path, bool fast_unwind,
 
 bool StackCaptureAvailable() { return g_unw_backtrace != nullptr; }
 
-GPUMEM_HOT void PrefetchStack(const uint64_t* frames) {
-  if (g_fast_unwind) eh_frame_unwinder::PrefetchReplay(reinterpret_cast<uintptr_t>(frames));
+GPUMEM_HOT void PrefetchStack(uintptr_t anchor) {
+  if (g_fast_unwind) eh_frame_unwinder::PrefetchReplay(anchor);
 }
 
 void SetStackEnd(uintptr_t start, uintptr_t end) { eh_frame_unwinder::SetStop(start, end); }
 
 GPUMEM_HOT size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity,
-                               StackPrint* print) {
+                               UnwindScratch* unwind_scratch, StackPrint* print, uintptr_t anchor) {
   if (g_unw_backtrace == nullptr || capacity == 0) return 0;
-  void* scratch[kScratchFrames];
+  void** scratch = unwind_scratch->frames;
   // The note of the unwind, when it is one the unwinder keeps: [0] the hash (never 0), [1] the
   // caller's pc, [2] capacity and kept, [3] the count. Read only with a print.
   eh_frame_unwinder::ReplayNote* note = nullptr;
@@ -119,7 +135,7 @@ GPUMEM_HOT size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t cap
   const bool is_known = known != 0 && (known & kPcMask) == caller_pc;
   const size_t own = is_known ? static_cast<size_t>(known >> kOwnShift) : kOwnFramesAllowance;
   size_t wanted = std::min(capacity + own, kScratchFrames);
-  int depth = Unwind(scratch, static_cast<int>(wanted), note_wanted, frames);
+  int depth = Unwind(scratch, static_cast<int>(wanted), note_wanted, anchor);
   if (depth <= 0) return 0;
   if (note != nullptr && note->word[0] != 0) {
     if (note->word[1] == caller_pc && note->word[2] == shape) {
@@ -130,7 +146,7 @@ GPUMEM_HOT size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t cap
     // Noted by another caller or shape (not expected): the frames were not written; again,
     // copying them.
     note = nullptr;
-    depth = Unwind(scratch, static_cast<int>(wanted), nullptr, frames);
+    depth = Unwind(scratch, static_cast<int>(wanted), nullptr, anchor);
     if (depth <= 0) return 0;
   }
   // Drop gpumem's own frames: everything above the hooked function's return address.
@@ -146,7 +162,7 @@ GPUMEM_HOT size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t cap
       // stopped short of what the caller keeps, so once more, far enough.
       wanted = full;
       note = nullptr;
-      depth = Unwind(scratch, static_cast<int>(wanted), nullptr, frames);
+      depth = Unwind(scratch, static_cast<int>(wanted), nullptr, anchor);
       if (depth <= first) return 0;
     }
     if (first == depth) {

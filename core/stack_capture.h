@@ -22,21 +22,30 @@ struct StackPrint {
   bool frames_written = false;  // out: false when the print comes from an earlier identical stack
 };
 
+// Room for one unwind: the deepest kept stack plus gpumem's own frames. Kept off the caller's
+// stack (the recorder's per-thread state holds one), which may be small.
+inline constexpr size_t kUnwindScratchFrames = 288;
+struct UnwindScratch {
+  void* frames[kUnwindScratchFrames];
+};
+
 // Fills `frames` with return addresses, innermost first, starting at the frame that returns to
 // `caller_pc` (the hooked API's caller), so no gpumem frame is ever recorded. Returns the count.
 // With `print`, also its hash; and where this thread took the same stack before (same stack
 // pointer, same stack words: eh_frame_unwinder's replay) count and hash come from a note kept
 // with that unwind and `frames` is not written: a replay then costs no copy and no hashing. A
 // caller that needs the frames after all calls again, from the same place, without `print`.
-size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity,
-                    StackPrint* print = nullptr);
+// `anchor`: an address in the caller's stack frame, the same for each call from one place (what
+// PrefetchStack was given), or 0.
+size_t CaptureStack(uintptr_t caller_pc, uint64_t* frames, size_t capacity, UnwindScratch* scratch,
+                    StackPrint* print = nullptr, uintptr_t anchor = 0);
 
 bool StackCaptureAvailable();
 
 // Starts fetching what a replay of the stack about to be taken reads, for a CaptureStack call
-// from here with this `frames` array: other work before it (the Python frames) then hides those
-// cache misses. A hint only.
-void PrefetchStack(const uint64_t* frames);
+// from here with this `anchor`: other work before it (the Python frames) then hides those cache
+// misses. A hint only.
+void PrefetchStack(uintptr_t anchor);
 
 // Stacks end at the first return address in [start, end), which is kept: the Python interpreter's
 // eval loop, when the Python frames take over from there. start == end: stacks go to the end.

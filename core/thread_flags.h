@@ -13,6 +13,10 @@ namespace gpumem {
 // interposition records, and leaves it alone: each operation is recorded exactly once.
 inline __thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
 
+// > 0 while the thread is inside an interposed runtime call (interpose/hook_guard.h): a driver hook
+// reached then is, as a rule, libcudart's own call underneath, recorded at the runtime's level.
+inline __thread int t_runtime_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
+
 // Set by CUPTI's launch callback when the launch is an interposed one: the wrapper that records
 // it after the call takes CUPTI's correlation id from here (0: CUPTI did not see it).
 inline __thread uint64_t t_launch_correlation_id __attribute__((tls_model("initial-exec"))) = 0;

@@ -168,6 +168,7 @@ inline constexpr uint32_t kExitStatus = 8;
 inline constexpr uint32_t kHookConflicts = 9;
 inline constexpr uint32_t kStopReason = 10;
 inline constexpr uint32_t kStoppedAtSeq = 11;
+inline constexpr uint32_t kEventsReentrant = 12;
 }  // namespace footer_field
 
 namespace kernel_name_field {

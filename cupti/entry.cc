@@ -42,7 +42,8 @@ GPUMEM_HOT void StartOnce() {
     config.keep_memory_callbacks = options.cupti_catch_all;
     config.library_path = options.cupti_path;
     config.loader = LoaderFunctions{&RealDlopen, &RealDlsym};
-    Start(config);
+    // Loading libcupti takes kilobytes of stack; the first hook may come on a small one.
+    recorder::OnOwnStack([&] { Start(config); });
   }
   g_start_state.store(kStarted, std::memory_order_release);
 }

@@ -2,6 +2,13 @@
 // gpumem, or from inside another hook, only forwards the call) and it is what makes a runtime call
 // one record: the driver calls libcudart makes underneath run inside the runtime hook's scope.
 // It also keeps errno as the real call left it, whatever recording does afterwards.
+//
+// A hook reached inside another one that is not such a driver call underneath a runtime call is
+// an operation of the program that gpumem cannot record: made by a signal handler that interrupted
+// gpumem's work on this thread (recording then would touch the thread's half-updated state, or
+// wait for a lock this thread holds), or from within gpumem. It is forwarded and counted
+// (recorder::CountReentrantEvent). A driver call from a signal handler that interrupted a runtime
+// call cannot be told from libcudart's own: neither recorded nor counted.
 #pragma once
 
 #include <errno.h>
@@ -14,14 +21,25 @@ namespace gpumem {
 
 void EnsureRecorderInitialized();
 
+enum class HookLayer { kDriver, kRuntime };
+
 class HookScope {
  public:
-  HookScope() : outermost_(t_hook_depth++ == 0) {
-    if (outermost_) EnsureRecorderInitialized();
-    recording_ = outermost_ && recorder::Enabled();
+  explicit HookScope(HookLayer layer = HookLayer::kDriver)
+      : runtime_(layer == HookLayer::kRuntime), outermost_(t_hook_depth++ == 0) {
+    t_runtime_hook_depth += runtime_;
+    if (!outermost_) [[unlikely]] {
+      if (runtime_ || t_runtime_hook_depth == 0) recorder::CountReentrantEvent();
+      return;
+    }
+    EnsureRecorderInitialized();
+    recording_ = recorder::Enabled();
     if (recording_) cupti::StartOnce();  // the first CUDA call starts the CUPTI subscriber
   }
-  ~HookScope() { --t_hook_depth; }
+  ~HookScope() {
+    t_runtime_hook_depth -= runtime_;
+    --t_hook_depth;
+  }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;
 
@@ -29,6 +47,7 @@ class HookScope {
   bool recording() const { return recording_; }
 
  private:
+  bool runtime_;
   bool outermost_;
   bool recording_ = false;
 };

@@ -34,6 +34,7 @@ uint64_t Address(const void* pointer) { return reinterpret_cast<uintptr_t>(point
 using gpumem::Allocation;
 using gpumem::Api;
 using gpumem::ErrnoKeeper;
+using gpumem::HookLayer;
 using gpumem::HookScope;
 using gpumem::Kind;
 using gpumem::PendingFree;
@@ -49,7 +50,7 @@ using gpumem::RecordAllocation;
 
 GPUMEM_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
   GPUMEM_REAL(cudaMalloc);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -60,7 +61,7 @@ GPUMEM_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
 
 GPUMEM_EXPORT cudaError_t cudaFree(void* pointer) {
   GPUMEM_REAL(cudaFree);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   // cudaFree(nullptr) is the customary way to create the context: nothing to record.
   if (!scope.recording() || pointer == nullptr) return real(pointer);
   PendingFree pending(GPUMEM_CALLER());
@@ -74,7 +75,7 @@ namespace {
 
 GPUMEM_HOT cudaError_t MallocAsyncBody(decltype(&cudaMallocAsync) real, uintptr_t caller,
                                        void** pointer, size_t size, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size, stream);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -87,7 +88,7 @@ GPUMEM_HOT cudaError_t MallocAsyncBody(decltype(&cudaMallocAsync) real, uintptr_
 
 GPUMEM_HOT cudaError_t FreeAsyncBody(decltype(&cudaFreeAsync) real, uintptr_t caller, void* pointer,
                                      cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   if (!scope.recording() || pointer == nullptr) return real(pointer, stream);
   PendingFree pending(caller);
   cudaError_t result = real(pointer, stream);
@@ -100,7 +101,7 @@ GPUMEM_HOT cudaError_t FreeAsyncBody(decltype(&cudaFreeAsync) real, uintptr_t ca
 GPUMEM_HOT cudaError_t MallocFromPoolAsyncBody(decltype(&cudaMallocFromPoolAsync) real,
                                                uintptr_t caller, void** pointer, size_t size,
                                                cudaMemPool_t pool, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size, pool, stream);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -150,7 +151,7 @@ GPUMEM_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t si
 
 GPUMEM_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned flags) {
   GPUMEM_REAL(cudaMallocManaged);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size, flags);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -162,7 +163,7 @@ GPUMEM_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigne
 GPUMEM_EXPORT cudaError_t cudaMallocPitch(void** pointer, size_t* pitch, size_t width,
                                           size_t height) {
   GPUMEM_REAL(cudaMallocPitch);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, pitch, width, height);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -178,7 +179,7 @@ GPUMEM_EXPORT cudaError_t cudaMallocPitch(void** pointer, size_t* pitch, size_t 
 
 GPUMEM_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
   GPUMEM_REAL(cudaMalloc3D);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pitched, extent);
   if (!scope.recording()) return result;
   ErrnoKeeper keep;
@@ -210,7 +211,7 @@ cudaError_t HostAllocBody(Api api, cudaError_t result, void** pointer, size_t si
 
 GPUMEM_EXPORT cudaError_t cudaMallocHost(void** pointer, size_t size) {
   GPUMEM_REAL(cudaMallocHost);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size);
   if (!scope.recording()) return result;
   return HostAllocBody(Api::kCudaMallocHost, result, pointer, size, GPUMEM_CALLER());
@@ -218,7 +219,7 @@ GPUMEM_EXPORT cudaError_t cudaMallocHost(void** pointer, size_t size) {
 
 GPUMEM_EXPORT cudaError_t cudaHostAlloc(void** pointer, size_t size, unsigned flags) {
   GPUMEM_REAL(cudaHostAlloc);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   cudaError_t result = real(pointer, size, flags);
   if (!scope.recording()) return result;
   return HostAllocBody(Api::kCudaHostAlloc, result, pointer, size, GPUMEM_CALLER());
@@ -226,7 +227,7 @@ GPUMEM_EXPORT cudaError_t cudaHostAlloc(void** pointer, size_t size, unsigned fl
 
 GPUMEM_EXPORT cudaError_t cudaFreeHost(void* pointer) {
   GPUMEM_REAL(cudaFreeHost);
-  HookScope scope;
+  HookScope scope(HookLayer::kRuntime);
   if (!scope.recording() || pointer == nullptr) return real(pointer);
   PendingFree pending(GPUMEM_CALLER());
   cudaError_t result = real(pointer);

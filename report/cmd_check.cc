@@ -189,6 +189,9 @@ int RunCheck(const std::vector<std::string>& args) {
                                FormatBytes(over), " (", over, " bytes)\n"));
     }
     const RecordingEnd& end = replay->file->end().recording;
+    if (const std::string note = end.UnrecordedNote(); !note.empty()) {
+      WriteOutput(absl::StrCat(Printable(path), ": ", note, "\n"));
+    }
     if (summarize && no_leaks) markdown.AddLeaks(path, leaked, end);
     if (no_leaks && leaked.count > 0) {
       ++broken;

@@ -72,6 +72,9 @@ bool DumpOne(const std::string& path, bool symbolize, Output* out) {
     out->Line(FormatPacket(position, packet, trace, symbolizer.get()));
   });
   out->Line("end: " + trace.end().Describe());
+  if (const std::string note = trace.end().recording.UnrecordedNote(); !note.empty()) {
+    out->Line("note: " + note);
+  }
   if (!trace.end().damaged()) return true;
   out->Flush();
   PrintError(trace.end().ErrorLine(path));
@@ -83,6 +86,7 @@ bool DumpOne(const std::string& path, bool symbolize, Output* out) {
 bool CountAll(const std::vector<std::string>& paths, Output* out) {
   bool ok = true;
   EventCounts total;
+  std::string notes;  // events a trace could not record: its counts are lower bounds
   for (const std::string& path : paths) {
     absl::StatusOr<CountedTrace> trace = CountTraceFile(path);
     if (!trace.ok()) {
@@ -91,12 +95,15 @@ bool CountAll(const std::vector<std::string>& paths, Output* out) {
       continue;
     }
     total.Merge(trace->counts);
+    if (const std::string note = trace->file->end().recording.UnrecordedNote(); !note.empty()) {
+      absl::StrAppend(&notes, "note: ", Printable(path), ": ", note, "\n");
+    }
     if (trace->file->end().damaged()) {
       PrintError(trace->file->end().ErrorLine(path));
       ok = false;
     }
   }
-  std::string text = FormatEventCounts(total);
+  std::string text = FormatEventCounts(total) + notes;
   text.pop_back();  // Line() adds the last newline
   out->Line(text);
   return ok;

@@ -583,6 +583,9 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   absl::StrAppend(&out, "process: pid ", header.pid(), " on ", Printable(header.host()), ": ",
                   Printable(absl::StrJoin(header.command_line(), " ")), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
+  if (const std::string note = trace.end().recording.UnrecordedNote(); !note.empty()) {
+    absl::StrAppend(&out, "note: ", note, "\n");
+  }
   if (trace.process_end()) {
     absl::StrAppend(&out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
   }
@@ -825,7 +828,10 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
                   ",\"double_frees\":", replay.anomalies.double_frees,
                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,
                   ",\"impossible_sizes\":", replay.anomalies.impossible_sizes, "}",
-                  ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+                  ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes,
+                  ",\"events_not_recorded\":{\"total\":", end.events_not_recorded(),
+                  ",\"reentrant\":", end.events_reentrant, ",\"dropped\":", end.events_dropped,
+                  ",\"note\":", JsonString(end.UnrecordedNote()), "}");
   const CaptureCounts captures = CountCaptures(trace);
   absl::StrAppend(&out, ",\"cuda_graphs\":{\"stream_captures\":", captures.captures,
                   ",\"failed_captures\":", captures.failed,

@@ -151,6 +151,9 @@ void AppendFooter(const Footer& footer, const Header& header, std::string* line)
                   " t=", RelativeTime(footer.end_time_mono_ns(), header));
   if (footer.has_exit_status()) absl::StrAppend(line, " exit_status=", footer.exit_status());
   absl::StrAppend(line, " hook_conflicts=", footer.hook_conflicts());
+  if (footer.events_reentrant() > 0) {
+    absl::StrAppend(line, " events_reentrant=", footer.events_reentrant());
+  }
   if (footer.stop_reason() != STOP_NONE) {
     absl::StrAppend(line, " stop_reason=", RecordingStopName(footer.stop_reason()),
                     " stopped_at_seq=", footer.stopped_at_seq());

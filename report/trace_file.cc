@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/trace_ids.h"
 
 namespace gpumem::report {
@@ -25,7 +26,25 @@ RecordingEnd RecordingEnd::FromFooter(const std::optional<Footer>& footer) {
   end.stopped_at_seq = footer->stopped_at_seq();
   end.events = footer->events();
   end.events_dropped = footer->events_dropped();
+  end.events_reentrant = footer->events_reentrant();
   return end;
+}
+
+std::string RecordingEnd::UnrecordedNote() const {
+  const uint64_t total = events_not_recorded();
+  if (total == 0) return "";
+  std::vector<std::string> reasons;
+  if (events_reentrant > 0) {
+    reasons.push_back(absl::StrCat(
+        events_dropped > 0 ? absl::StrCat(events_reentrant, " ") : "",
+        "made inside a signal handler that interrupted gpumem, or from within gpumem"));
+  }
+  if (events_dropped > 0) {
+    reasons.push_back(absl::StrCat(events_reentrant > 0 ? absl::StrCat(events_dropped, " ") : "",
+                                   "not written: the trace could not take them"));
+  }
+  return absl::StrCat(total, total == 1 ? " event" : " events", " could not be recorded (",
+                      absl::StrJoin(reasons, "; "), "); totals are lower bounds");
 }
 
 std::string RecordingEnd::Describe() const {

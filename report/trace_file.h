@@ -60,9 +60,15 @@ struct RecordingEnd {
   RecordingStop stop_reason = STOP_NONE;
   uint64_t stopped_at_seq = 0;
   uint64_t events = 0;
-  uint64_t events_dropped = 0;
+  uint64_t events_dropped = 0;    // packets not written (Footer.events_dropped)
+  uint64_t events_reentrant = 0;  // operations made while gpumem was busy on the thread
 
   static RecordingEnd FromFooter(const std::optional<Footer>& footer);
+  uint64_t events_not_recorded() const { return events_dropped + events_reentrant; }
+  // One line when events could not be recorded, e.g. "12 events could not be recorded (made inside
+  // a signal handler that interrupted gpumem, or from within gpumem); totals are lower bounds";
+  // "" when every event was.
+  std::string UnrecordedNote() const;
   // The trace holds the whole run: what was live at its end was live at the process's exit.
   bool complete() const { return exited && stop_reason == STOP_NONE; }
   // e.g. "exited with status 3", "the process did not exit cleanly", "recording stopped at event

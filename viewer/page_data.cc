@@ -312,6 +312,8 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   page.memory_events = replay.memory_events;
   page.launches = file.launch_event_count();
   if (replay.anomalies.total() > 0) page.anomalies = report::DescribeAnomalies(replay.anomalies);
+  page.unrecorded_events = file.end().recording.events_not_recorded();
+  page.unrecorded = file.end().recording.UnrecordedNote();
 
   SiteTable table(options.group_by, &page.sites);
   for (const report::PlaceUsage& usage : replay.places) {

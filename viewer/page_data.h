@@ -103,7 +103,9 @@ struct PageData {
   std::string notice;        // the damage when the trace is torn or corrupt; "" otherwise
   uint64_t memory_events = 0;
   uint64_t launches = 0;
-  std::string anomalies;  // "" when none
+  std::string anomalies;           // "" when none
+  uint64_t unrecorded_events = 0;  // events the trace could not record (footer)
+  std::string unrecorded;          // RecordingEnd::UnrecordedNote(): "" when none
   std::vector<PagePlace> places;
   std::vector<PageSite> sites;
   Iterations iterations;

@@ -89,6 +89,8 @@ std::string PageJson(const PageData& page) {
       ",\"end\":", JsonString(page.end), ",\"notice\":", JsonString(page.notice),
       ",\"memory_events\":", page.memory_events, ",\"launches\":", page.launches,
       ",\"anomalies\":", JsonString(page.anomalies),
+      ",\"unrecorded_events\":", page.unrecorded_events,
+      ",\"unrecorded\":", JsonString(page.unrecorded),
       ",\"iterations\":{\"count\":", page.iterations.count, ",\"stride\":", page.iterations.stride,
       ",\"times\":", Numbers(page.iterations.times), ",\"rule\":", JsonString(page.iterations.rule),
       "},\"summary\":", JsonString(page.summary), ",\"sites\":[");

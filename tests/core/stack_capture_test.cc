@@ -28,7 +28,8 @@ __attribute__((noinline)) std::vector<uint64_t> OwnFrames(uintptr_t caller_pc, i
   if (extra > 0) {
     frames = OwnFrames(caller_pc, extra - 1, print);
   } else {
-    frames.resize(CaptureStack(caller_pc, frames.data(), frames.size(), print));
+    UnwindScratch scratch;
+    frames.resize(CaptureStack(caller_pc, frames.data(), frames.size(), &scratch, print));
   }
   g_sink = g_sink + 1;  // no tail call: each level stays a frame
   return frames;

@@ -382,6 +382,7 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {StreamCapture::descriptor(), "mode", proto::stream_capture_field::kMode},
       {StreamCapture::descriptor(), "ended", proto::stream_capture_field::kEnded},
       {StreamCapture::descriptor(), "result", proto::stream_capture_field::kResult},
+      {Footer::descriptor(), "events_reentrant", proto::footer_field::kEventsReentrant},
   };
   for (const Mirror& mirror : mirrors) {
     const auto* field = mirror.message->FindFieldByName(mirror.field);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -384,8 +385,21 @@ FAKE_CUDA_EXPORT CUresult cuMemGetInfo(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
+// GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC=N: cuMemAlloc raises signal N before it allocates (not again
+// from a cuMemAlloc made while that signal is handled), so that a test's handler runs while the
+// caller's hooks are on the thread's stack.
+static void RaiseRequestedSignal() {
+  static thread_local bool raising = false;
+  const char* text = getenv("GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC");
+  if (text == nullptr || raising) return;
+  raising = true;
+  raise(atoi(text));
+  raising = false;
+}
+
 // cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged and cuMemFree are calls stream capture forbids.
 FAKE_CUDA_EXPORT CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  RaiseRequestedSignal();
   if (CUresult r = fake_capture::CheckUnsafeCall()) return r;
   return AllocateForCurrentContext(dptr, bytesize);
 }

@@ -168,7 +168,7 @@ TEST_F(DumpTest, FootersOfAStoppedRecordingSayWhyAndTheExitStatus) {
   const ProgramRun run = Gpumem({"dump", Write("stopped.trace", FramedAll(packets))});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const std::vector<std::string> lines = Lines(run.out);
-  ASSERT_EQ(lines.size(), packets.size() + 1) << run.out;
+  ASSERT_EQ(lines.size(), packets.size() + 2) << run.out;
   EXPECT_EQ(lines[7],
             "#7 footer events=3 events_dropped=1 stacks=0 stacks_failed=0 bytes_written=0 "
             "clean_exit=false t=10.000ms hook_conflicts=0 stop_reason=disk_full "
@@ -181,6 +181,35 @@ TEST_F(DumpTest, FootersOfAStoppedRecordingSayWhyAndTheExitStatus) {
       lines[9],
       "end: recording stopped at event 3 of 9: no space left on the file system (7 events not "
       "recorded); exited with status 0");
+  EXPECT_EQ(lines[10],
+            "note: 7 events could not be recorded (not written: the trace could not take them); "
+            "totals are lower bounds");
+}
+
+// Operations made while gpumem was busy on their thread (a signal handler that interrupted it):
+// the footer line counts them, a note after the end line says the totals are lower bounds, in
+// the full dump and with --counts.
+TEST_F(DumpTest, EventsNotRecordedAreNoted) {
+  std::vector<TracePacket> packets = SamplePackets();
+  Footer* footer = packets.back().mutable_footer();
+  footer->set_events_reentrant(4);
+  footer->set_events_dropped(1);
+  const std::string trace = Write("reentrant.trace", FramedAll(packets));
+  const ProgramRun run = Gpumem({"dump", trace});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), packets.size() + 2) << run.out;
+  EXPECT_EQ(lines[7],
+            "#7 footer events=3 events_dropped=1 stacks=0 stacks_failed=0 bytes_written=0 "
+            "clean_exit=true t=10.000ms hook_conflicts=0 events_reentrant=4");
+  const std::string note =
+      "5 events could not be recorded (4 made inside a signal handler that interrupted gpumem, or "
+      "from within gpumem; 1 not written: the trace could not take them); totals are lower bounds";
+  EXPECT_EQ(lines[9], "note: " + note);
+  const ProgramRun counts = Gpumem({"dump", "--counts", trace});
+  EXPECT_EQ(counts.exit_code, 0) << counts.err;
+  EXPECT_NE(counts.out.find("note: " + trace + ": " + note + "\n"), std::string::npos)
+      << counts.out;
 }
 
 // `gpumem record` appends how the program ended: after the footer, or without one when a signal

@@ -171,6 +171,9 @@
     data.places.forEach(function (p) { fails += p.failure_count; });
     if (fails) fact('Failed allocations', fmtCount(fails), 'out of memory', true);
     if (data.anomalies) fact('Anomalies', data.anomalies, '', true);
+    if (data.unrecorded_events) {
+      fact('Not recorded', plural(data.unrecorded_events, 'event', 'events'), data.unrecorded, true);
+    }
   }
   function shortPlace(p) {
     if (p.place === -2) return 'pinned host';
