@@ -8,6 +8,8 @@
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
 #   tests/gpu/run.sh exports OUT_DIR  only the memory-viz exports rendered by PyTorch (part of
 #                                     record)
+#   tests/gpu/run.sh compat OUT_DIR   only the compatibility matrix (tests/gpu/compat.sh), recorded
+#                                     and checked (part of record and check)
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
 #   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
@@ -20,6 +22,8 @@ cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build}
 cuda_libs=${CUDA_LIBS:-/usr/local/cuda/lib64}
 python=${PYTHON:-python3}
+# shellcheck source=tests/gpu/compat.sh
+source tests/gpu/compat.sh
 
 have_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; }
 
@@ -81,6 +85,7 @@ record() {
     $python "$kernels" 50 --profile 40 50
   allocators "$out"
   exports "$out"
+  compat_record "$out"
 }
 
 # gpumem export --format memory-viz of every trace recorded, rendered by PyTorch's own
@@ -280,6 +285,8 @@ check() {
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
   $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
+  compat_check "$out" || fail "compatibility matrix: a job ran differently under gpumem"
+
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
   cat "$out/step_time.txt" 2>/dev/null || true
@@ -293,10 +300,15 @@ case ${1:-all} in
   check) check "$2" ;;
   allocators) allocators "$2" ;;
   exports) exports "$2" ;;
+  compat)
+    have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
+    compat_record "$2"
+    compat_check "$2"
+    ;;
   all)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     out=$(mktemp -d)
     record "$out" && bench "$out" && check "$out"
     ;;
-  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR | compat OUT_DIR]" >&2; exit 2 ;;
 esac
