@@ -8,8 +8,9 @@
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
 #   tests/gpu/run.sh exports OUT_DIR  only the memory-viz exports rendered by PyTorch (part of
 #                                     record)
-#   tests/gpu/run.sh compat OUT_DIR   only the compatibility matrix (tests/gpu/compat.sh), recorded
-#                                     and checked (part of record and check)
+#   tests/gpu/run.sh compat OUT_DIR   the compatibility matrix (tests/gpu/compat.sh), recorded and
+#                                     checked: apart from `record`, so each fits in one device
+#                                     command; `check` reads it from OUT_DIR/compat
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
 #   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
@@ -83,9 +84,11 @@ record() {
     --profile 40 50 >"$out/profiler_late_reference.json" 2>"$out/profiler_late_reference.err"
   record_one torch_profiled_late "$out" PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
     $python "$kernels" 50 --profile 40 50
+  # Which driver calls stream capture forbids, on this driver: the fake CUDA must forbid the same
+  # (tests/fake_cuda/capture_rules.expected; check compares).
+  "$build/bin/capture_rules" >"$out/capture_rules.txt" 2>&1
   allocators "$out"
   exports "$out"
-  compat_record "$out"
 }
 
 # gpumem export --format memory-viz of every trace recorded, rendered by PyTorch's own
@@ -285,7 +288,20 @@ check() {
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
   $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
-  compat_check "$out" || fail "compatibility matrix: a job ran differently under gpumem"
+  echo "== stream capture: the driver forbids what the fake CUDA forbids (capture_rules)"
+  if grep -v '^#' tests/fake_cuda/capture_rules.expected | diff - "$out/capture_rules.txt" \
+    >"$out/capture_rules.diff"; then
+    echo "   $(grep -c 'call=900' "$out/capture_rules.txt") of $(wc -l <"$out/capture_rules.txt") calls during a capture were refused, as the fake refuses them"
+  else
+    head -20 "$out/capture_rules.diff" | sed 's/^/   /'
+    fail "capture_rules: this driver's rules differ from tests/fake_cuda/capture_rules.expected"
+  fi
+
+  if [[ -d $out/compat ]]; then
+    compat_check "$out" || fail "compatibility matrix: a job ran differently under gpumem"
+  else
+    fail "compatibility matrix not recorded (tests/gpu/run.sh compat OUT_DIR)"
+  fi
 
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
@@ -308,7 +324,7 @@ case ${1:-all} in
   all)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     out=$(mktemp -d)
-    record "$out" && bench "$out" && check "$out"
+    record "$out" && compat_record "$out" && bench "$out" && check "$out"
     ;;
   *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR | compat OUT_DIR]" >&2; exit 2 ;;
 esac
