@@ -568,7 +568,8 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
   const Header& header = trace.header();
-  absl::StrAppend(&out, "process: pid ", header.pid(), " on ", Printable(header.host()), ": ",
+  absl::StrAppend(&out, "process: pid ", header.pid(), DescribeRank(header), " on ",
+                  Printable(header.host()), ": ",
                   Printable(absl::StrJoin(header.command_line(), " ")), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
   if (trace.process_end()) {
@@ -580,6 +581,11 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   if (replay.reserved_peak_bytes > 0) {
     absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
+  }
+  if (replay.imported_mapped_peak_bytes > 0) {
+    absl::StrAppend(&out,
+                    "mapped from other processes (their memory, counted in their traces): at most ",
+                    FormatBytes(replay.imported_mapped_peak_bytes), "\n");
   }
   // What CUPTI's absence means for this trace (another tool held it, or it was not found).
   if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
@@ -793,6 +799,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
   const RecordingEnd& end = trace.end().recording;
   std::string out = absl::StrCat("{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
+                                 header.has_rank() ? absl::StrCat(",\"rank\":", header.rank()) : "",
                                  ",\"host\":", JsonString(header.host()), ",\"command_line\":[",
                                  absl::StrJoin(argv, ","), "]",
                                  ",\"clean_exit\":", end.complete() ? "true" : "false");
@@ -811,7 +818,8 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
                   ",\"double_frees\":", replay.anomalies.double_frees,
                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,
                   ",\"impossible_sizes\":", replay.anomalies.impossible_sizes, "}",
-                  ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes);
+                  ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes,
+                  ",\"imported_mapped_peak_bytes\":", replay.imported_mapped_peak_bytes);
   if (trace.cupti()) {
     absl::StrAppend(&out,
                     ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
@@ -1020,6 +1028,7 @@ int RunReport(const std::vector<std::string>& args) {
       ok = false;
     }
     if (std::optional<ProcessTimeline> timeline = analyses.TakeTimeline(path, *replay.file)) {
+      AddProcessRows(replay, &*timeline);
       timelines.push_back(std::move(*timeline));
     }
   }

@@ -84,7 +84,7 @@ void EventCounter::Add(const MemoryEvent& event) {
           reservations_[event.address()] = event.size();
           break;
         case Space::kPhysical:
-          if (physical_.contains(event.handle()) && event.kind() == VMM_IMPORTED) {
+          if (physical_.contains(event.handle()) && IsImported(event)) {
             ++extra_references_[event.handle()];  // this process's own handle again
           } else {
             physical_[event.handle()] = event.size();

@@ -43,6 +43,12 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
   }
 }
 
+// A handle to physical memory that a process exported (cuMemImportFromShareableHandle): the
+// exporter's memory, or this process's own handle once more.
+inline bool IsImported(const MemoryEvent& event) {
+  return event.kind() == VMM_IMPORTED || event.api() == CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
+}
+
 // Page-locked host memory: by kind, or by the API where an older trace left the kind out.
 inline bool IsPinnedHost(const MemoryEvent& event) {
   if (event.kind() == PINNED_HOST) return true;

@@ -238,10 +238,7 @@ void Replay::Add(const MemoryEvent& event) {
         case MemorySpace::kPlain:
           return AllocPlain(event);
         case MemorySpace::kPhysical:
-          if (event.kind() == VMM_IMPORTED || event.api() == CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE) {
-            return ImportPhysical(event);
-          }
-          return AllocPhysical(event);
+          return IsImported(event) ? ImportPhysical(event) : AllocPhysical(event);
         case MemorySpace::kMapping:
           return Map(event);
         case MemorySpace::kReservation:
