@@ -264,6 +264,13 @@ void Replay::Add(const MemoryEvent& event) {
       ++failed_allocations_;
       return;
     case FREE_FAILED:  // nothing was freed
+      // But a handle released past its last reference is the program's double free, which the
+      // driver refused (a plain pointer freed twice may have been allocated again by then).
+      if (space == MemorySpace::kPhysical && freed_handles_.contains(event.handle()) &&
+          !physical_.contains(event.handle())) {
+        ++anomalies_.double_frees;
+      }
+      return;
     default:
       return;
   }
