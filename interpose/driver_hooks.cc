@@ -271,9 +271,9 @@ CUresult MemImportFromShareableHandleBody(decltype(&cuMemImportFromShareableHand
   X(MemUnmap, "cuMemUnmap", cuMemUnmap, 10020)                            \
   GPUMEM_SHARED_MEMORY_FUNCTIONS(X)
 // Physical memory shared between references and processes (NCCL's buffers).
-#define GPUMEM_SHARED_MEMORY_FUNCTIONS(X)                                                          \
+#define GPUMEM_SHARED_MEMORY_FUNCTIONS(X)                                                         \
   X(MemRetainAllocationHandle, "cuMemRetainAllocationHandle", cuMemRetainAllocationHandle, 11000) \
-  X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle",                              \
+  X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle",                               \
     cuMemImportFromShareableHandle, 10020)
 // Stream-ordered functions also have a per-thread-default-stream (_ptsz) variant.
 #define GPUMEM_STREAM_MEMORY_FUNCTIONS(X)                     \

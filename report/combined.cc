@@ -198,9 +198,8 @@ constexpr char kNotHeldName[] = "not held by an allocator or library";
 std::vector<HeldBy> ByHolder(const std::vector<SiteTally>& sites, const TraceReplay& replay) {
   std::vector<HeldBy> held;
   for (const SiteTally& site : sites) {
-    const MemoryHolder* holder =
-        FindMemoryHolderOfStack(*replay.file, site.stack_id,
-                                replay.stream_ordered_stacks.contains(site.stack_id));
+    const MemoryHolder* holder = FindMemoryHolderOfStack(
+        *replay.file, site.stack_id, replay.stream_ordered_stacks.contains(site.stack_id));
     const std::string id = holder != nullptr ? holder->id : kNotHeldId;
     auto it = std::find_if(held.begin(), held.end(), [&](const HeldBy& h) { return h.id == id; });
     if (it == held.end()) {
@@ -322,8 +321,8 @@ std::string RankTableText(const std::vector<ProcessTimeline>& processes) {
   std::string out =
       "\nranks: a row per process and device (its own peak; held at the peak and at exit, by "
       "allocator or library)\n";
-  absl::StrAppendFormat(&out, "  %-6s %-8s %-10s %14s %14s %14s\n", "rank", "pid", "device",
-                        "peak", "at (ms)", "held at exit");
+  absl::StrAppendFormat(&out, "  %-6s %-8s %-10s %14s %14s %14s\n", "rank", "pid", "device", "peak",
+                        "at (ms)", "held at exit");
   for (const RankRow& r : rows) {
     absl::StrAppendFormat(&out, "  %-6s %-8d %-10s %14s %14.3f %14s\n",
                           r.process->rank ? absl::StrCat(*r.process->rank) : "-", r.process->pid,
@@ -354,12 +353,12 @@ std::string RankTableJson(const std::vector<ProcessTimeline>& processes) {
   for (const RankRow& r : RankRows(processes)) {
     const ProcessTimeline& process = *r.process;
     items.push_back(absl::StrCat(
-        "{\"rank\":", OptionalJson(process.rank), ",\"local_rank\":",
-        OptionalJson(process.local_rank), ",\"world_size\":", OptionalJson(process.world_size),
-        ",\"pid\":", process.pid, ",\"host\":", JsonString(process.host),
-        ",\"path\":", JsonString(process.path), ",\"device\":", r.row->place,
-        ",\"peak_bytes\":", r.row->peak_bytes, ",\"peak_time_ns\":", r.row->peak_time_ns,
-        ",\"held_at_peak\":", HeldJson(r.row->at_peak),
+        "{\"rank\":", OptionalJson(process.rank),
+        ",\"local_rank\":", OptionalJson(process.local_rank),
+        ",\"world_size\":", OptionalJson(process.world_size), ",\"pid\":", process.pid,
+        ",\"host\":", JsonString(process.host), ",\"path\":", JsonString(process.path),
+        ",\"device\":", r.row->place, ",\"peak_bytes\":", r.row->peak_bytes,
+        ",\"peak_time_ns\":", r.row->peak_time_ns, ",\"held_at_peak\":", HeldJson(r.row->at_peak),
         ",\"held_at_exit_bytes\":", r.row->exit_bytes,
         ",\"held_at_exit\":", HeldJson(r.row->at_exit), "}"));
   }
@@ -390,11 +389,11 @@ std::string CombinedText(const Combined& combined, const std::vector<ProcessTime
       for (const CombinedShare& share : place.shares) {
         const ProcessTimeline& process = processes[share.process];
         absl::StrAppendFormat(
-            &out, "  %s  %5.1f%%  pid %d  %s\n", FormatBytes(share.bytes),
+            &out, "  %s  %5.1f%%  %spid %d  %s\n", FormatBytes(share.bytes),
             place.peak_bytes == 0
                 ? 0.0
                 : 100.0 * static_cast<double>(share.bytes) / static_cast<double>(place.peak_bytes),
-            process.pid,
+            process.rank ? absl::StrCat("rank ", *process.rank, "  ") : "", process.pid,
             Printable(process.command_line.empty() ? process.path
                                                    : absl::StrJoin(process.command_line, " ")));
       }
@@ -414,6 +413,7 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
         std::vector<std::string> argv;
         for (const std::string& arg : process.command_line) argv.push_back(JsonString(arg));
         shares.push_back(absl::StrCat("{\"pid\":", process.pid,
+                                      process.rank ? absl::StrCat(",\"rank\":", *process.rank) : "",
                                       ",\"path\":", JsonString(process.path), ",\"command_line\":[",
                                       absl::StrJoin(argv, ","), "],\"bytes\":", share.bytes, "}"));
       }
@@ -431,10 +431,9 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
                                  absl::StrJoin(pids, ","), "],\"places\":[",
                                  absl::StrJoin(places, ","), "]}"));
   }
-  return absl::StrCat("{\"processes\":", combined.processes,
-                      ",\"per_host\":", combined.per_host ? "true" : "false",
-                      ",\"ranks\":", RankTableJson(processes), ",\"hosts\":[",
-                      absl::StrJoin(hosts, ","), "]}");
+  return absl::StrCat(
+      "{\"processes\":", combined.processes, ",\"per_host\":", combined.per_host ? "true" : "false",
+      ",\"ranks\":", RankTableJson(processes), ",\"hosts\":[", absl::StrJoin(hosts, ","), "]}");
 }
 
 }  // namespace gpumem::report

@@ -10,7 +10,8 @@ namespace gpumem::report {
 // Each kind of allocation lives in its own space, keyed the way its free names it: plain
 // allocations (device, managed, pool, pinned host; their frees, often KIND_UNKNOWN, by address),
 // VMM reservations (by address), VMM physical memory (by handle: cuMemCreate's, or one imported
-// from another process) and VMM mappings (by address, freed by range). A mapping at the same address as its reservation is a different entry.
+// from another process) and VMM mappings (by address, freed by range). A mapping at the same
+// address as its reservation is a different entry.
 enum class MemorySpace { kPlain, kReservation, kPhysical, kMapping };
 
 // By API where it is known, else by the event's kind (a newer recorder, or CUPTI).

@@ -55,7 +55,8 @@ TEST(TraceIds, MirrorTheSchema) {
   EXPECT_EQ(static_cast<int>(proto::Api::kCuMemImportFromShareableHandle),
             CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE);
   const auto* header = Header::descriptor();
-  EXPECT_EQ(header->FindFieldByName("rank")->number(), static_cast<int>(proto::header_field::kRank));
+  EXPECT_EQ(header->FindFieldByName("rank")->number(),
+            static_cast<int>(proto::header_field::kRank));
   EXPECT_EQ(header->FindFieldByName("local_rank")->number(),
             static_cast<int>(proto::header_field::kLocalRank));
   EXPECT_EQ(header->FindFieldByName("world_size")->number(),

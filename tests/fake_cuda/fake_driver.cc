@@ -687,7 +687,8 @@ FAKE_CUDA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHand
 }
 
 // A plain allocation or a VMM mapping (NCCL asks it of the pointer it is about to unmap).
-FAKE_CUDA_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+FAKE_CUDA_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize,
+                                               CUdeviceptr dptr) {
   DriverState& s = State();
   std::lock_guard lock(s.mutex);
   CUdeviceptr base = 0;

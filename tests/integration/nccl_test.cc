@@ -1,9 +1,9 @@
-// NCCL's device buffers under the real preload library against the fake CUDA (programs/fake_nccl.cc,
-// built as libnccl.so.2): every cuMem* call recorded exactly once whichever way it reached the
-// driver (cudaGetDriverEntryPointByVersion, cuGetProcAddress, the exported symbol), NCCL's free
-// sequence (retain, release, unmap, release) replayed without anomalies, a peer's imported buffer
-// kept out of the device peak, a true double release still reported, the buffers labelled as
-// NCCL's, and the ranks of two processes in one table.
+// NCCL's device buffers under the real preload library against the fake CUDA
+// (programs/fake_nccl.cc, built as libnccl.so.2): every cuMem* call recorded exactly once whichever
+// way it reached the driver (cudaGetDriverEntryPointByVersion, cuGetProcAddress, the exported
+// symbol), NCCL's free sequence (retain, release, unmap, release) replayed without anomalies, a
+// peer's imported buffer kept out of the device peak, a true double release still reported, the
+// buffers labelled as NCCL's, and the ranks of two processes in one table.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,8 +120,7 @@ TEST(Nccl, AReleasePastTheLastReferenceIsADoubleFree) {
   ASSERT_EQ(traces.size(), 1u);
   auto replayed = report::ReplayTrace(traces[0]);
   ASSERT_TRUE(replayed.ok()) << replayed.status();
-  EXPECT_EQ(replayed->anomalies.double_frees, 1u)
-      << report::DescribeAnomalies(replayed->anomalies);
+  EXPECT_EQ(replayed->anomalies.double_frees, 1u) << report::DescribeAnomalies(replayed->anomalies);
   EXPECT_EQ(replayed->anomalies.total(), 1u);
 }
 
@@ -144,10 +143,10 @@ TEST(Nccl, TheCombinedReportHasARowPerRank) {
   EXPECT_NE(text.out.find("at the peak: NCCL 14.00 MiB\n         at exit: NCCL 2.00 MiB", rank0),
             std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("%  rank 0  pid "), std::string::npos) << "in the combined peak";
   EXPECT_NE(text.out.find("process: pid "), std::string::npos);
   EXPECT_NE(text.out.find(" (rank 1 of 2, local rank 1) on "), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("held by NCCL: 2.00 MiB in 1 allocation"), std::string::npos)
-      << text.out;
+  EXPECT_NE(text.out.find("held by NCCL: 2.00 MiB in 1 allocation"), std::string::npos) << text.out;
 
   const ProgramRun json = RunProgram({BuildPath("bin/gpumem"), "report", "--json", dir.path()});
   ASSERT_EQ(json.exit_code, 0) << json.err;

@@ -142,11 +142,11 @@ TEST(ReplayTest, VmmCountsPhysicalMemoryOnly) {
 TEST(ReplayTest, PhysicalHandlesAreReferenceCounted) {
   Events events;
   const uint64_t base = 0x7f00'0000'0000;
-  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 1, 0xA);                 // 1: 2
-  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 2 * kMiB, base, 1, 0xA);                 // 2
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 1, 0xA);                  // 1: 2
+  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 2 * kMiB, base, 1, 0xA);                  // 2
   events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xA);  // 3
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                       // 4: 2
-  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 2 * kMiB, base);                        // 5: 2
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                        // 4: 2
+  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 2 * kMiB, base);                         // 5: 2
   {
     const Replay replay = events.Run();
     EXPECT_EQ(replay.LiveBytes(0), 2 * kMiB) << "a reference is left: the memory stays";
@@ -161,9 +161,9 @@ TEST(ReplayTest, PhysicalHandlesAreReferenceCounted) {
   // A retain that failed took no reference.
   events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 1, 0xB);  // 7: 2
   events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xB)
-      .set_result(1);                                                   // 8
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);   // 9: 0
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);   // 10: double free
+      .set_result(1);                                                // 8
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);  // 9: 0
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);  // 10: double free
   events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE_FAILED, -1, 0, 0, 0, 0xB).set_result(1);  // 11
   events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0x77);  // 12: never seen
   const Replay replay = events.Run();
@@ -196,11 +196,11 @@ TEST(ReplayTest, ImportedHandlesAreNotThisProcesssMemory) {
     replay.ForEachLive([&](const LiveAllocation&) { ++live; });
     EXPECT_EQ(live, 1u);
   }
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);     // 6: 0
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                        // 6: 0
   events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xE);  // 7
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);     // 8
-  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 10 * kMiB, base);     // 9
-  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);     // 10
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);                        // 8
+  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 10 * kMiB, base);                        // 9
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);                        // 10
   const Replay replay = events.Run();
   EXPECT_EQ(replay.anomalies().total(), 0u) << DescribeAnomalies(replay.anomalies());
   EXPECT_EQ(replay.imported_mapped_bytes(), 0u);

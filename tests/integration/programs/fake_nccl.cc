@@ -1,7 +1,8 @@
 // Built as libnccl.so.2, so that its stacks are NCCL's to gpumem's holder rules: allocates and
 // frees device buffers exactly as NCCL does with cuMem* (ncclCuMemAlloc, ncclCuMemFree), reaching
 // the driver the three ways a library can:
-//   A (10 MiB)  through cudaGetDriverEntryPointByVersion, as NCCL does; exported to a POSIX file descriptor
+//   A (10 MiB)  through cudaGetDriverEntryPointByVersion, as NCCL does; exported to a POSIX file
+//   descriptor
 //               and imported back by this process (one more reference to its own handle);
 //   B (2 MiB)   through cuGetProcAddress, called directly;
 //   C (2 MiB)   through the exported symbols (a library linked against libcuda).
@@ -99,10 +100,17 @@ CuMem ThroughProcAddress() {
 }
 
 CuMem ThroughSymbols() {
-  return {&cuMemCreate,    &cuMemAddressReserve, &cuMemMap,
-          &cuMemSetAccess, &cuMemRetainAllocationHandle, &cuMemRelease,
-          &cuMemGetAddressRange, &cuMemUnmap, &cuMemAddressFree,
-          &cuMemExportToShareableHandle, &cuMemImportFromShareableHandle};
+  return {&cuMemCreate,
+          &cuMemAddressReserve,
+          &cuMemMap,
+          &cuMemSetAccess,
+          &cuMemRetainAllocationHandle,
+          &cuMemRelease,
+          &cuMemGetAddressRange,
+          &cuMemUnmap,
+          &cuMemAddressFree,
+          &cuMemExportToShareableHandle,
+          &cuMemImportFromShareableHandle};
 }
 
 // Maps `handle` (`size` bytes) at a new reservation, readable and writable from device 0.
