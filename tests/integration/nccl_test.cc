@@ -103,6 +103,19 @@ TEST(Nccl, EveryCuMemCallOnceNoAnomaliesImportedMemoryApart) {
     EXPECT_EQ(replayed->places[0].live.bytes, 0u) << traces[i];
     EXPECT_EQ(replayed->imported_mapped_peak_bytes, expected_imported[i]) << traces[i];
   }
+  for (const std::string& trace : traces) {
+    auto counted = report::CountTraceFile(trace);
+    ASSERT_TRUE(counted.ok()) << counted.status();
+    EXPECT_EQ(counted->counts.live.count, 0u) << trace << ": nothing live at exit";
+  }
+  // The summary table's devices: the peer's own only (the imported handle is on none of them).
+  const ProgramRun summary =
+      RunProgram({BuildPath("bin/gpumem"), "report", "--summary", traces[1]});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  const size_t table = summary.out.find("memory summary, device ID 0");
+  ASSERT_NE(table, std::string::npos) << summary.out;
+  EXPECT_EQ(summary.out.find("memory summary, device ID", table + 1), std::string::npos)
+      << summary.out;
   const ProgramRun report = RunProgram({BuildPath("bin/gpumem"), "report", traces[1]});
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("anomalies: none"), std::string::npos) << report.out;
