@@ -34,6 +34,23 @@ void CopyString(const char* text, char* out, size_t capacity) {
   out[n] = '\0';
 }
 
+// The first of `names` that is set to a number in [0, INT_MAX], or -1.
+int FirstIntOf(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    int value = -1;
+    if (const char* v = getenv(name); v != nullptr && ParseInt(v, 0, 0x7fffffff, &value)) {
+      return value;
+    }
+  }
+  return -1;
+}
+
+void LoadDistributedIdentity(RecorderOptions* options) {
+  options->rank = FirstIntOf({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"});
+  options->local_rank = FirstIntOf({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
+  options->world_size = FirstIntOf({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"});
+}
+
 }  // namespace
 
 void Warn(const char* part1, const char* part2, const char* part3) {
@@ -107,6 +124,7 @@ void LoadRecorderOptions(RecorderOptions* options) {
         Text{"TF_GPU_ALLOCATOR", options->tf_allocator, sizeof(options->tf_allocator)}}) {
     if (const char* v = getenv(text.name); v != nullptr) CopyString(v, text.value, text.capacity);
   }
+  LoadDistributedIdentity(options);
 }
 
 }  // namespace gpumem

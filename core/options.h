@@ -41,6 +41,12 @@ struct RecorderOptions {
   char pytorch_alloc_conf[1024] = {};  // PYTORCH_CUDA_ALLOC_CONF
   char xla_allocator[64] = {};         // XLA_PYTHON_CLIENT_ALLOCATOR
   char tf_allocator[64] = {};          // TF_GPU_ALLOCATOR
+  // The process's place in a distributed job (-1: not set), for the trace header: RANK,
+  // LOCAL_RANK, WORLD_SIZE (torchrun), else Open MPI's OMPI_COMM_WORLD_{RANK,LOCAL_RANK,SIZE},
+  // else Slurm's SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS.
+  int rank = -1;
+  int local_rank = -1;
+  int world_size = -1;
 };
 
 inline constexpr int kMaxStackDepth = 256;

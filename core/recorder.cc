@@ -278,6 +278,17 @@ void WriteOption(wire::Writer& writer, const char* name, const char* value) {
   writer.EndNested(option);
 }
 
+// Rank, local rank and world size, each only where the environment set it (fields with presence).
+void WriteDistributedIdentity(wire::Writer& writer) {
+  if (g.options.rank >= 0) writer.Int32Present(proto::header_field::kRank, g.options.rank);
+  if (g.options.local_rank >= 0) {
+    writer.Int32Present(proto::header_field::kLocalRank, g.options.local_rank);
+  }
+  if (g.options.world_size >= 0) {
+    writer.Int32Present(proto::header_field::kWorldSize, g.options.world_size);
+  }
+}
+
 void WriteHeader() {
   static uint8_t buffer[sizeof(g.command_line) + 16384];
   wire::Writer writer(buffer, sizeof(buffer));
@@ -325,6 +336,7 @@ void WriteHeader() {
   }
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
+  WriteDistributedIdentity(writer);
   writer.EndNested(header);
   writer.EndNested(packet);
   if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());

@@ -59,6 +59,9 @@ inline constexpr uint32_t kStartTimeMonoNs = 7;
 inline constexpr uint32_t kOption = 8;
 inline constexpr uint32_t kRecorderVersion = 9;
 inline constexpr uint32_t kStacksUnavailable = 10;
+inline constexpr uint32_t kRank = 11;
+inline constexpr uint32_t kLocalRank = 12;
+inline constexpr uint32_t kWorldSize = 13;
 }  // namespace header_field
 
 namespace option_field {
@@ -251,6 +254,8 @@ enum class Api : uint32_t {
   kCuMemHostAlloc = 45,
   kCuMemFreeHost = 46,
   kCuMemAllocHost = 47,
+  kCuMemRetainAllocationHandle = 48,
+  kCuMemImportFromShareableHandle = 49,
 };
 
 enum class MemoryKind : uint32_t {
@@ -262,6 +267,7 @@ enum class MemoryKind : uint32_t {
   kVmmPhysical = 5,
   kVmmMapping = 6,
   kPool = 7,
+  kVmmImported = 8,
 };
 
 enum class Action : uint32_t {
@@ -270,6 +276,7 @@ enum class Action : uint32_t {
   kFree = 2,
   kAllocFailed = 3,
   kFreeFailed = 4,
+  kRetain = 5,
 };
 
 enum class LaunchApi : uint32_t {

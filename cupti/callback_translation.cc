@@ -125,6 +125,12 @@ CallbackInfo Classify(CUpti_CallbackId cbid) {
       return Memory(CallbackClass::kAllocation, Api::kCuMemMap, Kind::kVmmMapping);
     case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
       return Memory(CallbackClass::kFree, Api::kCuMemUnmap, Kind::kVmmMapping);
+    // A retain is recorded as a free is (sequence number before the call): it is taken to free.
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle:
+      return Memory(CallbackClass::kFree, Api::kCuMemRetainAllocationHandle, Kind::kVmmPhysical);
+    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle:
+      return Memory(CallbackClass::kAllocation, Api::kCuMemImportFromShareableHandle,
+                    Kind::kVmmImported);
     default:
       return CallbackInfo{};
   }
@@ -220,6 +226,12 @@ bool TranslateAllocation(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
   record->device = kDeviceOfContext;
   const int32_t result = record->result;
   switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle:
+      // As interposition: a failed import made no handle and is not recorded.
+      if (result != 0) return false;
+      record->handle = Out(ParamsOf<cuMemImportFromShareableHandle_params>(data).handle, result);
+      record->device = -1;  // the exporter's device
+      break;
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
       const auto& params = ParamsOf<cuMemAlloc_v2_params>(data);
       record->size = params.bytesize;
@@ -371,6 +383,13 @@ bool TranslateFree(CUpti_CallbackId cbid, const CUpti_CallbackData& data, Memory
       const auto& params = ParamsOf<cuMemUnmap_params>(data);
       record->address = params.ptr;
       record->size = params.size;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle: {
+      const auto& params = ParamsOf<cuMemRetainAllocationHandle_params>(data);
+      record->action = proto::Action::kRetain;  // whatever the result, as interposition
+      record->address = Handle(params.addr);
+      record->handle = Out(params.handle, record->result);
       break;
     }
     default:

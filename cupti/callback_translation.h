@@ -56,6 +56,8 @@ inline constexpr CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle,
+    CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle,
 };
 // The launch APIs among them: enabled only with StartConfig::launches.
 inline constexpr bool IsLaunchCallback(CUpti_CallbackId cbid) {

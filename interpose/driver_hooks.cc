@@ -222,6 +222,37 @@ CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr 
   return result;
 }
 
+// ---- Shared physical memory (NCCL): references to handles, and handles from other processes ----
+
+CUresult MemRetainAllocationHandleBody(decltype(&cuMemRetainAllocationHandle) real,
+                                       uintptr_t caller, CUmemGenericAllocationHandle* handle,
+                                       void* address) {
+  HookScope scope;
+  if (!scope.recording()) return real(handle, address);
+  PendingFree pending(caller);
+  CUresult result = real(handle, address);
+  ErrnoKeeper keep;
+  pending.RecordRetain(result, reinterpret_cast<uintptr_t>(address),
+                       result == 0 && handle != nullptr ? *handle : 0);
+  return result;
+}
+
+// A failed import is not recorded: it made no handle, and a failed allocation means "out of
+// memory" to every report.
+CUresult MemImportFromShareableHandleBody(decltype(&cuMemImportFromShareableHandle) real,
+                                          uintptr_t caller, CUmemGenericAllocationHandle* handle,
+                                          void* os_handle, CUmemAllocationHandleType type) {
+  HookScope scope;
+  CUresult result = real(handle, os_handle, type);
+  if (!scope.recording() || result != 0 || handle == nullptr) return result;
+  ErrnoKeeper keep;
+  Allocation allocation{Api::kCuMemImportFromShareableHandle, Kind::kVmmImported, 0};
+  allocation.device = -1;  // the exporter's device: known to its own trace
+  allocation.handle = *handle;
+  RecordAllocation(allocation, result, 0, caller);
+  return result;
+}
+
 // ---- Slots: one real pointer per way a function is reached. ----
 
 // X(id, name asked through cuGetProcAddress, exported symbol, first CUDA version with this ABI)
@@ -238,7 +269,13 @@ CUresult MemUnmapBody(decltype(&cuMemUnmap) real, uintptr_t caller, CUdeviceptr 
   X(MemCreate, "cuMemCreate", cuMemCreate, 10020)                         \
   X(MemRelease, "cuMemRelease", cuMemRelease, 10020)                      \
   X(MemMap, "cuMemMap", cuMemMap, 10020)                                  \
-  X(MemUnmap, "cuMemUnmap", cuMemUnmap, 10020)
+  X(MemUnmap, "cuMemUnmap", cuMemUnmap, 10020)                            \
+  GPUMEM_SHARED_MEMORY_FUNCTIONS(X)
+// Physical memory shared between references and processes (NCCL's buffers).
+#define GPUMEM_SHARED_MEMORY_FUNCTIONS(X)                                                         \
+  X(MemRetainAllocationHandle, "cuMemRetainAllocationHandle", cuMemRetainAllocationHandle, 11000) \
+  X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle",                               \
+    cuMemImportFromShareableHandle, 10020)
 // Stream-ordered functions also have a per-thread-default-stream (_ptsz) variant.
 #define GPUMEM_STREAM_MEMORY_FUNCTIONS(X)                     \
   X(MemAllocAsync, "cuMemAllocAsync", cuMemAllocAsync, 11020) \
@@ -357,6 +394,13 @@ GPUMEM_DEFINE_EXPORT(MemMap, kMemMap, cuMemMap,
                       unsigned long long f),
                      (p, n, o, h, f))
 GPUMEM_DEFINE_EXPORT(MemUnmap, kMemUnmap, cuMemUnmap, (CUdeviceptr p, size_t n), (p, n))
+GPUMEM_DEFINE_EXPORT(MemRetainAllocationHandle, kMemRetainAllocationHandle,
+                     cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle * h, void* a),
+                     (h, a))
+GPUMEM_DEFINE_EXPORT(MemImportFromShareableHandle, kMemImportFromShareableHandle,
+                     cuMemImportFromShareableHandle,
+                     (CUmemGenericAllocationHandle * h, void* os, CUmemAllocationHandleType t),
+                     (h, os, t))
 GPUMEM_DEFINE_EXPORT(MemAllocAsync, kMemAllocAsync, cuMemAllocAsync,
                      (CUdeviceptr * d, size_t n, CUstream s), (d, n, s))
 GPUMEM_DEFINE_EXPORT(MemAllocAsync, kMemAllocAsyncPtsz, cuMemAllocAsync_ptsz,

@@ -39,7 +39,8 @@ GPUMEM_HOT void RecordAllocation(const Allocation& allocation, int result, uint6
   record.offset = allocation.offset;
   record.pitch = allocation.pitch;
   bool device_memory = allocation.kind != proto::MemoryKind::kPinnedHost &&
-                       allocation.kind != proto::MemoryKind::kVmmReservation;
+                       allocation.kind != proto::MemoryKind::kVmmReservation &&
+                       allocation.kind != proto::MemoryKind::kVmmImported;
   if (result != 0 && device_memory)
     driver::DeviceMemoryInfo(&record.free_bytes, &record.total_bytes);
   record.stack_id = recorder::CaptureStack(caller_pc);
@@ -60,12 +61,24 @@ GPUMEM_HOT PendingFree::PendingFree(uintptr_t caller_pc) {
 GPUMEM_HOT void PendingFree::Record(proto::Api api, proto::MemoryKind kind, int result,
                                     uint64_t address, uint64_t size, uint64_t handle,
                                     uint64_t stream) {
+  Write(api, kind, result == 0 ? proto::Action::kFree : proto::Action::kFreeFailed, result, address,
+        size, handle, stream);
+}
+
+void PendingFree::RecordRetain(int result, uint64_t address, uint64_t handle) {
+  Write(proto::Api::kCuMemRetainAllocationHandle, proto::MemoryKind::kVmmPhysical,
+        proto::Action::kRetain, result, address, 0, handle, 0);
+}
+
+GPUMEM_HOT void PendingFree::Write(proto::Api api, proto::MemoryKind kind, proto::Action action,
+                                   int result, uint64_t address, uint64_t size, uint64_t handle,
+                                   uint64_t stream) {
   self_timing::Scope timing(self_timing::kFreeHook);
   MemoryRecord record;
   record.seq = seq_;
   record.api = api;
   record.kind = kind;
-  record.action = result == 0 ? proto::Action::kFree : proto::Action::kFreeFailed;
+  record.action = action;
   record.result = result;
   record.address = address;
   record.size = size;

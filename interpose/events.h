@@ -34,8 +34,15 @@ class PendingFree {
   explicit PendingFree(uintptr_t caller_pc);
   void Record(proto::Api api, proto::MemoryKind kind, int result, uint64_t address,
               uint64_t size = 0, uint64_t handle = 0, uint64_t stream = 0);
+  // cuMemRetainAllocationHandle: another reference to `handle`, which a later release gives
+  // back. Recorded as a free is (it is taken to free: NCCL's ncclCuMemFree), action RETAIN
+  // whatever the result (the replay ignores one that failed).
+  void RecordRetain(int result, uint64_t address, uint64_t handle);
 
  private:
+  void Write(proto::Api api, proto::MemoryKind kind, proto::Action action, int result,
+             uint64_t address, uint64_t size, uint64_t handle, uint64_t stream);
+
   uint64_t seq_;
   uint64_t stack_id_;
 };

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "report/event_stream.h"
 #include "report/memory_space.h"
+#include "report/replay.h"
 #include "report/sizes.h"
 #include "report/trace_file.h"
 
@@ -22,7 +23,8 @@ class AllocatorReplay::Candidate {
   SummaryMode mode() const { return mode_; }
 
   void Add(const MemoryEvent& event) {
-    if (SpaceOf(event) != MemorySpace::kPlain || IsPinnedHost(event)) return;
+    if (SpaceOf(event) != MemorySpace::kPlain) return AddVmm(event);
+    if (IsPinnedHost(event)) return;
     if (event.action() == ALLOC) {
       Allocate(event);
     } else if (event.action() == FREE && event.address() != 0) {
@@ -58,7 +60,7 @@ class AllocatorReplay::Candidate {
     std::unique_ptr<AllocatorModel> model;
     ModelledDevice result;
     BucketedTimeline timeline;
-    uint64_t outside = 0;     // live bytes not replayed
+    uint64_t outside = 0;     // live bytes not replayed (plain; VMM: vmm_outside_)
     uint64_t peak_noted = 0;  // the highest reserved so far
   };
 
@@ -78,7 +80,7 @@ class AllocatorReplay::Candidate {
     const bool replayed = CountedInMode(mode_, event, (*holders_)(event.stack_id()));
     if (!replayed) {
       state.outside = SaturatingAdd(state.outside, event.size());
-      state.result.outside_peak = std::max(state.result.outside_peak, state.outside);
+      NoteOutside(state, event.device());
       live_[event.address()] = Live{event.size(), event.stack_id(), event.device(), false};
       return;
     }
@@ -109,6 +111,26 @@ class AllocatorReplay::Candidate {
     state.model->Free(event.address());
     const AllocatorModelStats& stats = state.model->stats();
     state.timeline.Add({event.timestamp_ns(), stats.reserved, stats.allocated});
+  }
+
+  // VMM physical memory the model does not serve (NCCL's buffers, cuMemCreate by any library) is
+  // outside it too, for as long as the driver keeps it: replay.h's rules (references, mappings;
+  // other processes' imported memory on no device), in a replay of its own.
+  void AddVmm(const MemoryEvent& event) {
+    const MemorySpace space = SpaceOf(event);
+    if (space != MemorySpace::kPhysical && space != MemorySpace::kMapping) return;
+    const bool created = event.action() == ALLOC && space == MemorySpace::kPhysical;
+    if (created && !IsImported(event) &&
+        CountedInMode(mode_, event, (*holders_)(event.stack_id()))) {
+      return;  // PyTorch's own segments (expandable): never the model's tensors
+    }
+    vmm_outside_.Add(event);
+    if (created && event.device() >= 0) NoteOutside(StateOf(event.device()), event.device());
+  }
+
+  void NoteOutside(DeviceState& state, int32_t device) {
+    const uint64_t outside = SaturatingAdd(state.outside, vmm_outside_.LiveBytes(device));
+    state.result.outside_peak = std::max(state.result.outside_peak, outside);
   }
 
   void NotePeak(DeviceState& state, const MemoryEvent& event) {
@@ -151,6 +173,7 @@ class AllocatorReplay::Candidate {
   CachedHolderOf* holders_;
   std::map<int32_t, DeviceState> devices_;
   absl::flat_hash_map<uint64_t, Live> live_;  // by address
+  Replay vmm_outside_;                        // VMM memory not the model's (AddVmm)
 };
 
 AllocatorReplay::AllocatorReplay(AllocatorKind kind, AllocatorReplayConfig config,

@@ -7,7 +7,8 @@
 // What is replayed depends on the trace's recording mode (report/summary_table.h), decided as the
 // summary table decides it and through the same rule (CountedInMode):
 // - kTensors: the stream-ordered allocations PyTorch made, one per tensor; memory other libraries
-//   allocated directly (cuBLAS workspaces) is not the allocator's, and is kept apart (`outside`);
+//   allocated directly (cuBLAS workspaces, NCCL's cuMem buffers) is not the allocator's, and is
+//   kept apart (`outside`; VMM memory by replay.h's rules, other processes' imported memory not);
 // - kPlain: every plain device allocation (a plain CUDA program's cudaMalloc calls), as allocations
 //   the model serves; VMM memory is not replayed;
 // - kSegments: PyTorch's segments, not its tensors: nothing a model could serve. Replayed all the

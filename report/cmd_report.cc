@@ -580,7 +580,8 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
   const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   std::string out;
   const Header& header = trace.header();
-  absl::StrAppend(&out, "process: pid ", header.pid(), " on ", Printable(header.host()), ": ",
+  absl::StrAppend(&out, "process: pid ", header.pid(), DescribeRank(header), " on ",
+                  Printable(header.host()), ": ",
                   Printable(absl::StrJoin(header.command_line(), " ")), "\n");
   absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
   if (const std::string note = trace.end().recording.UnrecordedNote(); !note.empty()) {
@@ -597,6 +598,11 @@ std::string TextReport(const TraceReplay& replay, const Findings& findings, Call
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
   AppendCudaGraphsText(replay, &out);
+  if (replay.imported_mapped_peak_bytes > 0) {
+    absl::StrAppend(&out,
+                    "mapped from other processes (their memory, counted in their traces): at most ",
+                    FormatBytes(replay.imported_mapped_peak_bytes), "\n");
+  }
   // What CUPTI's absence means for this trace (another tool held it, or it was not found).
   if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
     absl::StrAppend(&out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
@@ -810,6 +816,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
   const RecordingEnd& end = trace.end().recording;
   std::string out = absl::StrCat("{\"path\":", JsonString(path), ",\"pid\":", header.pid(),
+                                 header.has_rank() ? absl::StrCat(",\"rank\":", header.rank()) : "",
                                  ",\"host\":", JsonString(header.host()), ",\"command_line\":[",
                                  absl::StrJoin(argv, ","), "]",
                                  ",\"clean_exit\":", end.complete() ? "true" : "false");
@@ -829,6 +836,7 @@ std::string JsonReport(const std::string& path, const TraceReplay& replay, const
                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,
                   ",\"impossible_sizes\":", replay.anomalies.impossible_sizes, "}",
                   ",\"vmm_reserved_peak_bytes\":", replay.reserved_peak_bytes,
+                  ",\"imported_mapped_peak_bytes\":", replay.imported_mapped_peak_bytes,
                   ",\"events_not_recorded\":{\"total\":", end.events_not_recorded(),
                   ",\"reentrant\":", end.events_reentrant, ",\"dropped\":", end.events_dropped,
                   ",\"note\":", JsonString(end.UnrecordedNote()), "}");
@@ -1046,6 +1054,7 @@ int RunReport(const std::vector<std::string>& args) {
       ok = false;
     }
     if (std::optional<ProcessTimeline> timeline = analyses.TakeTimeline(path, *replay.file)) {
+      AddProcessRows(replay, &*timeline);
       timelines.push_back(std::move(*timeline));
     }
   }

@@ -162,8 +162,9 @@ void AppendDeviceText(const AllocatorAnswers& answers, size_t i, const TraceFile
                   " replayed; cudaMalloc retries ", peak.stats.retries, ", OOMs ", peak.stats.ooms,
                   " (no limit)\n");
   if (peak.outside_peak > 0) {
-    absl::StrAppend(out, "  allocated outside the allocator (cuBLAS workspaces, ...): at most ",
-                    FormatBytes(peak.outside_peak), " live, which the device must hold too\n");
+    absl::StrAppend(
+        out, "  allocated outside the allocator (cuBLAS workspaces, NCCL buffers, ...): at most ",
+        FormatBytes(peak.outside_peak), " live, which the device must hold too\n");
   }
   absl::StrAppend(out, "  smallest device memory it fits: ", SizeText(answers.smallest_fit[i]),
                   " (the allocator's limit, searched in 2 MiB steps)\n");

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "report/event_stream.h"
 #include "report/json.h"
+#include "report/memory_holders.h"
 #include "report/printable.h"
 #include "report/sizes.h"
 
@@ -177,11 +179,65 @@ ProcessTimeline TimelineBuilder::Finish(const std::string& path, const TraceFile
   timeline.pid = trace.header().pid();
   timeline.start_time_mono_ns = trace.header().start_time_mono_ns();
   for (const std::string& arg : trace.header().command_line()) timeline.command_line.push_back(arg);
+  if (trace.header().has_rank()) timeline.rank = trace.header().rank();
+  if (trace.header().has_local_rank()) timeline.local_rank = trace.header().local_rank();
+  if (trace.header().has_world_size()) timeline.world_size = trace.header().world_size();
   timeline.places = std::move(places_);
   for (const auto& [place, points] : timeline.places) {
     timeline.place_names[place] = PlaceName(place, trace);
   }
   return timeline;
+}
+
+namespace {
+
+constexpr char kNotHeldId[] = "other";
+constexpr char kNotHeldName[] = "not held by an allocator or library";
+
+// `sites` summed by the holder of each stack, largest first (ties: first seen first).
+std::vector<HeldBy> ByHolder(const std::vector<SiteTally>& sites, const TraceReplay& replay) {
+  std::vector<HeldBy> held;
+  for (const SiteTally& site : sites) {
+    const MemoryHolder* holder = FindMemoryHolderOfStack(
+        *replay.file, site.stack_id, replay.stream_ordered_stacks.contains(site.stack_id));
+    const std::string id = holder != nullptr ? holder->id : kNotHeldId;
+    auto it = std::find_if(held.begin(), held.end(), [&](const HeldBy& h) { return h.id == id; });
+    if (it == held.end()) {
+      it = held.insert(held.end(), {id, holder != nullptr ? holder->name : kNotHeldName, 0});
+    }
+    it->bytes = SaturatingAdd(it->bytes, site.tally.bytes);
+  }
+  std::stable_sort(held.begin(), held.end(),
+                   [](const HeldBy& a, const HeldBy& b) { return a.bytes > b.bytes; });
+  return held;
+}
+
+}  // namespace
+
+void AddProcessRows(const TraceReplay& replay, ProcessTimeline* timeline) {
+  const uint64_t start = replay.file->header().start_time_mono_ns();
+  for (const PlaceUsage& place : replay.places) {
+    if (place.place == kPinnedHost) continue;
+    ProcessDeviceRow& row = timeline->rows.emplace_back();
+    row.place = place.place;
+    row.peak_bytes = place.peak_bytes;
+    row.peak_time_ns = place.peak_timestamp_ns > start ? place.peak_timestamp_ns - start : 0;
+    row.at_peak = ByHolder(place.peak_sites, replay);
+    row.exit_bytes = place.live.bytes;
+    row.at_exit = ByHolder(place.live_sites, replay);
+  }
+}
+
+std::string DescribeRank(const Header& header) {
+  if (!header.has_rank() && !header.has_local_rank()) return "";
+  std::vector<std::string> parts;
+  if (header.has_rank()) {
+    parts.push_back(header.has_world_size()
+                        ? absl::StrCat("rank ", header.rank(), " of ", header.world_size())
+                        : absl::StrCat("rank ", header.rank()));
+  }
+  if (header.has_local_rank()) parts.push_back(absl::StrCat("local rank ", header.local_rank()));
+  return absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
 }
 
 absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path, size_t buffered) {
@@ -223,8 +279,97 @@ Combined CombineTimelines(const std::vector<ProcessTimeline>& processes) {
   return combined;
 }
 
+namespace {
+
+struct RankRow {
+  const ProcessTimeline* process;
+  const ProcessDeviceRow* row;
+};
+
+// Every process's rows: by rank (processes without one last), then pid, then place.
+std::vector<RankRow> RankRows(const std::vector<ProcessTimeline>& processes) {
+  std::vector<RankRow> rows;
+  for (const ProcessTimeline& process : processes) {
+    for (const ProcessDeviceRow& row : process.rows) rows.push_back({&process, &row});
+  }
+  auto key = [](const RankRow& r) {
+    const int64_t rank = r.process->rank ? *r.process->rank : std::numeric_limits<int64_t>::max();
+    return std::make_tuple(rank, r.process->pid, r.row->place >= 0 ? 0 : 1, r.row->place);
+  };
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const RankRow& a, const RankRow& b) { return key(a) < key(b); });
+  return rows;
+}
+
+std::string HeldText(const std::vector<HeldBy>& held) {
+  std::vector<std::string> parts;
+  for (const HeldBy& h : held) {
+    if (h.bytes > 0) parts.push_back(absl::StrCat(h.name, " ", FormatBytes(h.bytes)));
+  }
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
+
+std::string DeviceText(int32_t place) {
+  return place >= 0 ? absl::StrCat("device ", place) : "device ?";
+}
+
+// "ranks: ..." with a row per process and device, and what holds its memory at the peak and at
+// exit; "" when no process has a row.
+std::string RankTableText(const std::vector<ProcessTimeline>& processes) {
+  const std::vector<RankRow> rows = RankRows(processes);
+  if (rows.empty()) return "";
+  std::string out =
+      "\nranks: a row per process and device (its own peak; held at the peak and at exit, by "
+      "allocator or library)\n";
+  absl::StrAppendFormat(&out, "  %-6s %-8s %-10s %14s %14s %14s\n", "rank", "pid", "device", "peak",
+                        "at (ms)", "held at exit");
+  for (const RankRow& r : rows) {
+    absl::StrAppendFormat(&out, "  %-6s %-8d %-10s %14s %14.3f %14s\n",
+                          r.process->rank ? absl::StrCat(*r.process->rank) : "-", r.process->pid,
+                          DeviceText(r.row->place), FormatBytes(r.row->peak_bytes),
+                          static_cast<double>(r.row->peak_time_ns) / 1e6,
+                          FormatBytes(r.row->exit_bytes));
+    absl::StrAppend(&out, "         at the peak: ", HeldText(r.row->at_peak), "\n");
+    absl::StrAppend(&out, "         at exit: ", HeldText(r.row->at_exit), "\n");
+  }
+  return out;
+}
+
+std::string OptionalJson(const std::optional<int32_t>& value) {
+  return value ? absl::StrCat(*value) : "null";
+}
+
+std::string HeldJson(const std::vector<HeldBy>& held) {
+  std::vector<std::string> items;
+  for (const HeldBy& h : held) {
+    items.push_back(absl::StrCat("{\"id\":", JsonString(h.id), ",\"name\":", JsonString(h.name),
+                                 ",\"bytes\":", h.bytes, "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string RankTableJson(const std::vector<ProcessTimeline>& processes) {
+  std::vector<std::string> items;
+  for (const RankRow& r : RankRows(processes)) {
+    const ProcessTimeline& process = *r.process;
+    items.push_back(absl::StrCat(
+        "{\"rank\":", OptionalJson(process.rank),
+        ",\"local_rank\":", OptionalJson(process.local_rank),
+        ",\"world_size\":", OptionalJson(process.world_size), ",\"pid\":", process.pid,
+        ",\"host\":", JsonString(process.host), ",\"path\":", JsonString(process.path),
+        ",\"device\":", r.row->place, ",\"peak_bytes\":", r.row->peak_bytes,
+        ",\"peak_time_ns\":", r.row->peak_time_ns, ",\"held_at_peak\":", HeldJson(r.row->at_peak),
+        ",\"held_at_exit_bytes\":", r.row->exit_bytes,
+        ",\"held_at_exit\":", HeldJson(r.row->at_exit), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+}  // namespace
+
 std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes) {
   std::string out = absl::StrCat("== combined, ", combined.processes, " processes\n");
+  absl::StrAppend(&out, RankTableText(processes));
   if (combined.per_host) {
     absl::StrAppend(&out, "the traces come from ", combined.hosts.size(),
                     " hosts: CLOCK_MONOTONIC is per host, so the combined view is per host\n");
@@ -244,11 +389,11 @@ std::string CombinedText(const Combined& combined, const std::vector<ProcessTime
       for (const CombinedShare& share : place.shares) {
         const ProcessTimeline& process = processes[share.process];
         absl::StrAppendFormat(
-            &out, "  %s  %5.1f%%  pid %d  %s\n", FormatBytes(share.bytes),
+            &out, "  %s  %5.1f%%  %spid %d  %s\n", FormatBytes(share.bytes),
             place.peak_bytes == 0
                 ? 0.0
                 : 100.0 * static_cast<double>(share.bytes) / static_cast<double>(place.peak_bytes),
-            process.pid,
+            process.rank ? absl::StrCat("rank ", *process.rank, "  ") : "", process.pid,
             Printable(process.command_line.empty() ? process.path
                                                    : absl::StrJoin(process.command_line, " ")));
       }
@@ -268,6 +413,7 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
         std::vector<std::string> argv;
         for (const std::string& arg : process.command_line) argv.push_back(JsonString(arg));
         shares.push_back(absl::StrCat("{\"pid\":", process.pid,
+                                      process.rank ? absl::StrCat(",\"rank\":", *process.rank) : "",
                                       ",\"path\":", JsonString(process.path), ",\"command_line\":[",
                                       absl::StrJoin(argv, ","), "],\"bytes\":", share.bytes, "}"));
       }
@@ -285,9 +431,9 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
                                  absl::StrJoin(pids, ","), "],\"places\":[",
                                  absl::StrJoin(places, ","), "]}"));
   }
-  return absl::StrCat("{\"processes\":", combined.processes,
-                      ",\"per_host\":", combined.per_host ? "true" : "false", ",\"hosts\":[",
-                      absl::StrJoin(hosts, ","), "]}");
+  return absl::StrCat(
+      "{\"processes\":", combined.processes, ",\"per_host\":", combined.per_host ? "true" : "false",
+      ",\"ranks\":", RankTableJson(processes), ",\"hosts\":[", absl::StrJoin(hosts, ","), "]}");
 }
 
 }  // namespace gpumem::report

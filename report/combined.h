@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,10 +75,35 @@ class TimelineSpool {
   std::vector<TimelinePoint> buffer_;  // the points after those
 };
 
+// Who holds part of a process's memory (report/memory_holders.h): an allocator or library, or
+// nobody known ("other"). In the order first seen, the largest first once sorted.
+struct HeldBy {
+  std::string id;    // MemoryHolder::id, or "other"
+  std::string name;  // MemoryHolder::name, or "not held by an allocator or library"
+  uint64_t bytes = 0;
+};
+
+// One process on one device (or place): its own peak and what it held at exit, each by holder.
+struct ProcessDeviceRow {
+  int32_t place = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;  // after the process started
+  std::vector<HeldBy> at_peak;
+  uint64_t exit_bytes = 0;
+  std::vector<HeldBy> at_exit;
+};
+
 struct ProcessTimeline {
   std::string path;
   std::string host;
   uint32_t pid = 0;
+  // The process's distributed identity as the header recorded it (none: not in a launcher's job).
+  std::optional<int32_t> rank;
+  std::optional<int32_t> local_rank;
+  std::optional<int32_t> world_size;
+  // Its devices (not pinned host), from the whole trace's replay (AddProcessRows); none when the
+  // timeline was read without one.
+  std::vector<ProcessDeviceRow> rows;
   std::vector<std::string> command_line;
   uint64_t start_time_mono_ns = 0;
   // Per place (report/replay.h): the points in replay (seq) order.
@@ -101,6 +127,13 @@ class TimelineBuilder {
   std::map<int32_t, TimelineSpool> places_;
   std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
 };
+
+// Fills `timeline->rows` from the process's replay: per device, the peak and what was live at
+// exit, each by holder (memory_holders.h, from the stacks' modules).
+void AddProcessRows(const TraceReplay& replay, ProcessTimeline* timeline);
+
+// " (rank 0 of 2, local rank 0)" for a header that has them, else "".
+std::string DescribeRank(const Header& header);
 
 // Streams `path` in seq order and builds its timeline. Fails as TraceFile::Open does.
 absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path,
@@ -138,7 +171,8 @@ struct Combined {
 // bounded by one read buffer per process.
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
 
-// The "combined, N processes" section, and its JSON object (schema: report/README.md).
+// The "combined, N processes" section, and its JSON object (schema: report/README.md): the table
+// of ranks (a row per process and device), then the combined peaks per host.
 std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes);
 std::string CombinedJson(const Combined& combined, const std::vector<ProcessTimeline>& processes);
 

@@ -47,8 +47,14 @@ uint64_t EventCounter::MatchFree(const MemoryEvent& event, bool remove) {
   switch (SpaceOf(event)) {
     case Space::kPlain:
       return take(plain_, event.address());
-    case Space::kPhysical:
+    case Space::kPhysical: {
+      auto extra = extra_references_.find(event.handle());
+      if (extra != extra_references_.end() && physical_.contains(event.handle())) {
+        if (remove && --extra->second == 0) extra_references_.erase(extra);
+        return 0;  // a reference went, the memory stays
+      }
       return take(physical_, event.handle());
+    }
     case Space::kReservation: {
       const uint64_t matched = take(reservations_, event.address());
       return event.size() != 0 ? event.size() : matched;
@@ -95,7 +101,12 @@ void EventCounter::Add(const MemoryEvent& event) {
           reservations_[event.address()] = event.size();
           break;
         case Space::kPhysical:
-          physical_[event.handle()] = event.size();
+          if (physical_.contains(event.handle()) && IsImported(event)) {
+            ++extra_references_[event.handle()];  // this process's own handle again
+          } else {
+            physical_[event.handle()] = event.size();
+            extra_references_.erase(event.handle());
+          }
           break;
         case Space::kMapping:
           mappings_[event.address()] = event.size();
@@ -105,6 +116,12 @@ void EventCounter::Add(const MemoryEvent& event) {
       break;
     case FREE:
       tally.Add(MatchFree(event, /*remove=*/true));
+      break;
+    case RETAIN:
+      if (event.result() == 0 && physical_.contains(event.handle())) {
+        ++extra_references_[event.handle()];
+      }
+      tally.Add(0);
       break;
     case FREE_FAILED:  // nothing was freed: the allocation stays live
       tally.Add(MatchFree(event, /*remove=*/false));

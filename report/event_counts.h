@@ -99,6 +99,9 @@ class EventCounter {
   absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size
   absl::flat_hash_map<uint64_t, uint64_t> physical_;      // cuMemCreate handle -> size
   std::map<uint64_t, uint64_t> mappings_;                 // address -> size; ordered for ranges
+  // References taken on a live handle beyond its first (cuMemRetainAllocationHandle, an import of
+  // the process's own handle): that many releases free nothing.
+  absl::flat_hash_map<uint64_t, uint64_t> extra_references_;
   EventCounts counts_;
 };
 

@@ -28,6 +28,10 @@ constexpr HolderRule kRules[] = {
     {"libcudnn",
      false,
      {"cudnn_workspace", "cuDNN", "workspace its handle keeps for the life of the process"}},
+    {"libnccl.so",
+     false,
+     {"nccl_buffers", "NCCL",
+      "buffers its communicators keep until they are destroyed (dist.destroy_process_group())"}},
 };
 
 absl::string_view Basename(absl::string_view path) {

@@ -1,6 +1,7 @@
 // Who holds memory that is still live at exit, when it is not the program's own code: a caching
 // allocator's segments (PyTorch keeps freed tensors' memory for reuse) or a library's workspace
-// (cuBLAS, cuDNN keep theirs for the life of their handle). The leaks report tells these apart from
+// (cuBLAS, cuDNN keep theirs for the life of their handle) or a communicator's buffers (NCCL keeps
+// them until the communicator is destroyed). The leaks report tells these apart from
 // memory the program itself lost. Recognised from the stack's modules, so it works without symbols.
 #ifndef GPUMEM_REPORT_MEMORY_HOLDERS_H_
 #define GPUMEM_REPORT_MEMORY_HOLDERS_H_

@@ -9,8 +9,9 @@ namespace gpumem::report {
 
 // Each kind of allocation lives in its own space, keyed the way its free names it: plain
 // allocations (device, managed, pool, pinned host; their frees, often KIND_UNKNOWN, by address),
-// VMM reservations (by address), VMM physical memory (by cuMemCreate handle) and VMM mappings (by
-// address, freed by range). A mapping at the same address as its reservation is a different entry.
+// VMM reservations (by address), VMM physical memory (by handle: cuMemCreate's, or one imported
+// from another process) and VMM mappings (by address, freed by range). A mapping at the same
+// address as its reservation is a different entry.
 enum class MemorySpace { kPlain, kReservation, kPhysical, kMapping };
 
 // By API where it is known, else by the event's kind (a newer recorder, or CUPTI).
@@ -21,6 +22,8 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
       return MemorySpace::kReservation;
     case CU_MEM_CREATE:
     case CU_MEM_RELEASE:
+    case CU_MEM_RETAIN_ALLOCATION_HANDLE:
+    case CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE:
       return MemorySpace::kPhysical;
     case CU_MEM_MAP:
     case CU_MEM_UNMAP:
@@ -32,12 +35,19 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
     case VMM_RESERVATION:
       return MemorySpace::kReservation;
     case VMM_PHYSICAL:
+    case VMM_IMPORTED:
       return MemorySpace::kPhysical;
     case VMM_MAPPING:
       return MemorySpace::kMapping;
     default:
       return MemorySpace::kPlain;
   }
+}
+
+// A handle to physical memory that a process exported (cuMemImportFromShareableHandle): the
+// exporter's memory, or this process's own handle once more.
+inline bool IsImported(const MemoryEvent& event) {
+  return event.kind() == VMM_IMPORTED || event.api() == CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
 }
 
 // Page-locked host memory: by kind, or by the API where an older trace left the kind out.

@@ -64,6 +64,10 @@ std::string ApiName(Api api) {
       return "cuMemFreeHost";
     case CU_MEM_ALLOC_HOST:
       return "cuMemAllocHost";
+    case CU_MEM_RETAIN_ALLOCATION_HANDLE:
+      return "cuMemRetainAllocationHandle";
+    case CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE:
+      return "cuMemImportFromShareableHandle";
     // No `default`: -Wswitch then names any value added to trace.proto but not here.
     case Api_INT_MIN_SENTINEL_DO_NOT_USE_:
     case Api_INT_MAX_SENTINEL_DO_NOT_USE_:
@@ -85,6 +89,8 @@ std::string ActionName(Action action) {
       return "alloc_failed";
     case FREE_FAILED:
       return "free_failed";
+    case RETAIN:
+      return "retain";
     case Action_INT_MIN_SENTINEL_DO_NOT_USE_:
     case Action_INT_MAX_SENTINEL_DO_NOT_USE_:
       break;
@@ -180,6 +186,8 @@ std::string KindName(MemoryKind kind) {
       return "vmm_mapping";
     case POOL:
       return "pool";
+    case VMM_IMPORTED:
+      return "vmm_imported";
     case MemoryKind_INT_MIN_SENTINEL_DO_NOT_USE_:
     case MemoryKind_INT_MAX_SENTINEL_DO_NOT_USE_:
       break;

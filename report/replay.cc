@@ -71,7 +71,8 @@ const LiveAllocation* Replay::FindContaining(uint64_t address) const {
   --mapping;
   if (address >= RangeEnd(mapping->first, mapping->second.size)) return nullptr;
   auto physical = physical_.find(mapping->second.handle);
-  return physical == physical_.end() ? nullptr : &physical->second.live;
+  if (physical == physical_.end() || physical->second.imported) return nullptr;
+  return &physical->second.live;
 }
 
 void Replay::AllocPlain(const MemoryEvent& event) {
@@ -113,7 +114,7 @@ void Replay::AllocPhysical(const MemoryEvent& event) {
   auto it = physical_.find(event.handle());
   if (it != physical_.end()) {  // a handle the driver handed out again: its release was missed
     ++anomalies_.overlapping_allocations;
-    Uncount(it->second.live);
+    if (!it->second.imported) Uncount(it->second.live);
     physical_.erase(it);
   }
   Physical physical;
@@ -123,41 +124,73 @@ void Replay::AllocPhysical(const MemoryEvent& event) {
   Count(physical.live, event);
 }
 
+// Another process's memory, or this process's own handle again (one more reference to it).
+void Replay::ImportPhysical(const MemoryEvent& event) {
+  auto it = physical_.find(event.handle());
+  if (it != physical_.end()) {
+    ++it->second.references;
+    return;
+  }
+  Physical physical;
+  physical.imported = true;
+  physical.live = {0, event.seq(), event.stack_id(), -1};
+  physical_.emplace(event.handle(), physical);
+  freed_handles_.erase(event.handle());
+}
+
+void Replay::RetainPhysical(const MemoryEvent& event) {
+  if (event.result() != 0) return;  // no reference was taken
+  auto it = physical_.find(event.handle());
+  // A handle made before recording began: its releases will say so.
+  if (it != physical_.end()) ++it->second.references;
+}
+
 void Replay::ReleasePhysical(const MemoryEvent& event) {
   auto it = physical_.find(event.handle());
   if (it == physical_.end()) return FreeNotFound(freed_handles_, event.handle());
-  if (it->second.released) {
+  if (it->second.references == 0) {  // released already, kept by a mapping
     ++anomalies_.double_frees;
     return;
   }
-  it->second.released = true;
+  if (--it->second.references > 0) return;
   if (it->second.mappings > 0) return;  // the driver frees it at the last unmap
-  Uncount(it->second.live);
-  physical_.erase(it);
-  freed_handles_.insert(event.handle());
+  EndPhysical(it);
 }
 
-void Replay::Unmapped(uint64_t handle) {
+void Replay::EndPhysical(absl::flat_hash_map<uint64_t, Physical>::iterator it) {
+  if (!it->second.imported) Uncount(it->second.live);
+  freed_handles_.insert(it->first);
+  physical_.erase(it);
+}
+
+void Replay::Unmapped(uint64_t handle, const Mapping& mapping) {
+  if (mapping.imported) imported_mapped_bytes_ -= std::min(imported_mapped_bytes_, mapping.size);
   auto it = physical_.find(handle);
   if (it == physical_.end()) return;
   if (it->second.mappings > 0) --it->second.mappings;
-  if (it->second.mappings > 0 || !it->second.released) return;
-  Uncount(it->second.live);
-  physical_.erase(it);
-  freed_handles_.insert(handle);
+  if (it->second.mappings > 0 || it->second.references > 0) return;
+  EndPhysical(it);
 }
 
 void Replay::Map(const MemoryEvent& event) {
   auto old = mappings_.find(event.address());
   if (old != mappings_.end()) {
     ++anomalies_.overlapping_allocations;
-    const uint64_t handle = old->second.handle;
+    const Mapping dropped = old->second;
     mappings_.erase(old);
-    Unmapped(handle);
+    Unmapped(dropped.handle, dropped);
   }
-  mappings_[event.address()] = {event.size(), event.handle()};
+  Mapping mapping{event.size(), event.handle(), false};
   auto physical = physical_.find(event.handle());
-  if (physical != physical_.end()) ++physical->second.mappings;
+  if (physical != physical_.end()) {
+    ++physical->second.mappings;
+    mapping.imported = physical->second.imported;
+  }
+  if (mapping.imported) {
+    imported_mapped_bytes_ = SaturatingAdd(imported_mapped_bytes_, event.size());
+    imported_mapped_peak_bytes_ = std::max(imported_mapped_peak_bytes_, imported_mapped_bytes_);
+  }
+  mappings_[event.address()] = mapping;
 }
 
 void Replay::Unmap(const MemoryEvent& event) {
@@ -171,10 +204,10 @@ void Replay::Unmap(const MemoryEvent& event) {
     ++anomalies_.unknown_frees;
     return;
   }
-  std::vector<uint64_t> handles;
-  for (auto it = first; it != last; ++it) handles.push_back(it->second.handle);
+  std::vector<Mapping> unmapped;
+  for (auto it = first; it != last; ++it) unmapped.push_back(it->second);
   mappings_.erase(first, last);
-  for (uint64_t handle : handles) Unmapped(handle);
+  for (const Mapping& mapping : unmapped) Unmapped(mapping.handle, mapping);
 }
 
 void Replay::ReserveAddress(const MemoryEvent& event) {
@@ -205,7 +238,7 @@ void Replay::Add(const MemoryEvent& event) {
         case MemorySpace::kPlain:
           return AllocPlain(event);
         case MemorySpace::kPhysical:
-          return AllocPhysical(event);
+          return IsImported(event) ? ImportPhysical(event) : AllocPhysical(event);
         case MemorySpace::kMapping:
           return Map(event);
         case MemorySpace::kReservation:
@@ -224,10 +257,20 @@ void Replay::Add(const MemoryEvent& event) {
           return FreeAddress(event);
       }
       return;
+    case RETAIN:
+      if (space == MemorySpace::kPhysical) RetainPhysical(event);
+      return;
     case ALLOC_FAILED:
       ++failed_allocations_;
       return;
     case FREE_FAILED:  // nothing was freed
+      // But a handle released past its last reference is the program's double free, which the
+      // driver refused (a plain pointer freed twice may have been allocated again by then).
+      if (space == MemorySpace::kPhysical && freed_handles_.contains(event.handle()) &&
+          !physical_.contains(event.handle())) {
+        ++anomalies_.double_frees;
+      }
+      return;
     default:
       return;
   }
@@ -244,7 +287,9 @@ std::vector<PlaceUsage> Replay::Places() const {
     }
   };
   plain_.ForEach(add);
-  for (const auto& [handle, physical] : physical_) add(physical.live);
+  for (const auto& [handle, physical] : physical_) {
+    if (!physical.imported) add(physical.live);
+  }
 
   std::vector<PlaceUsage> places;
   for (const auto& [place, state] : places_) {
@@ -301,6 +346,7 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
   result.anomalies.impossible_sizes = stats.impossible_sizes;
   result.failed_allocations = replay.failed_allocations();
   result.reserved_peak_bytes = replay.reserved_peak_bytes();
+  result.imported_mapped_peak_bytes = replay.imported_mapped_peak_bytes();
   return result;
 }
 

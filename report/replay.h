@@ -6,9 +6,14 @@
 // - Memory use is counted per place: a device ordinal, or kPinnedHost for page-locked host memory.
 //   Device, managed and pool (stream-ordered) allocations count on their device.
 // - VMM: a reservation (cuMemAddressReserve) is address space, not memory; a physical allocation
-//   (cuMemCreate) is the memory, counted on its device from creation until it is both released
-//   (cuMemRelease) and unmapped everywhere (cuMemUnmap), as the driver frees it; mappings are not
-//   counted again.
+//   (cuMemCreate) is the memory, counted on its device from creation until its last reference is
+//   released (cuMemRelease) and it is unmapped everywhere (cuMemUnmap), as the driver frees it;
+//   mappings are not counted again. References: cuMemCreate makes one, cuMemRetainAllocationHandle
+//   and an import of the process's own handle one more each, cuMemRelease takes one; a release
+//   with none left is a double free.
+// - A handle imported from another process (cuMemImportFromShareableHandle) is that process's
+//   memory: never counted on a device here, nor in the live set; what is mapped of it is counted
+//   apart ("mapped from other processes").
 // - A free names no device (-1): it takes the device of the allocation it matches. Plain frees
 //   (cudaFree, cuMemFree, often KIND_UNKNOWN) match any plain allocation by address.
 // - Anomalies are counted, never fatal: a free of a pointer never allocated, a second free of an
@@ -115,6 +120,9 @@ class Replay {
   // VMM address space reserved (not memory): live now and at most.
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
+  // Memory of other processes mapped here (imported handles' mappings): live now and at most.
+  uint64_t imported_mapped_bytes() const { return imported_mapped_bytes_; }
+  uint64_t imported_mapped_peak_bytes() const { return imported_mapped_peak_bytes_; }
   // Bytes live now on `place` (0 for a place that saw no allocation): cheap, for timelines.
   uint64_t LiveBytes(int32_t place) const {
     // Nearly always the place of the event just replayed: no search.
@@ -133,19 +141,23 @@ class Replay {
   template <typename Visit>
   void ForEachLive(Visit&& visit) const {
     plain_.ForEach(visit);
-    for (const auto& [handle, physical] : physical_) visit(physical.live);
+    for (const auto& [handle, physical] : physical_) {
+      if (!physical.imported) visit(physical.live);
+    }
   }
 
  private:
   using Live = LiveAllocation;
   struct Physical {
     Live live;
+    uint32_t references = 1;  // 0: released, kept by its mappings
     uint32_t mappings = 0;
-    bool released = false;
+    bool imported = false;  // another process's memory
   };
   struct Mapping {
     uint64_t size = 0;
     uint64_t handle = 0;
+    bool imported = false;  // of an imported handle: counted in imported_mapped_bytes_
   };
   struct PlaceState {
     PlaceUsage usage;
@@ -159,16 +171,19 @@ class Replay {
   void AllocPlain(const MemoryEvent& event);
   void FreePlain(const MemoryEvent& event);
   void AllocPhysical(const MemoryEvent& event);
+  void ImportPhysical(const MemoryEvent& event);
+  void RetainPhysical(const MemoryEvent& event);
   void ReleasePhysical(const MemoryEvent& event);
+  void EndPhysical(absl::flat_hash_map<uint64_t, Physical>::iterator it);
   void Map(const MemoryEvent& event);
   void Unmap(const MemoryEvent& event);
-  void Unmapped(uint64_t handle);
+  void Unmapped(uint64_t handle, const Mapping& mapping);
   void ReserveAddress(const MemoryEvent& event);
   void FreeAddress(const MemoryEvent& event);
   void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
 
   LiveRanges<Live> plain_;                            // plain allocations
-  absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate handle
+  absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate (or imported) handle
   std::map<uint64_t, Mapping> mappings_;              // by address, ordered for cuMemUnmap ranges
   absl::flat_hash_map<uint64_t, uint64_t> reservations_;  // address -> size
   // Keys freed and not allocated again since: a free of one of them is a double free.
@@ -182,6 +197,8 @@ class Replay {
   uint64_t failed_allocations_ = 0;
   uint64_t reserved_bytes_ = 0;
   uint64_t reserved_peak_bytes_ = 0;
+  uint64_t imported_mapped_bytes_ = 0;
+  uint64_t imported_mapped_peak_bytes_ = 0;
 };
 
 // One trace file replayed whole.
@@ -192,6 +209,7 @@ struct TraceReplay {
   ReplayAnomalies anomalies;
   uint64_t failed_allocations = 0;
   uint64_t reserved_peak_bytes = 0;
+  uint64_t imported_mapped_peak_bytes = 0;  // other processes' memory mapped here, at most
   // Memory events that came in the file beyond the reorder window (report/event_stream.h): replayed
   // late, out of seq order. Not a memory anomaly (not in anomalies.total()): the recording raced.
   uint64_t out_of_order_events = 0;

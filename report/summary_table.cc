@@ -75,7 +75,7 @@ bool IsDeviceMemory(const MemoryEvent& event) {
     case MemorySpace::kPlain:
       return !IsPinnedHost(event);
     case MemorySpace::kPhysical:
-      return true;
+      return !IsImported(event);  // another process's memory
     default:
       return false;
   }
@@ -390,8 +390,8 @@ class SummaryAnalysis::Tables {
         return;
       case MemorySpace::kPhysical: {
         auto it = physical_.find(event.handle());
-        if (it == physical_.end() || it->second.released) return;
-        it->second.released = true;
+        if (it == physical_.end() || it->second.references == 0) return;
+        if (--it->second.references > 0) return;
         if (it->second.mappings == 0) {
           count(it->second.shared, false);
           physical_.erase(it);
@@ -404,6 +404,13 @@ class SummaryAnalysis::Tables {
       case MemorySpace::kReservation:
         return;
     }
+  }
+
+  // One more reference to a live handle (cuMemRetainAllocationHandle, an import of the process's
+  // own handle): one more release before it goes. Other processes' handles are not in the table.
+  void Retain(const MemoryEvent& event) {
+    auto it = physical_.find(event.handle());
+    if (it != physical_.end() && event.result() == 0) ++it->second.references;
   }
 
   template <typename Count>
@@ -422,8 +429,8 @@ class SummaryAnalysis::Tables {
  private:
   struct Physical {
     Shared shared;
+    uint32_t references = 1;  // 0: released, kept by its mappings
     uint32_t mappings = 0;
-    bool released = false;
   };
 
   template <typename Count>
@@ -444,7 +451,7 @@ class SummaryAnalysis::Tables {
     auto it = physical_.find(handle);
     if (it == physical_.end()) return;
     if (it->second.mappings > 0) --it->second.mappings;
-    if (it->second.mappings > 0 || !it->second.released) return;
+    if (it->second.mappings > 0 || it->second.references > 0) return;
     count(it->second.shared, false);
     physical_.erase(it);
   }
@@ -531,6 +538,10 @@ void SummaryAnalysis::Add(const MemoryEvent& event) {
         tables_->Allocate(event, shared, count);
       }
       if (SpaceOf(event) == MemorySpace::kMapping) tables_->Map(event, count);
+      if (IsImported(event)) tables_->Retain(event);
+      break;
+    case RETAIN:
+      tables_->Retain(event);
       break;
     case ALLOC_FAILED:
       if (IsDeviceMemory(event)) {

@@ -48,6 +48,19 @@ TEST(TraceIds, MirrorTheSchema) {
   EXPECT_EQ(static_cast<int>(proto::Api::kCudaMalloc3D), CUDA_MALLOC_3D);
   EXPECT_EQ(static_cast<int>(proto::MemoryKind::kVmmMapping), VMM_MAPPING);
   EXPECT_EQ(static_cast<int>(proto::Action::kFreeFailed), FREE_FAILED);
+  EXPECT_EQ(static_cast<int>(proto::Action::kRetain), RETAIN);
+  EXPECT_EQ(static_cast<int>(proto::MemoryKind::kVmmImported), VMM_IMPORTED);
+  EXPECT_EQ(static_cast<int>(proto::Api::kCuMemRetainAllocationHandle),
+            CU_MEM_RETAIN_ALLOCATION_HANDLE);
+  EXPECT_EQ(static_cast<int>(proto::Api::kCuMemImportFromShareableHandle),
+            CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE);
+  const auto* header = Header::descriptor();
+  EXPECT_EQ(header->FindFieldByName("rank")->number(),
+            static_cast<int>(proto::header_field::kRank));
+  EXPECT_EQ(header->FindFieldByName("local_rank")->number(),
+            static_cast<int>(proto::header_field::kLocalRank));
+  EXPECT_EQ(header->FindFieldByName("world_size")->number(),
+            static_cast<int>(proto::header_field::kWorldSize));
 }
 
 // Random MemoryEvents: the hand-written encoding equals libprotobuf's, byte for byte.

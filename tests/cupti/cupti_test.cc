@@ -145,7 +145,7 @@ TEST_F(CuptiTest, EveryEnabledCallbackIsClassifiedAndOthersAreIgnored) {
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
     EXPECT_NE(Classify(cbid).kind, CallbackClass::kIgnored) << cbid;
   }
-  EXPECT_EQ(kDriverCallbackCount, 27u);
+  EXPECT_EQ(kDriverCallbackCount, 29u);  // with NCCL's retain and import
   EXPECT_EQ(Classify(CUPTI_DRIVER_TRACE_CBID_cuMemcpy).kind, CallbackClass::kIgnored);
   EXPECT_EQ(Classify(CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice).kind, CallbackClass::kIgnored);
   EXPECT_EQ(Classify(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc).kind, CallbackClass::kIgnored);  // v1
@@ -446,6 +446,32 @@ TEST_F(CuptiTest, VirtualMemoryCalls) {
   EXPECT_EQ(g_memory[5].api, proto::Api::kCuMemAddressFree);
   // Replay order: every event after the one before it.
   for (size_t i = 1; i < g_memory.size(); ++i) EXPECT_GT(g_memory[i].seq, g_memory[i - 1].seq);
+}
+
+// NCCL's calls reaching the driver past interposition: an import is an imported handle of no
+// device here; a retain is recorded as a free is (its sequence number before the call), action
+// RETAIN, with the handle and the address it was asked about; a failed import is not recorded.
+TEST_F(CuptiTest, SharedMemoryCalls) {
+  CUmemGenericAllocationHandle imported = 0x66;
+  cuMemImportFromShareableHandle_params import_params{
+      &imported, reinterpret_cast<void*>(intptr_t{7}), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+  CUmemGenericAllocationHandle retained = 0x55;
+  cuMemRetainAllocationHandle_params retain{&retained, reinterpret_cast<void*>(0x200000000)};
+  Call(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, &import_params, CUDA_SUCCESS);
+  Call(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, &retain, CUDA_SUCCESS);
+  Call(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, &import_params,
+       CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(g_memory.size(), 2u);
+  EXPECT_EQ(g_memory[0].api, proto::Api::kCuMemImportFromShareableHandle);
+  EXPECT_EQ(g_memory[0].kind, proto::MemoryKind::kVmmImported);
+  EXPECT_EQ(g_memory[0].action, proto::Action::kAlloc);
+  EXPECT_EQ(g_memory[0].handle, 0x66u);
+  EXPECT_EQ(g_memory[0].device, -1);
+  EXPECT_EQ(g_memory[1].api, proto::Api::kCuMemRetainAllocationHandle);
+  EXPECT_EQ(g_memory[1].action, proto::Action::kRetain);
+  EXPECT_EQ(g_memory[1].handle, 0x55u);
+  EXPECT_EQ(g_memory[1].address, 0x200000000u);
+  EXPECT_GT(g_memory[1].seq, g_memory[0].seq);
 }
 
 TEST_F(CuptiTest, UnknownCallbacksAndOtherDomainsRecordNothing) {

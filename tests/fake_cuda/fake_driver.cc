@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -91,6 +92,11 @@ constexpr size_t kPoolGranularity = size_t{2} << 20;
 struct PhysicalMemory {
   size_t size;
   int device;
+  // References, as the real driver counts them: cuMemCreate and each cuMemRetainAllocationHandle
+  // or import of it add one, each cuMemRelease takes one; at 0 the handle is gone.
+  int references = 1;
+  bool imported = false;  // another process's memory: not charged to this one's device
+  unsigned long long handle_types = 0;  // CUmemAllocationProp::requestedHandleTypes
 };
 struct Mapping {
   size_t size;
@@ -606,17 +612,22 @@ FAKE_CUDA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size
   if (!IsDevice(s, prop->location)) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = s.Charge(prop->location.id, size); r != CUDA_SUCCESS) return r;
   *handle = s.next_id++;
-  s.physical[*handle] = {size, prop->location.id};
+  PhysicalMemory& physical = s.physical[*handle];
+  physical = {size, prop->location.id};
+  physical.handle_types = prop->requestedHandleTypes;
   return CUDA_SUCCESS;
 }
 
-// Real CUDA keeps the memory until the last mapping goes; the fake frees the capacity at once.
+// Takes one reference; the last one frees the handle (a release past it: CUDA_ERROR_INVALID_VALUE,
+// as the real driver answers). Real CUDA keeps the memory until the last mapping goes; the fake
+// frees the capacity at once.
 FAKE_CUDA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   DriverState& s = State();
   std::lock_guard lock(s.mutex);
   auto it = s.physical.find(handle);
   if (it == s.physical.end()) return CUDA_ERROR_INVALID_VALUE;
-  s.used_bytes[it->second.device] -= it->second.size;
+  if (--it->second.references > 0) return CUDA_SUCCESS;
+  if (!it->second.imported) s.used_bytes[it->second.device] -= it->second.size;
   s.physical.erase(it);
   return CUDA_SUCCESS;
 }
@@ -665,6 +676,119 @@ FAKE_CUDA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 FAKE_CUDA_EXPORT CUresult cuMemSetAccess(CUdeviceptr /*ptr*/, size_t /*size*/,
                                          const CUmemAccessDesc* /*desc*/, size_t /*count*/) {
+  return CUDA_SUCCESS;
+}
+
+// ---- Shared physical memory: references, export and import (what NCCL does) ----
+
+namespace {
+
+// What an exported POSIX file descriptor carries (a memfd): enough for an importer in this process
+// or in a forked child to find the memory again.
+struct ExportedMemory {
+  pid_t exporter;
+  CUmemGenericAllocationHandle handle;
+  size_t size;
+  int device;
+};
+
+}  // namespace
+
+// The handle of the mapping that holds `addr`, with one more reference on it.
+FAKE_CUDA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                                      void* addr) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  const auto address = reinterpret_cast<CUdeviceptr>(addr);
+  auto mapping = EntryAtOrBelow(s.mappings, address);
+  if (mapping == s.mappings.end() || address >= mapping->first + mapping->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto physical = s.physical.find(mapping->second.handle);
+  if (physical == s.physical.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++physical->second.references;
+  *handle = physical->first;
+  return CUDA_SUCCESS;
+}
+
+// A plain allocation or a VMM mapping (NCCL asks it of the pointer it is about to unmap).
+FAKE_CUDA_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize,
+                                               CUdeviceptr dptr) {
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (auto plain = EntryAtOrBelow(s.allocations, dptr);
+      plain != s.allocations.end() && dptr < plain->first + plain->second.size) {
+    base = plain->first;
+    size = plain->second.size;
+  } else if (auto mapping = EntryAtOrBelow(s.mappings, dptr);
+             mapping != s.mappings.end() && dptr < mapping->first + mapping->second.size) {
+    base = mapping->first;
+    size = mapping->second.size;
+  } else {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (pbase != nullptr) *pbase = base;
+  if (psize != nullptr) *psize = size;
+  return CUDA_SUCCESS;
+}
+
+// POSIX file descriptors only, and only for memory created to be exported that way.
+FAKE_CUDA_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle,
+                                                       CUmemGenericAllocationHandle handle,
+                                                       CUmemAllocationHandleType handleType,
+                                                       unsigned long long flags) {
+  if (shareableHandle == nullptr || flags != 0 ||
+      handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  auto physical = s.physical.find(handle);
+  if (physical == s.physical.end()) return CUDA_ERROR_INVALID_VALUE;
+  if ((physical->second.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
+  const ExportedMemory exported{getpid(), handle, physical->second.size, physical->second.device};
+  const int fd = memfd_create("fake-cuda-exported-memory", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (pwrite(fd, &exported, sizeof(exported), 0) != static_cast<ssize_t>(sizeof(exported))) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+// The exporter's own handle when it imports its own memory (one more reference), else a new
+// handle for memory that stays charged to the exporter.
+FAKE_CUDA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                         void* osHandle,
+                                                         CUmemAllocationHandleType shHandleType) {
+  if (handle == nullptr || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ExportedMemory exported;
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
+  if (pread(fd, &exported, sizeof(exported), 0) != static_cast<ssize_t>(sizeof(exported))) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  DriverState& s = State();
+  std::lock_guard lock(s.mutex);
+  if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (exported.exporter == getpid()) {
+    auto own = s.physical.find(exported.handle);
+    if (own == s.physical.end()) return CUDA_ERROR_INVALID_HANDLE;
+    ++own->second.references;
+    *handle = own->first;
+    return CUDA_SUCCESS;
+  }
+  *handle = s.next_id++;
+  PhysicalMemory& physical = s.physical[*handle];
+  physical = {exported.size, exported.device};
+  physical.imported = true;
   return CUDA_SUCCESS;
 }
 
@@ -1326,6 +1450,7 @@ constexpr ErrorText kErrors[] = {
     FAKE_CUDA_ERROR(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     FAKE_CUDA_ERROR(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
     FAKE_CUDA_ERROR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    FAKE_CUDA_ERROR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
     FAKE_CUDA_ERROR(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"),
     FAKE_CUDA_ERROR(CUDA_ERROR_NO_BINARY_FOR_GPU,
                     "no kernel image is available for execution on the device"),
@@ -1438,6 +1563,10 @@ const DriverSymbol kSymbols[] = {
     SYMBOL(cuMemMap, 10020, cuMemMap),
     SYMBOL(cuMemUnmap, 10020, cuMemUnmap),
     SYMBOL(cuMemSetAccess, 10020, cuMemSetAccess),
+    SYMBOL(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle),
+    SYMBOL(cuMemGetAddressRange, 3020, cuMemGetAddressRange),
+    SYMBOL(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle),
+    SYMBOL(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle),
     SYMBOL(cuStreamCreate, 2000, cuStreamCreate),
     OLDER_SYMBOL(cuStreamDestroy, 2000, 4000, cuStreamDestroy),
     SYMBOL(cuStreamDestroy, 4000, cuStreamDestroy),

@@ -87,8 +87,28 @@ record() {
   # Which driver calls stream capture forbids, on this driver: the fake CUDA must forbid the same
   # (tests/fake_cuda/capture_rules.expected; check compares).
   "$build/bin/capture_rules" >"$out/capture_rules.txt" 2>&1
+  ddp "$out"
   allocators "$out"
   exports "$out"
+}
+
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c GPU; }
+
+# Two ranks of a DDP job (tests/gpu/ddp_step.py) under `gpumem record -o DIR -- torchrun`, into
+# OUT_DIR/ddp/: one trace per rank. Skipped (OUT_DIR/ddp/skipped) with fewer than 2 GPUs.
+ddp() {
+  local out=$1
+  rm -rf "${out:?}/ddp" && mkdir -p "$out/ddp"
+  if (($(gpu_count) < 2)); then
+    echo "fewer than 2 GPUs" >"$out/ddp/skipped"
+    echo "ddp: skipped (fewer than 2 GPUs)"
+    return 0
+  fi
+  PYTHONPATH="$PWD/$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" gpumem_here record \
+    -o "$out/ddp/" -- env -u LD_LIBRARY_PATH $python -m torch.distributed.run --nproc_per_node 2 \
+    tests/gpu/ddp_step.py >"$out/ddp/stdout" 2>"$out/ddp/stderr"
+  echo $? >"$out/ddp/exit_code"
+  echo "ddp: exit $(cat "$out/ddp/exit_code"), $(ls "$out/ddp" | grep -c '\.trace$') trace(s)"
 }
 
 # gpumem export --format memory-viz of every trace recorded, rendered by PyTorch's own
@@ -189,6 +209,27 @@ counts() { "$build/bin/gpumem" dump --counts "$1"/*.trace; }
 count_of() { awk -v key="$2 $3" 'index($0, key " count=") == 1 {split($3, c, "="); print c[2]}' <<<"$1"; }
 json_field() { $python -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
+# Each rank's trace without anomalies, NCCL's buffers labelled, and the combined report's table
+# with a row for each of ranks 0 and 1.
+check_ddp() {
+  local dir=$1 trace ok=0
+  [[ $(cat "$dir/exit_code" 2>/dev/null) == 0 ]] || { echo "   torchrun exited $(cat "$dir/exit_code" 2>/dev/null): $(tail -3 "$dir/stderr")"; ok=1; }
+  local traces=("$dir"/*.trace)
+  ((${#traces[@]} == 2)) || { echo "   ${#traces[@]} traces, not one per rank"; ok=1; }
+  for trace in "${traces[@]}"; do
+    local line=$("$build/bin/gpumem" report "$trace" | grep -m1 '^memory events:')
+    echo "   $(basename "$trace"): $line"
+    [[ $line == *"anomalies: none"* ]] || ok=1
+  done
+  "$build/bin/gpumem" report --peak "$dir" >"$dir/report.txt"
+  sed -n '/^ranks:/,/^$/p' "$dir/report.txt" | sed 's/^/   /'
+  grep -Eq '^  0 +[0-9]+ +device ' "$dir/report.txt" || { echo "   no row for rank 0"; ok=1; }
+  grep -Eq '^  1 +[0-9]+ +device ' "$dir/report.txt" || { echo "   no row for rank 1"; ok=1; }
+  grep -q 'at the peak: .*NCCL [0-9.]* [KMG]iB' "$dir/report.txt" || { echo "   NCCL's memory not labelled"; ok=1; }
+  grep -q '\[held by NCCL\]' "$dir/report.txt" || { echo "   no peak call site held by NCCL"; ok=1; }
+  return $ok
+}
+
 check() {
   local out=$1 failures=0
   fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -283,6 +324,13 @@ check() {
     done <"$out/export/list.txt"
   else
     fail "no export results in $out/export (run.sh record's export step)"
+  fi
+
+  echo "== NCCL: DDP under torchrun, 2 ranks (tests/gpu/ddp_step.py)"
+  if [[ -e $out/ddp/skipped ]]; then
+    echo "   skipped: $(cat "$out/ddp/skipped")"
+  else
+    check_ddp "$out/ddp" || fail "ddp"
   fi
 
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"

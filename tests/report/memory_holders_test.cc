@@ -39,6 +39,20 @@ TEST(MemoryHolders, TheInnermostKnownModuleHoldsTheMemory) {
   EXPECT_EQ(FindMemoryHolder({}, false), nullptr);
 }
 
+// NCCL's buffers (its cuMem* calls, under ProcessGroupNCCL in libtorch and PyTorch's allocator
+// frames further out) are NCCL's, whatever called it.
+TEST(MemoryHolders, NcclHoldsItsCommunicatorsBuffers) {
+  const std::string nccl = "/usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2";
+  const MemoryHolder* holder =
+      FindMemoryHolder({InModule(nccl), InModule("/x/libtorch_cuda.so"),
+                        InModule("/usr/lib/python3/dist-packages/torch/lib/libc10_cuda.so")},
+                       false);
+  ASSERT_NE(holder, nullptr);
+  EXPECT_STREQ(holder->id, "nccl_buffers");
+  EXPECT_STREQ(holder->name, "NCCL");
+  EXPECT_NE(FindMemoryHolder({InModule(nccl)}, true), nullptr);
+}
+
 ProgramRun Leaks(const std::string& trace, bool json) {
   std::vector<std::string> argv = {BuildPath("bin/gpumem"), "report", "--leaks"};
   if (json) argv.push_back("--json");

@@ -135,6 +135,83 @@ TEST(ReplayTest, VmmCountsPhysicalMemoryOnly) {
   EXPECT_EQ(replay.anomalies().total(), 0u);
 }
 
+// NCCL frees a buffer with cuMemRetainAllocationHandle, cuMemRelease, cuMemUnmap, cuMemRelease:
+// the memory goes at the last release (references: create 1, retain +1, release -1), and nothing
+// is an anomaly. A release past the last reference still is a double free, whether the driver
+// took it (a retain the replay missed) or refused it.
+TEST(ReplayTest, PhysicalHandlesAreReferenceCounted) {
+  Events events;
+  const uint64_t base = 0x7f00'0000'0000;
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 1, 0xA);                  // 1: 2
+  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 2 * kMiB, base, 1, 0xA);                  // 2
+  events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xA);  // 3
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                        // 4: 2
+  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 2 * kMiB, base);                         // 5: 2
+  {
+    const Replay replay = events.Run();
+    EXPECT_EQ(replay.LiveBytes(0), 2 * kMiB) << "a reference is left: the memory stays";
+    EXPECT_EQ(replay.anomalies().total(), 0u);
+  }
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);  // 6: 0
+  {
+    const Replay replay = events.Run();
+    EXPECT_EQ(replay.LiveBytes(0), 0u);
+    EXPECT_EQ(replay.anomalies().total(), 0u) << DescribeAnomalies(replay.anomalies());
+  }
+  // A retain that failed took no reference.
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 1, 0xB);  // 7: 2
+  events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xB)
+      .set_result(1);                                                // 8
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);  // 9: 0
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xB);  // 10: double free
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE_FAILED, -1, 0, 0, 0, 0xB).set_result(1);  // 11
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0x77);  // 12: never seen
+  const Replay replay = events.Run();
+  EXPECT_EQ(replay.LiveBytes(0), 0u);
+  EXPECT_EQ(replay.anomalies().double_frees, 2u);
+  EXPECT_EQ(replay.anomalies().unknown_frees, 1u);
+  const std::vector<PlaceUsage> places = replay.Places();
+  ASSERT_EQ(places.size(), 1u);
+  EXPECT_EQ(places[0].peak_bytes, 2 * kMiB);
+}
+
+// A handle imported from another process is that process's memory: not on any device here, not
+// in the live set; its mappings count as mapped from other processes. An import of this process's
+// own handle is one more reference to it.
+TEST(ReplayTest, ImportedHandlesAreNotThisProcesssMemory) {
+  Events events;
+  const uint64_t base = 0x7f00'0000'0000;
+  events.Add(CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE, VMM_IMPORTED, ALLOC, -1, 0, 0, 1, 0xE);  // 1
+  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 10 * kMiB, base, 1, 0xE);                 // 2
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 2, 0xA);                  // 3: 2
+  events.Add(CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE, VMM_IMPORTED, ALLOC, -1, 0, 0, 1, 0xA);  // 4
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                        // 5: 2
+  {
+    const Replay replay = events.Run();
+    EXPECT_EQ(replay.LiveBytes(0), 2 * kMiB);
+    EXPECT_EQ(replay.LiveBytes(-1), 0u);
+    EXPECT_EQ(replay.FindContaining(base + 4096), nullptr);
+    EXPECT_EQ(replay.imported_mapped_bytes(), 10 * kMiB);
+    size_t live = 0;
+    replay.ForEachLive([&](const LiveAllocation&) { ++live; });
+    EXPECT_EQ(live, 1u);
+  }
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);                        // 6: 0
+  events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xE);  // 7
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);                        // 8
+  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 10 * kMiB, base);                        // 9
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xE);                        // 10
+  const Replay replay = events.Run();
+  EXPECT_EQ(replay.anomalies().total(), 0u) << DescribeAnomalies(replay.anomalies());
+  EXPECT_EQ(replay.imported_mapped_bytes(), 0u);
+  EXPECT_EQ(replay.imported_mapped_peak_bytes(), 10 * kMiB);
+  const std::vector<PlaceUsage> places = replay.Places();
+  ASSERT_EQ(places.size(), 1u);
+  EXPECT_EQ(places[0].place, 0);
+  EXPECT_EQ(places[0].peak_bytes, 2 * kMiB);
+  EXPECT_EQ(places[0].live.bytes, 0u);
+}
+
 TEST(ReplayTest, AnomaliesAreCountedNotFatal) {
   Events events;
   events.Malloc(0, 100, 0x1000, 1);  // 1: 100 <- peak

@@ -12,8 +12,10 @@
 #include "gtest/gtest.h"
 #include "report/allocator_replay.h"
 #include "report/event_stream.h"
+#include "report/memory_holders.h"
 #include "report/summary_table.h"
 #include "report/trace_file.h"
+#include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {
@@ -65,6 +67,39 @@ TEST(AllocatorReplay, NativeModelReservesWhatPyTorchReservedForTheSameScript) {
   // cuBLAS's own workspaces are not the allocator's: 128.25 MiB of them live at exit, 2 KiB more
   // at most.
   EXPECT_EQ(native.outside_peak, 134479872u + 2048u);
+}
+
+// NCCL's buffers (cuMemCreate from libnccl) are outside the allocator while the driver keeps them
+// (NCCL's free: retain, release, unmap, release); a peer's imported buffer is not this device's.
+TEST(AllocatorReplay, NcclBuffersAreOutsideTheAllocator) {
+  Frame c10;
+  c10.module = "/x/torch/lib/libc10_cuda.so";
+  Frame nccl;
+  nccl.module = "/x/nvidia/nccl/lib/libnccl.so.2";
+  const MemoryHolder* pytorch = FindMemoryHolder({c10}, false);
+  const MemoryHolder* nccl_holder = FindMemoryHolder({nccl}, false);
+  ASSERT_NE(nccl_holder, nullptr);
+  AllocatorReplay replay(AllocatorKind::kNative, kUnlimitedDeviceMemory,
+                         [&](uint64_t stack_id) { return stack_id == 2 ? nccl_holder : pytorch; });
+  testing::SyntheticEvents events;
+  const uint64_t base = 0x7f00'0000'0000;
+  events.Add(CUDA_MALLOC_ASYNC, POOL, ALLOC, 0, kMiB, 0x1000'0000, 1);  // a tensor
+  events.Add(CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE, VMM_IMPORTED, ALLOC, -1, 0, 0, 2, 0xE);
+  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 16 * kMiB, base + 64 * kMiB, 2, 0xE);
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 4 * kMiB, 0, 2, 0xA);
+  events.Add(CU_MEM_MAP, VMM_MAPPING, ALLOC, -1, 4 * kMiB, base, 2, 0xA);
+  events.Add(CU_MEM_RETAIN_ALLOCATION_HANDLE, VMM_PHYSICAL, RETAIN, -1, 0, base, 0, 0xA);
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);
+  events.Add(CU_MEM_UNMAP, VMM_MAPPING, FREE, -1, 4 * kMiB, base);
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 2, 0xB);  // 4 MiB still held
+  events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA);
+  events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 2, 0xC);  // 0xA gone: 4 MiB
+  for (const MemoryEvent& event : events.events()) replay.Add(event);
+  const AllocatorReplayResult result = replay.Finish();
+  EXPECT_EQ(result.mode, SummaryMode::kTensors);
+  ASSERT_EQ(result.devices.size(), 1u);
+  EXPECT_EQ(result.devices[0].device, 0);
+  EXPECT_EQ(result.devices[0].outside_peak, 6 * kMiB);
 }
 
 TEST(AllocatorReplay, ExpandableModelReservesWhatPyTorchReservedWithExpandableSegments) {
