@@ -330,7 +330,9 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
         if (event.action() == ALLOC && event.kind() == POOL) {
           result.stream_ordered_stacks.insert(event.stack_id());
         }
-        if (event.action() == ALLOC && event.capture() != 0) {
+        // Address space and the mappings of physical memory already counted are not memory.
+        if (event.action() == ALLOC && event.capture() != 0 && event.kind() != VMM_RESERVATION &&
+            event.kind() != VMM_MAPPING) {
           result.for_graph.Add(event.size());
           result.graph_stacks.insert(event.stack_id());
         }

@@ -216,7 +216,8 @@ struct TraceReplay {
   // Stack ids of stream-ordered pool allocations (cudaMallocAsync and kin): under PyTorch's
   // cudaMallocAsync backend each is one tensor, never an allocator's cached segment.
   absl::flat_hash_set<uint64_t> stream_ordered_stacks;
-  // Allocations made during a stream capture, for the CUDA graph being captured, and their stacks.
+  // Allocations made during a stream capture, for the CUDA graph being captured (memory: not VMM
+  // reservations or mappings), and their stacks.
   Tally for_graph;
   absl::flat_hash_set<uint64_t> graph_stacks;
 };
