@@ -667,3 +667,39 @@ TEST(AddressMapTest, AgreesWithStdMap) {
 
 }  // namespace
 }  // namespace gpumem::report
+
+namespace gpumem::report {
+namespace {
+
+// Memory made during a stream capture is the graph's: counted by what uses memory (a VMM handle,
+// a pool allocation), not by reserved address space or the mappings of a handle already counted.
+TEST_F(StreamingReplayTest, GraphMemoryCountsMemoryNotAddressSpace) {
+  std::vector<MemoryEvent> events;
+  auto add = [&](Api api, MemoryKind kind, uint64_t size, uint64_t capture, uint64_t stack) {
+    MemoryEvent& event = events.emplace_back();
+    event.set_seq(events.size());
+    event.set_api(api);
+    event.set_kind(kind);
+    event.set_action(ALLOC);
+    event.set_device(kind == VMM_RESERVATION || kind == VMM_MAPPING ? -1 : 0);
+    event.set_size(size);
+    event.set_address(kind == VMM_PHYSICAL ? 0 : 0x7f00'0000'0000 + (events.size() << 30));
+    event.set_handle(kind == VMM_PHYSICAL || kind == VMM_MAPPING ? 0xA : 0);
+    event.set_capture(capture);
+    event.set_stack_id(stack);
+  };
+  constexpr uint64_t kMiB = 1 << 20;
+  add(CU_MEM_ADDRESS_RESERVE, VMM_RESERVATION, 64ull << 30, 1, 1);  // address space only
+  add(CU_MEM_CREATE, VMM_PHYSICAL, 2 * kMiB, 1, 2);
+  add(CU_MEM_MAP, VMM_MAPPING, 2 * kMiB, 1, 3);  // the same 2 MiB again
+  add(CU_MEM_ALLOC_ASYNC, POOL, 4 * kMiB, 2, 4);
+  add(CUDA_MALLOC, DEVICE, 1 * kMiB, 0, 5);  // not during a capture
+  absl::StatusOr<TraceReplay> replay = ReplayTrace(Write(TraceBytes(events, 1, 0)));
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->for_graph.count, 2u);
+  EXPECT_EQ(replay->for_graph.bytes, 6 * kMiB);
+  EXPECT_EQ(replay->graph_stacks, (absl::flat_hash_set<uint64_t>{2, 4}));
+}
+
+}  // namespace
+}  // namespace gpumem::report
