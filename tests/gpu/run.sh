@@ -8,6 +8,8 @@
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
 #   tests/gpu/run.sh exports OUT_DIR  only the memory-viz exports rendered by PyTorch (part of
 #                                     record)
+#   tests/gpu/run.sh small_stacks OUT_DIR   only CUDA on small stacks and in signal handlers,
+#                                     without and under gpumem (part of record)
 #   tests/gpu/run.sh compat OUT_DIR   the compatibility matrix (tests/gpu/compat.sh), recorded and
 #                                     checked: apart from `record`, so each fits in one device
 #                                     command; `check` reads it from OUT_DIR/compat
@@ -87,6 +89,7 @@ record() {
   # Which driver calls stream capture forbids, on this driver: the fake CUDA must forbid the same
   # (tests/fake_cuda/capture_rules.expected; check compares).
   "$build/bin/capture_rules" >"$out/capture_rules.txt" 2>&1
+  small_stacks "$out"
   ddp "$out"
   allocators "$out"
   exports "$out"
@@ -202,6 +205,25 @@ bench() {
   GPUMEM_BENCH_STACK_DEPTH=0 GPUMEM_BENCH_CUDA_LIBS=$cuda_libs \
     tests/bench/run_alloc_cost.sh "$build" 7 20000 async >>"$out/bench.txt" 2>&1
   cat "$out/bench.txt"
+}
+
+# CUDA calls on 16 KiB thread stacks and from a signal handler on an 8 KiB sigaltstack
+# (tests/integration/programs/small_stacks.cc), on the real libraries, without and under gpumem:
+# OUT_DIR/small_stacks/<mode>.{plain,gpumem} hold each run's exit status and output.
+small_stacks() {
+  local out=$1/small_stacks mode
+  rm -rf "${out:?}" && mkdir -p "$out"
+  for mode in first-on-small-stack later-on-small-stack "first-on-small-stack deep" signals; do
+    local name=${mode// /-}
+    # shellcheck disable=SC2086 # the mode is the program's arguments
+    LD_LIBRARY_PATH=$cuda_libs "$build/bin/small_stacks" $mode >"$out/$name.plain" 2>&1
+    echo "exit $?" >>"$out/$name.plain"
+    # shellcheck disable=SC2086
+    LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
+      GPUMEM_OUTPUT="$out/$name.trace" "$build/bin/small_stacks" $mode >"$out/$name.gpumem" 2>&1
+    echo "exit $?" >>"$out/$name.gpumem"
+    echo "small_stacks $mode: $(tail -1 "$out/$name.plain") without gpumem, $(tail -1 "$out/$name.gpumem") with"
+  done
 }
 
 # Prints `gpumem dump --counts` of a recorded run.
@@ -336,6 +358,17 @@ check() {
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
   $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
+  echo "== small stacks and signal handlers: the same with and without gpumem (small_stacks)"
+  local stacks
+  for stacks in "$out"/small_stacks/*.plain; do
+    local name=$(basename "$stacks" .plain)
+    echo "   $name: $(tail -1 "$stacks") without gpumem, $(tail -1 "${stacks%.plain}.gpumem") with"
+    grep -v '^exit\|^gpumem: ' "${stacks%.plain}.gpumem" | diff -q - <(grep -v '^exit' "$stacks") >/dev/null &&
+      [[ $(tail -1 "$stacks") == "exit 0" && $(tail -1 "${stacks%.plain}.gpumem") == "exit 0" ]] ||
+      fail "small_stacks $name: $(tail -2 "${stacks%.plain}.gpumem" | tr '\n' ' ')"
+  done
+  [[ -n $stacks ]] || fail "small_stacks was not recorded"
+
   echo "== stream capture: the driver forbids what the fake CUDA forbids (capture_rules)"
   if grep -v '^#' tests/fake_cuda/capture_rules.expected | diff - "$out/capture_rules.txt" \
     >"$out/capture_rules.diff"; then
@@ -364,6 +397,7 @@ case ${1:-all} in
   check) check "$2" ;;
   allocators) allocators "$2" ;;
   exports) exports "$2" ;;
+  small_stacks) small_stacks "$2" ;;
   compat)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     compat_record "$2"
