@@ -9,6 +9,7 @@
 #include "core/hot_path.h"
 #include "core/self_timing.h"
 #include "core/stream_capture.h"
+#include "core/thread_locals.h"
 
 namespace gpumem::driver {
 namespace {
@@ -172,12 +173,11 @@ constexpr uint32_t kCurrentPoolRefresh = 256;
 std::atomic<uint64_t> g_current_pools[kDevicesCached];
 // Counted per thread: a shared counter's line moved between the threads that allocate (PyTorch's
 // main and autograd threads) at every allocation.
-__thread uint32_t t_pool_uses __attribute__((tls_model("initial-exec"))) = 0;
 
 GPUMEM_HOT uint64_t CurrentPool(int device) {
   std::atomic<uint64_t>* cache =
       device >= 0 && device < kDevicesCached ? &g_current_pools[device] : nullptr;
-  if (cache != nullptr && t_pool_uses++ % kCurrentPoolRefresh != 0) {
+  if (cache != nullptr && Locals().pool_uses++ % kCurrentPoolRefresh != 0) {
     const uint64_t pool = cache->load(std::memory_order_relaxed);
     if (pool != 0) return pool;
   }
@@ -188,8 +188,6 @@ GPUMEM_HOT uint64_t CurrentPool(int device) {
   if (cache != nullptr) cache->store(pool, std::memory_order_relaxed);
   return pool;
 }
-
-__thread uint32_t t_pool_allocations __attribute__((tls_model("initial-exec"))) = 0;
 
 }  // namespace
 
@@ -236,7 +234,8 @@ GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint6
     if (pool == 0) return;
   }
   PoolSeen* seen = SeenOf(pool);  // (beyond kPoolsTracked pools: asked and recorded every time)
-  if (seen != nullptr && !PoolMayHaveGrown(seen->span, address, size, t_pool_allocations)) return;
+  if (seen != nullptr && !PoolMayHaveGrown(seen->span, address, size, Locals().pool_allocations))
+    return;
   const auto handle = reinterpret_cast<CUmemoryPool>(pool);
   cuuint64_t reserved = 0;
   CUresult result = CUDA_ERROR_UNKNOWN;

@@ -14,6 +14,7 @@
 
 #include "core/hot_path.h"
 #include "core/self_timing.h"
+#include "core/thread_locals.h"
 
 namespace gpumem::eh_frame_unwinder {
 namespace {
@@ -633,7 +634,6 @@ struct StackBounds {
   uintptr_t low = 0;
   uintptr_t high = 0;  // 0: not asked yet; 1: unknown
 };
-__thread StackBounds t_stack __attribute__((tls_model("initial-exec")));
 
 // Replaying an earlier unwind. Within a thread the same stacks recur (a training loop runs the
 // same lines every step), and an unwind is a function of its starting registers and of the words
@@ -683,7 +683,6 @@ std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make ev
 std::atomic<uintptr_t> g_anchor_offset{0};    // anchor - stack pointer in Backtrace (0: unknown)
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
-__thread ThreadMemoTable* t_memos __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // One transparent huge page per thread, where the kernel gives them (THP "always" or "madvise"):
 // a replay touches its memo on pages of its own, and on 4 KiB pages each was a TLB miss (the
@@ -713,12 +712,13 @@ void* MapMemos() {
 // The thread's memos, mapped at its first unwind (never in a thread that records no stack) and
 // unmapped when it exits; null when that failed.
 ThreadMemoTable* ThreadMemos() {
-  if (t_memos == nullptr) {
+  ThreadLocals& locals = Locals();
+  if (locals.memos == nullptr) {
     void* memory = g_memo_key_created ? MapMemos() : MAP_FAILED;
-    t_memos = static_cast<ThreadMemoTable*>(memory);
+    locals.memos = memory;
     if (memory != MAP_FAILED) pthread_setspecific(g_memo_key, memory);
   }
-  return t_memos == MAP_FAILED ? nullptr : t_memos;
+  return locals.memos == MAP_FAILED ? nullptr : static_cast<ThreadMemoTable*>(locals.memos);
 }
 
 // The set of memos for this stack pointer.
@@ -741,21 +741,22 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
   return memo.depth;
 }
 
-const StackBounds& ThreadStack() {
-  if (t_stack.high == 0) {
-    t_stack.high = 1;
+StackBounds ThreadStack() {
+  ThreadLocals& locals = Locals();
+  if (locals.stack_high == 0) {
+    locals.stack_high = 1;
     pthread_attr_t attributes;
     if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
       void* address = nullptr;
       size_t size = 0;
       if (pthread_attr_getstack(&attributes, &address, &size) == 0 && size > 0) {
-        t_stack.low = reinterpret_cast<uintptr_t>(address);
-        t_stack.high = t_stack.low + size;
+        locals.stack_low = reinterpret_cast<uintptr_t>(address);
+        locals.stack_high = locals.stack_low + size;
       }
       pthread_attr_destroy(&attributes);
     }
   }
-  return t_stack;
+  return {locals.stack_low, locals.stack_high};
 }
 
 #endif
@@ -772,7 +773,7 @@ bool Init(void* (*real_dlsym)(void*, const char*)) {
 
 GPUMEM_HOT void PrefetchReplay(uintptr_t anchor) {
   const uintptr_t offset = g_anchor_offset.load(std::memory_order_relaxed);
-  const ThreadMemoTable* memos = t_memos;
+  const auto* memos = static_cast<const ThreadMemoTable*>(Locals().memos);
   if (offset == 0 || memos == nullptr || memos == MAP_FAILED) return;
   const int set_index = MemoSetIndex(anchor - offset);
   __builtin_prefetch(&memos->sets[set_index]);

@@ -1,26 +1,23 @@
 #include "core/own_stack.h"
 
+#include "core/thread_locals.h"
+
 namespace gpumem {
-namespace {
-
-// Initial-exec TLS, 16 bytes: reached without a call, also in a signal handler.
-__thread uintptr_t t_own_low __attribute__((tls_model("initial-exec"))) = 0;
-__thread uintptr_t t_own_high __attribute__((tls_model("initial-exec"))) = 0;
-
-}  // namespace
 
 void SetThreadStack(uintptr_t low, uintptr_t high) {
-  t_own_low = low;
-  t_own_high = high;
+  ThreadLocals& locals = Locals();
+  locals.own_low = low;
+  locals.own_high = high;
 }
 
 void RunOnThreadStack(void (*fn)(void*), void* arg) {
   const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (t_own_high == 0 || (here >= t_own_low && here < t_own_high)) {
+  const ThreadLocals& locals = Locals();
+  if (locals.own_high == 0 || (here >= locals.own_low && here < locals.own_high)) {
     fn(arg);
     return;
   }
-  gpumem_call_on_stack(fn, arg, reinterpret_cast<void*>(t_own_high & ~uintptr_t{15}));
+  gpumem_call_on_stack(fn, arg, reinterpret_cast<void*>(locals.own_high & ~uintptr_t{15}));
 }
 
 }  // namespace gpumem

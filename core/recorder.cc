@@ -32,6 +32,7 @@
 #include "core/stack_capture.h"
 #include "core/stack_table.h"
 #include "core/thread_flags.h"
+#include "core/thread_locals.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
 #include "core/wire_writer.h"
@@ -66,7 +67,9 @@ constexpr size_t kPageBytes = 4096;
 constexpr size_t kThreadStateBytes = (sizeof(ThreadState) + kPageBytes - 1) & ~(kPageBytes - 1);
 constexpr size_t kThreadMappingBytes = kPageBytes + kOwnStackBytes + kThreadStateBytes;
 
-__thread ThreadState* t_thread __attribute__((tls_model("initial-exec"))) = nullptr;
+// The calling thread's state (ThreadLocals::thread_state).
+ThreadState* ThisThread() { return static_cast<ThreadState*>(Locals().thread_state); }
+void SetThisThread(ThreadState* state) { Locals().thread_state = state; }
 
 enum OpenState : int { kNotOpen = 0, kOpening = 1, kOpen = 2, kOpenFailed = 3 };
 enum PythonState : int { kPythonNotFound = 0, kPythonFound = 1 };
@@ -225,8 +228,8 @@ void ClaimSession() {
 void ThreadExited(void* value) {
   OwnWorkScope own_work;  // a signal handler's hook here only forwards: the list is locked
   auto* state = static_cast<ThreadState*>(value);
-  if (t_thread == state) {
-    t_thread = nullptr;
+  if (ThisThread() == state) {
+    SetThisThread(nullptr);
     SetThreadStack(0, 0);
   }
   SpinGuard guard(g.free_list_lock);
@@ -394,7 +397,7 @@ GPUMEM_COLD ThreadState* NewThreadState() {
   }
   state->generation = 0;
   pthread_setspecific(g.thread_key, state);
-  t_thread = state;
+  SetThisThread(state);
   const auto stack_high = reinterpret_cast<uintptr_t>(state);
   SetThreadStack(stack_high - kOwnStackBytes, stack_high);
   return state;
@@ -403,7 +406,7 @@ GPUMEM_COLD ThreadState* NewThreadState() {
 }  // namespace
 
 GPUMEM_COLD void RunOnOwnStack(void (*fn)(void*), void* arg) {
-  if (t_thread == nullptr) NewThreadState();
+  if (ThisThread() == nullptr) NewThreadState();
   RunOnThreadStack(fn, arg);
 }
 
@@ -431,7 +434,7 @@ GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation)
 }
 
 GPUMEM_HOT ThreadState* CurrentThread() {
-  ThreadState* state = t_thread;
+  ThreadState* state = ThisThread();
   const uint32_t generation = g.generation.load(std::memory_order_relaxed);
   if (state != nullptr && state->generation == generation) [[likely]]
     return state;

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "core/thread_locals.h"
+
 namespace gpumem::capture {
 namespace {
 
@@ -17,7 +19,6 @@ struct Slot {
 Slot g_slots[kSlots];
 std::atomic<int> g_in_progress{0};
 std::atomic<uint64_t> g_next_capture{1};
-__thread uint64_t t_capture __attribute__((tls_model("initial-exec"))) = 0;
 
 }  // namespace
 
@@ -28,7 +29,7 @@ uint64_t Began(uint64_t stream, proto::CaptureMode /*mode*/) {
     if (slot.capture.compare_exchange_strong(expected, capture, std::memory_order_acq_rel)) {
       slot.stream.store(stream, std::memory_order_release);
       g_in_progress.fetch_add(1, std::memory_order_acq_rel);
-      t_capture = capture;
+      Locals().capture = capture;
       break;
     }
   }
@@ -41,7 +42,7 @@ uint64_t Ended(uint64_t stream) {
     if (capture == 0 || slot.stream.load(std::memory_order_acquire) != stream) continue;
     if (!slot.capture.compare_exchange_strong(capture, 0, std::memory_order_acq_rel)) continue;
     g_in_progress.fetch_sub(1, std::memory_order_acq_rel);
-    if (t_capture == capture) t_capture = 0;
+    if (Locals().capture == capture) Locals().capture = 0;
     return capture;
   }
   return 0;
@@ -61,11 +62,11 @@ uint64_t OfStream(uint64_t stream) {
 // A capture begun relaxed may end on another thread: the beginning thread's note is checked
 // against the captures still in progress.
 uint64_t OfThread() {
-  if (t_capture == 0) return 0;
+  if (Locals().capture == 0) return 0;
   for (const Slot& slot : g_slots) {
-    if (slot.capture.load(std::memory_order_acquire) == t_capture) return t_capture;
+    if (slot.capture.load(std::memory_order_acquire) == Locals().capture) return Locals().capture;
   }
-  t_capture = 0;
+  Locals().capture = 0;
   return 0;
 }
 

@@ -1,25 +1,15 @@
 // Per-thread flags shared by the two layers that see CUDA calls in the process: the interposed
-// entry points (interpose/) and the CUPTI callbacks (cupti/). Initial-exec TLS, a few bytes.
+// entry points (interpose/) and the CUPTI callbacks (cupti/), kept in the thread's
+// ThreadLocals (core/thread_locals.h): hook_depth, runtime_hook_depth, launch_correlation_id.
 #pragma once
 
 #include <errno.h>
 
 #include <cstdint>
 
+#include "core/thread_locals.h"
+
 namespace gpumem {
-
-// > 0 while the thread is inside an interposed call (or inside gpumem itself). Interposition
-// records the outermost call only; a CUPTI callback that finds it > 0 is seeing a call that
-// interposition records, and leaves it alone: each operation is recorded exactly once.
-inline __thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-// > 0 while the thread is inside an interposed runtime call (interpose/hook_guard.h): a driver hook
-// reached then is, as a rule, libcudart's own call underneath, recorded at the runtime's level.
-inline __thread int t_runtime_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-// Set by CUPTI's launch callback when the launch is an interposed one: the wrapper that records
-// it after the call takes CUPTI's correlation id from here (0: CUPTI did not see it).
-inline __thread uint64_t t_launch_correlation_id __attribute__((tls_model("initial-exec"))) = 0;
 
 // Keeps the errno the real call produced across the recording work done after it.
 class ErrnoKeeper {
@@ -38,8 +28,8 @@ class ErrnoKeeper {
 // CUPTI's callbacks, and the program's errno comes out as it went in.
 class OwnWorkScope {
  public:
-  OwnWorkScope() { ++t_hook_depth; }
-  ~OwnWorkScope() { --t_hook_depth; }
+  OwnWorkScope() { ++Locals().hook_depth; }
+  ~OwnWorkScope() { --Locals().hook_depth; }
   OwnWorkScope(const OwnWorkScope&) = delete;
   OwnWorkScope& operator=(const OwnWorkScope&) = delete;
 

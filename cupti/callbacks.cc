@@ -18,22 +18,22 @@ constinit Sinks g_sinks{&recorder::RecordMemory, &recorder::RecordLaunch,
 // call) and is recorded at API_EXIT. The number waits here, keyed by the call's correlation id
 // (bit 32 marks the slot as used): calls do not nest on one thread at depth 0, and an exit whose
 // entry was not seen (CUPTI subscribed mid-call) takes a fresh number.
-__thread uint64_t t_pending_call __attribute__((tls_model("initial-exec"))) = 0;
-__thread uint64_t t_pending_seq __attribute__((tls_model("initial-exec"))) = 0;
 
 uint64_t PendingKey(const CUpti_CallbackData& data) {
   return (uint64_t{1} << 32) | data.correlationId;
 }
 
 void TakeSeq(const CUpti_CallbackData& data) {
-  t_pending_seq = recorder::NextSeq();
-  t_pending_call = PendingKey(data);
+  ThreadLocals& locals = Locals();
+  locals.pending_seq = recorder::NextSeq();
+  locals.pending_call = PendingKey(data);
 }
 
 uint64_t PendingSeq(const CUpti_CallbackData& data) {
-  if (t_pending_call == PendingKey(data)) {
-    t_pending_call = 0;
-    return t_pending_seq;
+  ThreadLocals& locals = Locals();
+  if (locals.pending_call == PendingKey(data)) {
+    locals.pending_call = 0;
+    return locals.pending_seq;
   }
   return recorder::NextSeq();
 }
@@ -88,10 +88,11 @@ void HandleDriverCallback(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
   const CallbackInfo info = Classify(cbid);
   if (info.kind == CallbackClass::kIgnored) return;
   const bool entry = data.callbackSite == CUPTI_API_ENTER;
-  if (info.kind != CallbackClass::kLaunch && !entry) NoteMemoryCallback(t_hook_depth > 0);
-  if (t_hook_depth > 0) {
+  if (info.kind != CallbackClass::kLaunch && !entry) NoteMemoryCallback(Locals().hook_depth > 0);
+  if (Locals().hook_depth > 0) {
     // Interposition records this call; its launch wrapper takes CUPTI's correlation id from here.
-    if (info.kind == CallbackClass::kLaunch && entry) t_launch_correlation_id = data.correlationId;
+    if (info.kind == CallbackClass::kLaunch && entry)
+      Locals().launch_correlation_id = data.correlationId;
     return;
   }
   if (!recorder::Enabled()) return;

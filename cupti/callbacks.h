@@ -1,6 +1,6 @@
 // The CUPTI callback: where each driver call CUPTI reports is either left to interposition (it is
-// recording that call: t_hook_depth > 0) or recorded here (it reached the driver by a path gpumem
-// did not wrap). Each operation is recorded exactly once.
+// recording that call: Locals().hook_depth > 0) or recorded here (it reached the driver by a path
+// gpumem did not wrap). Each operation is recorded exactly once.
 #pragma once
 
 #include <cupti.h>

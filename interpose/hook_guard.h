@@ -26,10 +26,12 @@ enum class HookLayer { kDriver, kRuntime };
 class HookScope {
  public:
   explicit HookScope(HookLayer layer = HookLayer::kDriver)
-      : runtime_(layer == HookLayer::kRuntime), outermost_(t_hook_depth++ == 0) {
-    t_runtime_hook_depth += runtime_;
+      : locals_(Locals()),
+        runtime_(layer == HookLayer::kRuntime),
+        outermost_(locals_.hook_depth++ == 0) {
+    locals_.runtime_hook_depth += runtime_;
     if (!outermost_) [[unlikely]] {
-      if (runtime_ || t_runtime_hook_depth == 0) recorder::CountReentrantEvent();
+      if (runtime_ || locals_.runtime_hook_depth == 0) recorder::CountReentrantEvent();
       return;
     }
     EnsureRecorderInitialized();
@@ -37,8 +39,8 @@ class HookScope {
     if (recording_) cupti::StartOnce();  // the first CUDA call starts the CUPTI subscriber
   }
   ~HookScope() {
-    t_runtime_hook_depth -= runtime_;
-    --t_hook_depth;
+    locals_.runtime_hook_depth -= runtime_;
+    --locals_.hook_depth;
   }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;
@@ -47,6 +49,7 @@ class HookScope {
   bool recording() const { return recording_; }
 
  private:
+  ThreadLocals& locals_;
   bool runtime_;
   bool outermost_;
   bool recording_ = false;

@@ -29,9 +29,9 @@ std::atomic<int> g_exit_step{kRunning};
 std::atomic<bool> g_exit_handler_registered{false};
 
 void WriteFooter() {
-  ++t_hook_depth;
+  ++Locals().hook_depth;
   recorder::Finish();
-  --t_hook_depth;
+  --Locals().hook_depth;
 }
 
 void AtExit(int status, void*) {
@@ -43,7 +43,7 @@ void AtExit(int status, void*) {
 
 GPUMEM_COLD void InitializeRecorder() {
   if (g_initialized.load(std::memory_order_acquire)) return;
-  ++t_hook_depth;  // nothing done here is recorded
+  ++Locals().hook_depth;  // nothing done here is recorded
   recorder::Init(LoaderFunctions{&RealDlopen, &RealDlsym});
   static std::atomic<bool> fork_handler_registered{false};
   if (!fork_handler_registered.exchange(true)) pthread_atfork(nullptr, nullptr, &ChildAfterFork);
@@ -51,7 +51,7 @@ GPUMEM_COLD void InitializeRecorder() {
     g_exit_handler_registered.store(false);
   }
   g_initialized.store(true, std::memory_order_release);
-  --t_hook_depth;
+  --Locals().hook_depth;
 }
 
 // Also reached from the first hook, which may run before our constructor (another preloaded
@@ -68,9 +68,9 @@ __attribute__((constructor)) static void GpumemStart() { gpumem::EnsureRecorderI
 // Runs late in exit (a preloaded library is finalized after the libraries loaded after it), so
 // libcudart's own teardown frees are usually recorded before the footer. Later ones still are.
 __attribute__((destructor)) static void GpumemStop() {
-  ++gpumem::t_hook_depth;
+  ++gpumem::Locals().hook_depth;
   gpumem::cupti::Stop();  // CUPTI's last activity records before the footer
-  --gpumem::t_hook_depth;
+  --gpumem::Locals().hook_depth;
   int running = gpumem::kRunning;
   if (gpumem::g_exit_handler_registered.load() &&
       gpumem::g_exit_step.compare_exchange_strong(running, gpumem::kFooterLeftToExitHandler)) {

@@ -107,12 +107,12 @@ class CuptiTest : public ::testing::Test {
     g_timings.clear();
     g_pools.clear();
     SetSinks(TestSinks());
-    t_hook_depth = 0;
-    t_launch_correlation_id = 0;
+    gpumem::Locals().hook_depth = 0;
+    gpumem::Locals().launch_correlation_id = 0;
   }
   void TearDown() override {
     SetSinks(RecorderSinks());
-    t_hook_depth = 0;
+    gpumem::Locals().hook_depth = 0;
   }
 
   // One callback as CUPTI makes it, through the entry point handed to cuptiSubscribe.
@@ -182,11 +182,11 @@ cuLaunchKernel_params KernelLaunchParams(KernelArgs& args) {
 TEST_F(CuptiTest, InterposedLaunchOnlyHandsOverTheCorrelationId) {
   KernelArgs args;
   cuLaunchKernel_params params = KernelLaunchParams(args);
-  t_hook_depth = 1;  // inside an interposed cuLaunchKernel
+  gpumem::Locals().hook_depth = 1;  // inside an interposed cuLaunchKernel
   uint64_t before = recorder::NextSeq();
   Call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, CUDA_SUCCESS, 77, "kernel");
-  EXPECT_EQ(t_launch_correlation_id, 77u);
-  EXPECT_EQ(t_hook_depth, 1);
+  EXPECT_EQ(gpumem::Locals().launch_correlation_id, 77u);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 1);
   EXPECT_TRUE(g_launches.empty());
   EXPECT_TRUE(g_memory.empty());
   EXPECT_EQ(recorder::NextSeq(), before + 1);  // no sequence number taken
@@ -204,8 +204,8 @@ TEST_F(CuptiTest, UnwrappedLaunchIsRecordedOnceWithSeqTakenAtEntry) {
   Callback(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT, &params, &result, 9,
            "_Z6kernelPfi");
   EXPECT_EQ(errno, 1234);
-  EXPECT_EQ(t_hook_depth, 0);
-  EXPECT_EQ(t_launch_correlation_id, 0u);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 0);
+  EXPECT_EQ(gpumem::Locals().launch_correlation_id, 0u);
   ASSERT_EQ(g_launches.size(), 1u);
   const LaunchRecord& launch = g_launches[0].record;
   EXPECT_LT(launch.seq, between);
@@ -318,19 +318,19 @@ TEST_F(CuptiTest, UnwrappedAllocationIsOneAllocWithSeqAfterTheCall) {
   EXPECT_EQ(alloc.size, 1u << 20);
   EXPECT_EQ(alloc.result, 0);
   EXPECT_EQ(alloc.device, -1);  // no driver to ask
-  EXPECT_EQ(t_hook_depth, 0);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 0);
 }
 
 TEST_F(CuptiTest, InterposedMemoryCallsAreLeftToInterposition) {
   CUdeviceptr pointer = 0x1000;
   cuMemAlloc_v2_params alloc{&pointer, 4096};
   cuMemFree_v2_params free{0x1000};
-  t_hook_depth = 2;
+  gpumem::Locals().hook_depth = 2;
   uint64_t before = recorder::NextSeq();
   Call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &alloc, CUDA_SUCCESS);
   Call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &free, CUDA_SUCCESS);
   EXPECT_TRUE(g_memory.empty());
-  EXPECT_EQ(t_launch_correlation_id, 0u);
+  EXPECT_EQ(gpumem::Locals().launch_correlation_id, 0u);
   EXPECT_EQ(recorder::NextSeq(), before + 1);
 }
 
@@ -486,7 +486,7 @@ TEST_F(CuptiTest, UnknownCallbacksAndOtherDomainsRecordNothing) {
   EXPECT_TRUE(g_memory.empty());
   EXPECT_TRUE(g_launches.empty());
   EXPECT_EQ(recorder::NextSeq(), before + 1);
-  EXPECT_EQ(t_hook_depth, 0);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 0);
 }
 
 // ---- Activity records ----
@@ -563,7 +563,7 @@ TEST_F(CuptiTest, CompletedBuffersAreReadAndReused) {
   kernel.correlationId = 2;
   memcpy(buffer + sizeof(kernel) + sizeof(pool), &kernel, sizeof(kernel));
   BufferCompleted(nullptr, 0, buffer, size, 2 * sizeof(kernel) + sizeof(pool));
-  EXPECT_EQ(t_hook_depth, 0);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 0);
   ASSERT_EQ(g_timings.size(), 2u);
   EXPECT_EQ(g_timings[1].correlation_id, 2u);
   ASSERT_EQ(g_pools.size(), 1u);
@@ -699,7 +699,7 @@ TEST_F(CuptiTest, YieldingWithNoSubscriptionDoesNothing) {
   YieldSubscription(nullptr, "another tool");
   YieldSubscription(reinterpret_cast<const void*>(&OnCallback), nullptr);
   EXPECT_TRUE(g_statuses.empty());
-  EXPECT_EQ(t_hook_depth, 0);
+  EXPECT_EQ(gpumem::Locals().hook_depth, 0);
 }
 
 // ---- In a recorded program (preload library, fake CUDA) ----
@@ -822,10 +822,10 @@ class MemoryCallbackProbation : public CuptiTest {
   static void WrappedAllocations(int count) {
     CUdeviceptr pointer = 0;
     cuMemAlloc_v2_params params{&pointer, 4096};
-    t_hook_depth = 1;
+    gpumem::Locals().hook_depth = 1;
     for (int i = 0; i < count; ++i)
       Call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &params, CUDA_SUCCESS);
-    t_hook_depth = 0;
+    gpumem::Locals().hook_depth = 0;
   }
 };
 
