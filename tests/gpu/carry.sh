@@ -24,6 +24,7 @@ cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tes
 cp "$build/bin/gpumem" "$carry/bin/"  # the analyzer benchmark also times `gpumem report`
 cp "$build/bin/capture_rules" "$carry/bin/"  # what stream capture forbids, on the real driver
 cp "$build/tests/programs/small_stacks" "$carry/bin/"  # CUDA on small stacks and in signal handlers
+cp "$build/tests/programs/static_tls" "$carry/bin/"  # every thread's static TLS, with and without gpumem
 ldd "$build/tests/bench/analyzer_throughput" "$build/bin/gpumem" |
   awk '/libprotobuf|libabsl|libz\.so|libdw|libelf|liblzma|libbz2|libzstd/ {print $3}' | sort -u |
   xargs -r cp -L -t "$carry/lib/deps/"

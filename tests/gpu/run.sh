@@ -224,6 +224,12 @@ small_stacks() {
     echo "exit $?" >>"$out/$name.gpumem"
     echo "small_stacks $mode: $(tail -1 "$out/$name.plain") without gpumem, $(tail -1 "$out/$name.gpumem") with"
   done
+  # The static TLS of every thread, and a thread on the smallest stack that holds it: the same
+  # with gpumem preloaded (its TLS would sit on every thread's stack).
+  LD_LIBRARY_PATH=$cuda_libs "$build/bin/static_tls" >"$out/static_tls.plain" 2>&1
+  LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
+    GPUMEM_OUTPUT="$out/static_tls.trace" "$build/bin/static_tls" >"$out/static_tls.gpumem" 2>&1
+  echo "static TLS: $(cat "$out/static_tls.plain") without gpumem; $(cat "$out/static_tls.gpumem") with"
 }
 
 # Prints `gpumem dump --counts` of a recorded run.
@@ -368,6 +374,10 @@ check() {
       fail "small_stacks $name: $(tail -2 "${stacks%.plain}.gpumem" | tr '\n' ' ')"
   done
   [[ -n $stacks ]] || fail "small_stacks was not recorded"
+  echo "   static TLS: $(cat "$out/small_stacks/static_tls.plain" 2>/dev/null) without gpumem, $(cat "$out/small_stacks/static_tls.gpumem" 2>/dev/null) with"
+  [[ -s $out/small_stacks/static_tls.plain ]] &&
+    cmp -s "$out/small_stacks/static_tls.plain" "$out/small_stacks/static_tls.gpumem" ||
+    fail "static TLS differs under gpumem: threads on small stacks could not start"
 
   echo "== stream capture: the driver forbids what the fake CUDA forbids (capture_rules)"
   if grep -v '^#' tests/fake_cuda/capture_rules.expected | diff - "$out/capture_rules.txt" \
