@@ -364,13 +364,13 @@ check() {
   echo "== allocator models against PyTorch (train_mlp, train_cnn, train_transformer)"
   $python tests/gpu/compare_allocators.py "$out" "$build/bin/gpumem" || fail "allocator models"
 
-  echo "== small stacks and signal handlers: the same with and without gpumem (small_stacks)"
+  echo "== small stacks and signal handlers: the same outcome with and without gpumem (small_stacks)"
   local stacks
   for stacks in "$out"/small_stacks/*.plain; do
     local name=$(basename "$stacks" .plain)
     echo "   $name: $(tail -1 "$stacks") without gpumem, $(tail -1 "${stacks%.plain}.gpumem") with"
-    grep -v '^exit\|^gpumem: ' "${stacks%.plain}.gpumem" | diff -q - <(grep -v '^exit' "$stacks") >/dev/null &&
-      [[ $(tail -1 "$stacks") == "exit 0" && $(tail -1 "${stacks%.plain}.gpumem") == "exit 0" ]] ||
+    # The same outcome with and without gpumem (the real libcudart may itself need more stack).
+    grep -v '^gpumem: ' "${stacks%.plain}.gpumem" | diff -q - "$stacks" >/dev/null ||
       fail "small_stacks $name: $(tail -2 "${stacks%.plain}.gpumem" | tr '\n' ' ')"
   done
   [[ -n $stacks ]] || fail "small_stacks was not recorded"
