@@ -22,7 +22,7 @@ std::atomic<uint64_t> g_next_capture{1};
 
 }  // namespace
 
-uint64_t Began(uint64_t stream, proto::CaptureMode /*mode*/) {
+uint64_t Began(uint64_t stream) {
   const uint64_t capture = g_next_capture.fetch_add(1, std::memory_order_relaxed);
   for (Slot& slot : g_slots) {
     uint64_t expected = 0;

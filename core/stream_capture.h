@@ -7,13 +7,11 @@
 
 #include <cstdint>
 
-#include "core/trace_ids.h"
-
 namespace gpumem::capture {
 
-// A capture began on `stream` in `mode`: returns gpumem's number for it (from 1) and notes it as
+// A capture began on `stream`: returns gpumem's number for it (from 1) and notes it as
 // the calling thread's capture.
-uint64_t Began(uint64_t stream, proto::CaptureMode mode);
+uint64_t Began(uint64_t stream);
 // The capture on `stream` ended (its graph made or not): its number, 0 when none was known.
 uint64_t Ended(uint64_t stream);
 

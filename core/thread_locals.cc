@@ -10,13 +10,12 @@ namespace gpumem {
 namespace thread_locals_internal {
 
 pthread_key_t g_key;
-std::atomic<bool> g_key_ready{false};
+std::atomic<int> g_key_state{kNoKey};
 
 }  // namespace thread_locals_internal
 namespace {
 
-using thread_locals_internal::g_key;
-using thread_locals_internal::g_key_ready;
+using namespace thread_locals_internal;
 
 // Blocks for this many threads live in the library's zero-initialised data (only the pages used
 // take memory); past them a thread's block is mapped, and given back at its exit.
@@ -26,8 +25,6 @@ std::atomic<int> g_pool_next{0};
 // Pool blocks given back at thread exit, for the next threads: a flag per block.
 std::atomic<bool> g_pool_free[kPooledBlocks];
 
-enum KeyState : int { kNoKey = 0, kCreating = 1, kReady = 2, kFailed = 3 };
-std::atomic<int> g_key_state{kNoKey};
 // Where a thread's block comes from when no key could be made: shared, so depth counts are
 // approximate; never expected (a process has 1024 keys).
 ThreadLocals g_shared_fallback;
@@ -50,7 +47,6 @@ bool KeyReady() {
   if (state == kNoKey && g_key_state.compare_exchange_strong(state, kCreating)) {
     state = pthread_key_create(&g_key, &GiveBack) == 0 ? kReady : kFailed;
     g_key_state.store(state, std::memory_order_release);
-    g_key_ready.store(state == kReady, std::memory_order_release);
     return state == kReady;
   }
   while ((state = g_key_state.load(std::memory_order_acquire)) == kCreating) {

@@ -47,15 +47,16 @@ struct ThreadLocals {
 };
 
 namespace thread_locals_internal {
+enum KeyState : int { kNoKey = 0, kCreating = 1, kReady = 2, kFailed = 3 };
 extern pthread_key_t g_key;
-extern std::atomic<bool> g_key_ready;
+extern std::atomic<int> g_key_state;
 ThreadLocals& Take();  // the first call of a thread, or of the process
 }  // namespace thread_locals_internal
 
 // The calling thread's block (taken at its first call). Inline: every event asks a few times.
 inline ThreadLocals& Locals() {
   using namespace thread_locals_internal;
-  if (g_key_ready.load(std::memory_order_acquire)) [[likely]] {
+  if (g_key_state.load(std::memory_order_acquire) == kReady) [[likely]] {
     if (void* block = pthread_getspecific(g_key); block != nullptr) [[likely]]
       return *static_cast<ThreadLocals*>(block);
   }

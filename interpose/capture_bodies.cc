@@ -25,7 +25,7 @@ CUresult NoteBegin(const HookScope& scope, CUresult result, CUstream stream,
   if (result != CUDA_SUCCESS) return result;
   ErrnoKeeper keep;
   const auto stream_id = reinterpret_cast<uintptr_t>(stream);
-  const uint64_t capture = capture::Began(stream_id, ModeOf(mode));
+  const uint64_t capture = capture::Began(stream_id);
   if (scope.recording()) recorder::RecordStreamCapture(capture, stream_id, ModeOf(mode), false, 0);
   return result;
 }

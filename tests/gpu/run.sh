@@ -226,10 +226,10 @@ small_stacks() {
   done
   # The static TLS of every thread, and a thread on the smallest stack that holds it: the same
   # with gpumem preloaded (its TLS would sit on every thread's stack).
-  LD_LIBRARY_PATH=$cuda_libs "$build/bin/static_tls" >"$out/static_tls.plain" 2>&1
+  LD_LIBRARY_PATH=$cuda_libs "$build/bin/static_tls" >"$out/static_tls-without.txt" 2>&1
   LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
-    GPUMEM_OUTPUT="$out/static_tls.trace" "$build/bin/static_tls" >"$out/static_tls.gpumem" 2>&1
-  echo "static TLS: $(cat "$out/static_tls.plain") without gpumem; $(cat "$out/static_tls.gpumem") with"
+    GPUMEM_OUTPUT="$out/static_tls.trace" "$build/bin/static_tls" >"$out/static_tls-with.txt" 2>&1
+  echo "static TLS: $(cat "$out/static_tls-without.txt") without gpumem; $(cat "$out/static_tls-with.txt") with"
 }
 
 # Prints `gpumem dump --counts` of a recorded run.
@@ -374,9 +374,9 @@ check() {
       fail "small_stacks $name: $(tail -2 "${stacks%.plain}.gpumem" | tr '\n' ' ')"
   done
   [[ -n $stacks ]] || fail "small_stacks was not recorded"
-  echo "   static TLS: $(cat "$out/small_stacks/static_tls.plain" 2>/dev/null) without gpumem, $(cat "$out/small_stacks/static_tls.gpumem" 2>/dev/null) with"
-  [[ -s $out/small_stacks/static_tls.plain ]] &&
-    cmp -s "$out/small_stacks/static_tls.plain" "$out/small_stacks/static_tls.gpumem" ||
+  local tls=$out/small_stacks/static_tls
+  echo "   static TLS: $(cat "$tls-without.txt" 2>/dev/null) without gpumem, $(cat "$tls-with.txt" 2>/dev/null) with"
+  [[ -s $tls-without.txt ]] && cmp -s "$tls-without.txt" "$tls-with.txt" ||
     fail "static TLS differs under gpumem: threads on small stacks could not start"
 
   echo "== stream capture: the driver forbids what the fake CUDA forbids (capture_rules)"
