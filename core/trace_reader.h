@@ -1,6 +1,6 @@
 // Packet framing for gpumem trace files: turns a file into the byte ranges of its complete
 // `TracePacket`s and says how the file ended. Knows nothing about the packets' contents beyond the
-// first byte of the header; report/trace_file.h parses them with libprotobuf.
+// first byte of the header; report/trace/trace_file.h parses them with libprotobuf.
 //
 // The file is a sequence of `Trace.packet` fields (core/trace.proto): the tag byte 0x0A, a varint
 // length, then the packet. Zero bytes between packets are preallocated space nobody filled and are

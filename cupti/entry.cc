@@ -12,7 +12,7 @@
 #include "core/recorder.h"
 #include "core/thread_flags.h"
 #include "cupti/subscriber.h"
-#include "interpose/loader.h"
+#include "core/real_loader.h"
 
 namespace gpumem::cupti {
 namespace {

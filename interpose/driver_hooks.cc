@@ -13,7 +13,7 @@
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
 #include "interpose/launch_bodies.h"
-#include "interpose/loader.h"
+#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {

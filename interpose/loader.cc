@@ -1,61 +1,13 @@
-#include "interpose/loader.h"
-
-#include <dlfcn.h>
-
-#include <atomic>
-
+// gpumem's dlsym, exported for the whole process: it hands out the driver wrappers for CUDA entry
+// points looked up by name (the runtime finds the driver's functions this way).
+#include "core/real_loader.h"
 #include "interpose/driver_table.h"
 
-namespace gpumem {
-namespace {
-
-using DlsymFn = void* (*)(void*, const char*);
-using DlopenFn = void* (*)(const char*, int);
-
-DlopenFn g_real_dlopen = nullptr;
-
-}  // namespace
-}  // namespace gpumem
-
-// Read by the assembly stub below, hence C linkage (hidden, like everything not a hook).
+// The stub jumps through this (core/real_loader.cc) and to the slow path below.
 extern "C" {
-__attribute__((visibility("hidden"))) gpumem::DlsymFn gpumem_real_dlsym = nullptr;
+__attribute__((visibility("hidden"))) extern void* (*gpumem_real_dlsym)(void*, const char*);
 __attribute__((visibility("hidden"))) void* gpumem_dlsym_slow(void* handle, const char* name);
 }
-
-namespace gpumem {
-namespace {
-
-DlsymFn ResolveRealDlsym() {
-  DlsymFn real = gpumem_real_dlsym;
-  if (real != nullptr) return real;
-  // dlvsym is not hooked, so this finds glibc's dlsym. 2.34 merged libdl into libc.
-  void* found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  real = reinterpret_cast<DlsymFn>(found);
-  __atomic_store_n(&gpumem_real_dlsym, real, __ATOMIC_RELEASE);
-  return real;
-}
-
-}  // namespace
-
-void* RealDlsym(void* handle, const char* name) {
-  DlsymFn real = ResolveRealDlsym();
-  return real != nullptr ? real(handle, name) : nullptr;
-}
-
-void* NextSymbol(const char* name) { return RealDlsym(RTLD_NEXT, name); }
-
-void* RealDlopen(const char* file, int flags) {
-  if (g_real_dlopen == nullptr) {
-    void* found = dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.34");
-    if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.2.5");
-    g_real_dlopen = reinterpret_cast<DlopenFn>(found);
-  }
-  return g_real_dlopen != nullptr ? g_real_dlopen(file, flags) : nullptr;
-}
-
-}  // namespace gpumem
 
 // Every dlsym of the process comes here. dlsym(RTLD_NEXT, ...) depends on who called it, so that
 // case jumps straight into glibc with the caller's return address untouched; everything else goes

@@ -9,7 +9,7 @@
 #include "core/recorder.h"
 #include "interpose/driver_table.h"
 #include "interpose/hook_guard.h"
-#include "interpose/loader.h"
+#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {

@@ -8,7 +8,7 @@
 #include "core/hot_path.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
-#include "interpose/loader.h"
+#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {

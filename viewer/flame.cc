@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "report/sizes.h"
+#include "report/format/sizes.h"
 
 namespace gpumem::viewer {
 

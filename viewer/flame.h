@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "report/symbolizer.h"
+#include "report/stacks/symbolizer.h"
 
 namespace gpumem::viewer {
 

@@ -1,5 +1,5 @@
 // Iteration boundaries for the timeline's markers, found in the replay's one pass by growth's rules
-// (report/growth.h): the allocations of the marker call site (--iteration-marker, or detected: the
+// (report/analysis/growth.h): the allocations of the marker call site (--iteration-marker, or detected: the
 // site that allocates once per iteration, or most often), failing that the launches of the launch
 // site that runs once per iteration. The marker is known only at the end, so the times of every
 // allocation stack and launch site are kept, sampled: at most kMaxIterationTimes per key (every
@@ -16,8 +16,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
-#include "report/growth.h"
-#include "report/oom.h"
+#include "report/analysis/growth.h"
+#include "report/analysis/oom.h"
 
 namespace gpumem::viewer {
 

@@ -9,15 +9,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "report/call_sites.h"
-#include "report/pool_sizes.h"
-#include "report/printable.h"
-#include "report/progress.h"
-#include "report/replay.h"
-#include "report/sizes.h"
-#include "report/summary_table.h"
-#include "report/symbolizer.h"
-#include "report/trace_file.h"
+#include "report/stacks/call_sites.h"
+#include "report/trace/pool_sizes.h"
+#include "report/format/printable.h"
+#include "report/trace/progress.h"
+#include "report/replay/replay.h"
+#include "report/format/sizes.h"
+#include "report/analysis/summary_table.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
 #include "viewer/timeline_buckets.h"
 
 namespace gpumem::viewer {
@@ -30,7 +30,7 @@ using report::LiveAllocation;
 using report::Replay;
 using report::TraceFile;
 
-// One allocation's bytes as a SiteChange holds them (no allocation reaches 2^63: report/sizes.h).
+// One allocation's bytes as a SiteChange holds them (no allocation reaches 2^63: report/format/sizes.h).
 int64_t Signed(uint64_t bytes) {
   return static_cast<int64_t>(std::min<uint64_t>(bytes, std::numeric_limits<int64_t>::max()));
 }
@@ -276,7 +276,7 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   IterationTimes iterations(is_marker);
   ViewObserver observer(trace, sites, options, iterations);
   report::SummaryAnalysis summary(trace);
-  // Progress on a terminal (report/progress.h), ticked by every memory event.
+  // Progress on a terminal (report/trace/progress.h), ticked by every memory event.
   report::Progress progress(path, trace.file_size());
   const report::TraceReplay replay = report::ReplayTrace(
       *std::move(opened),
@@ -293,7 +293,7 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   PageData page;
   const TraceFile& file = *replay.file;
   const Header& header = file.header();
-  // Shown as the text reports show them (report/printable.h), JSON-escaped on top.
+  // Shown as the text reports show them (report/format/printable.h), JSON-escaped on top.
   page.trace_path = report::Printable(path);
   page.host = report::Printable(header.host());
   page.pid = header.pid();

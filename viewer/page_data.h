@@ -8,7 +8,7 @@
 //   allocations (the first kMaxFailureMarkers) and what was live at the peak and at the end as
 //   flame graphs pruned below `flame_min_fraction` and as tables of call sites (the first
 //   `table_rows`);
-// - the iterations (viewer/iterations.h), the summary table (report/summary_table.h), and the
+// - the iterations (viewer/iterations.h), the summary table (report/analysis/summary_table.h), and the
 //   process: command line, host, duration, how the trace ended.
 // viewer/page_json.h turns it into the JSON the page reads.
 #ifndef GPUMEM_VIEWER_PAGE_DATA_H_
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "report/event_counts.h"
-#include "report/python_stacks.h"
+#include "report/replay/event_counts.h"
+#include "report/stacks/python_stacks.h"
 #include "viewer/flame.h"
 #include "viewer/iterations.h"
 
@@ -45,7 +45,7 @@ struct ViewOptions {
 struct PageSite {
   std::string label;
   std::vector<std::string> frames;
-  std::string held_by;  // an allocator or library that holds it (report/memory_holders.h), or ""
+  std::string held_by;  // an allocator or library that holds it (report/stacks/memory_holders.h), or ""
 };
 
 struct PageFailure {
@@ -90,7 +90,7 @@ struct PagePlace {
   std::vector<PageRow> leak_sites;  // live at the end
 };
 
-// Names and paths from the trace are escaped as the text reports show them (report/printable.h).
+// Names and paths from the trace are escaped as the text reports show them (report/format/printable.h).
 struct PageData {
   std::string trace_path;
   std::string host;
@@ -109,7 +109,7 @@ struct PageData {
   std::vector<PagePlace> places;
   std::vector<PageSite> sites;
   Iterations iterations;
-  std::string summary;  // report/summary_table.h's text
+  std::string summary;  // report/analysis/summary_table.h's text
 };
 
 // Reads and reduces `path`. Fails as report::TraceFile::Open does (one line naming the path); a

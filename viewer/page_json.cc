@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "report/json.h"
+#include "report/format/json.h"
 
 namespace gpumem::viewer {
 

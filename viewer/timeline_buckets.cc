@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "report/sizes.h"
+#include "report/format/sizes.h"
 
 namespace gpumem::viewer {
 

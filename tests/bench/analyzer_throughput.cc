@@ -1,4 +1,4 @@
-// Analyzer throughput: how fast ReplayTrace() (report/replay.h, one thread) goes through a long
+// Analyzer throughput: how fast ReplayTrace() (report/replay/replay.h, one thread) goes through a long
 // trace, and that its peak RSS does not grow with the trace.
 //
 // For N events (default 50,000,000) and N/10, a child process records a synthetic trace with
@@ -37,9 +37,9 @@
 
 #include "core/recorder.h"
 #include "core/trace_ids.h"
-#include "report/event_stream.h"
-#include "report/replay.h"
-#include "report/trace_file.h"
+#include "report/trace/event_stream.h"
+#include "report/replay/replay.h"
+#include "report/trace/trace_file.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 #include "cupti/library_search.h"
 #include "cupti/subscriber.h"
 #include "gtest/gtest.h"
-#include "report/names.h"
-#include "report/trace_file.h"
+#include "report/format/names.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::cupti {

@@ -6,7 +6,7 @@
 //   3. The replay: ReadMemoryEventsBySeq, report/event_counts, report/replay (Replay::Add over the
 //      decoded events, Places(), ForEachLive), report/oom and report/growth.
 //   4. report/symbolizer on every stack the input declares, against the modules it declares.
-//   5. The commands themselves, as the `gpumem` binary runs them (report/commands.h), in process:
+//   5. The commands themselves, as the `gpumem` binary runs them (report/cli/commands.h), in process:
 //      `dump` (plain, --counts, --symbolize), `report` (every section, text and JSON), `check`,
 //      `whatif` (each --allocator, text and JSON), `view` and `export` in every format, their
 //      output written to stdout, which the fuzzer sends to /dev/null.
@@ -43,15 +43,15 @@
 
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
-#include "report/allocator_replay.h"
-#include "report/commands.h"
-#include "report/event_counts.h"
-#include "report/growth.h"
-#include "report/oom.h"
-#include "report/packet_format.h"
-#include "report/replay.h"
-#include "report/symbolizer.h"
-#include "report/trace_file.h"
+#include "report/allocator/allocator_replay.h"
+#include "report/cli/commands.h"
+#include "report/replay/event_counts.h"
+#include "report/analysis/growth.h"
+#include "report/analysis/oom.h"
+#include "report/export/packet_format.h"
+#include "report/replay/replay.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
 
 namespace {
 

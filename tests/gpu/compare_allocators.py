@@ -35,7 +35,7 @@ def whatif(gpumem, trace, device_memory="80GiB"):
 
 def native_segment_size(size):
     """The segment PyTorch's native allocator asks the driver for, for a request of `size`
-    (report/allocator_model.h): its OOM message names this, not the tensor's size."""
+    (report/allocator/allocator_model.h): its OOM message names this, not the tensor's size."""
     rounded = max(512, (size + 511) // 512 * 512)
     if rounded <= 1 << 20:
         return 2 << 20

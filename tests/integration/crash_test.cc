@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::testing {

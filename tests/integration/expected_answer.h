@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "core/trace.pb.h"
-#include "report/event_counts.h"
-#include "report/kernels.h"
-#include "report/replay.h"
-#include "report/symbolizer.h"
-#include "report/trace_file.h"
+#include "report/replay/event_counts.h"
+#include "report/analysis/kernels.h"
+#include "report/replay/replay.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
 
 namespace gpumem::testing {
 

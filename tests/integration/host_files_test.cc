@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::testing {

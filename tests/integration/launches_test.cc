@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "report/event_counts.h"
-#include "report/trace_file.h"
+#include "report/replay/event_counts.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

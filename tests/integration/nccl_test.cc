@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "report/event_counts.h"
-#include "report/names.h"
-#include "report/replay.h"
+#include "report/replay/event_counts.h"
+#include "report/format/names.h"
+#include "report/replay/replay.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

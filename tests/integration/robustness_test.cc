@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "report/symbolizer.h"
-#include "report/trace_file.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
 #include "tests/integration/expected_answer.h"
 #include "tests/support/test_support.h"
 

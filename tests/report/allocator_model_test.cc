@@ -1,8 +1,8 @@
-// report/allocator_model.h against cases computed by hand from the rules of PyTorch's native
+// report/allocator/allocator_model.h against cases computed by hand from the rules of PyTorch's native
 // caching allocator: rounding, the small and large pools and their segment sizes, splitting,
 // merging, streams, max_split_size, and the empty-the-cache retry before an out-of-memory error;
 // and the expandable-segments and cudaMallocAsync-pool models beside it.
-#include "report/allocator_model.h"
+#include "report/allocator/allocator_model.h"
 
 #include <gtest/gtest.h>
 
@@ -338,7 +338,7 @@ TEST(AsyncPoolModel, HoldsTheLiveBytesRoundedTo2MiBAtTheirHighest) {
   EXPECT_EQ(model.stats().reserved_peak, 4 * kMiB);
 }
 
-// A request over 2^48 bytes (report/sizes.h) fits no device: each model refuses it as out of
+// A request over 2^48 bytes (report/format/sizes.h) fits no device: each model refuses it as out of
 // memory, holds nothing for it, and goes on serving the others. Sizes near 2^64 once rounded to 0
 // (a block of 0 bytes split off itself) and wrapped the async pool's sum.
 TEST(AllocatorModels, RefuseSizesNoDeviceCanHold) {

@@ -21,7 +21,7 @@
 #include "core/trace_reader.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
-#include "report/commands.h"
+#include "report/cli/commands.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

@@ -2,7 +2,7 @@
 // in two processes never match each other), their live bytes merged by timestamp per device, per
 // host when the traces come from different hosts; on synthetic trace files with hand-computed
 // answers, and through `gpumem report`.
-#include "report/combined.h"
+#include "report/analysis/combined.h"
 
 #include <cstddef>
 #include <cstdint>

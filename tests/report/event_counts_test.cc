@@ -1,6 +1,6 @@
 // Counts per (action, API): frees matched to allocations by address, by cuMemCreate handle and by
 // range for cuMemUnmap; failed calls; what is live at the end; replay in seq order.
-#include "report/event_counts.h"
+#include "report/replay/event_counts.h"
 
 #include <cstdio>
 #include <fstream>
@@ -9,7 +9,7 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {

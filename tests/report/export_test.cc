@@ -17,9 +17,9 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/export_folded.h"
-#include "report/pickle_writer.h"
-#include "report/progress.h"
+#include "report/export/folded.h"
+#include "report/export/pickle_writer.h"
+#include "report/trace/progress.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

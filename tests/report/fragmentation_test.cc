@@ -1,6 +1,6 @@
 // `gpumem report --fragmentation`: reserved against in use per recording mode, on the bundled
 // real H100 traces (segment level, tensor level, plain) and on synthetic events.
-#include "report/fragmentation.h"
+#include "report/analysis/fragmentation.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,9 +10,9 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/event_stream.h"
-#include "report/memory_holders.h"
-#include "report/summary_table.h"
+#include "report/trace/event_stream.h"
+#include "report/stacks/memory_holders.h"
+#include "report/analysis/summary_table.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {

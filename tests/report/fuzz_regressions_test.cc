@@ -1,9 +1,9 @@
 // The traces of tests/fuzz/regressions/ (made by tests/fuzz/make_regressions.py, or found by the
 // fuzzer) through every command of the built gpumem, as a user would run them: none may crash,
 // each exits 0, 1 or 2 as its command says, and each writes its output. Then what each crafted
-// trace is about: allocations of impossible sizes (report/sizes.h) left out and counted, sizes
+// trace is about: allocations of impossible sizes (report/format/sizes.h) left out and counted, sizes
 // that the allocator models cannot round refused, stacks 50,000 frames deep cut to
-// kMaxStackFrames (report/symbolizer.h) in every report, export and page.
+// kMaxStackFrames (report/stacks/symbolizer.h) in every report, export and page.
 #include <algorithm>
 #include <filesystem>
 #include <string>

@@ -2,7 +2,7 @@
 // marker or detected (the most frequent allocation call site); on synthetic events with
 // hand-computed answers, and on the bundled leak_loop H100 trace (10 iterations, a 4 MiB
 // activation kept each time at leak_loop.cc:26, a 16 MiB buffer freed each time at line 24).
-#include "report/growth.h"
+#include "report/analysis/growth.h"
 
 #include <cstdint>
 #include <string>

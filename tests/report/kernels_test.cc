@@ -1,14 +1,14 @@
 // Kernel launches against the replay: launches per kernel and call site, kernels at the peak,
 // allocations never received by a launch (interior pointers and VMM mappings count as received),
 // and allocations idle long after their last use.
-#include "report/kernels.h"
+#include "report/analysis/kernels.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "report/replay.h"
+#include "report/replay/replay.h"
 #include "tests/support/synthetic_events.h"
 
 namespace gpumem::report {

@@ -1,4 +1,4 @@
-// Launch events in seq order with memory events (report/event_stream.h): a file's order is not
+// Launch events in seq order with memory events (report/trace/event_stream.h): a file's order is not
 // seq order (threads race for file space), and a launch must be matched against the memory live
 // at its seq, not at its place in the file.
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/event_stream.h"
+#include "report/trace/event_stream.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {

@@ -1,8 +1,8 @@
-// The hand decoder of memory event packets (report/memory_event_decoder.h) against libprotobuf:
+// The hand decoder of memory event packets (report/trace/memory_event_decoder.h) against libprotobuf:
 // on random events encoded the way the recorder encodes them and the way libprotobuf does, it
 // decodes every one to what libprotobuf parses; on random damage to them, whatever it accepts
 // libprotobuf parses to the same event, and what it declines is left to libprotobuf.
-#include "report/memory_event_decoder.h"
+#include "report/trace/memory_event_decoder.h"
 
 #include <cstdint>
 #include <random>

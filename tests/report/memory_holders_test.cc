@@ -1,6 +1,6 @@
 // Memory still live at exit that an allocator or library holds is told apart from memory the
 // program lost: unit rules, and the leaks report on PyTorch traces recorded on an H100.
-#include "report/memory_holders.h"
+#include "report/stacks/memory_holders.h"
 
 #include <gtest/gtest.h>
 

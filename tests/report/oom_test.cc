@@ -2,7 +2,7 @@
 // allocated early and is still held, which call sites would have made room, retries grouped; on
 // synthetic events with hand-computed answers, and on oom_loop recorded here under the preload
 // against the fake CUDA (7 chunks of 256 MiB fit in 2 GiB, the 8th fails).
-#include "report/oom.h"
+#include "report/analysis/oom.h"
 
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/replay.h"
+#include "report/replay/replay.h"
 #include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 

@@ -1,11 +1,11 @@
-// report/printable.h: how text a traced program handed over (any bytes) is shown in each output.
-#include "report/printable.h"
+// report/format/printable.h: how text a traced program handed over (any bytes) is shown in each output.
+#include "report/format/printable.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "report/json.h"
+#include "report/format/json.h"
 
 namespace gpumem::report {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/python_stacks.h"
-#include "report/symbolizer.h"
-#include "report/trace_file.h"
+#include "report/stacks/python_stacks.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {

@@ -1,7 +1,7 @@
 // Replay of memory events: per-device live bytes, peaks and the live set at the peak by stack,
 // VMM accounting (reservations are not memory; physical memory lives until released and
 // unmapped), anomalies, and the bundled real H100 traces against their known answers.
-#include "report/replay.h"
+#include "report/replay/replay.h"
 
 #include <cstdint>
 #include <string>
@@ -9,8 +9,8 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/event_counts.h"
-#include "report/trace_file.h"
+#include "report/replay/event_counts.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/synthetic_events.h"
 
 namespace gpumem::report {

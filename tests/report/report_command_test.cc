@@ -14,7 +14,7 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/sizes.h"
+#include "report/format/sizes.h"
 #include "tests/support/test_support.h"
 
 extern char** environ;

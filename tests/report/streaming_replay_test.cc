@@ -1,8 +1,8 @@
-// The streaming replay (report/event_stream.h, report/replay.h): the reorder buffer restores seq
+// The streaming replay (report/trace/event_stream.h, report/replay/replay.h): the reorder buffer restores seq
 // order to events shuffled within its window and counts those beyond it; a trace file written
 // shuffled replays exactly as the same trace written in order and as the in-memory sort; a packet
 // the hand decoder declines still arrives (through libprotobuf); and the replay's table of plain
-// allocations (report/address_map.h, stale entries erased lazily) agrees with a plain reference
+// allocations (report/replay/address_map.h, stale entries erased lazily) agrees with a plain reference
 // model on random traces full of overlaps, double frees and unknown frees.
 #include <algorithm>
 #include <cstdint>
@@ -19,16 +19,16 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/address_map.h"
-#include "report/event_stream.h"
-#include "report/fragmentation.h"
-#include "report/growth.h"
-#include "report/memory_event_decoder.h"
-#include "report/memory_holders.h"
-#include "report/oom.h"
-#include "report/replay.h"
-#include "report/summary_table.h"
-#include "report/trace_file.h"
+#include "report/replay/address_map.h"
+#include "report/trace/event_stream.h"
+#include "report/analysis/fragmentation.h"
+#include "report/analysis/growth.h"
+#include "report/trace/memory_event_decoder.h"
+#include "report/stacks/memory_holders.h"
+#include "report/analysis/oom.h"
+#include "report/replay/replay.h"
+#include "report/analysis/summary_table.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "core/trace.pb.h"
-#include "report/memory_holders.h"
-#include "report/summary_table.h"
-#include "report/symbolizer.h"
+#include "report/stacks/memory_holders.h"
+#include "report/analysis/summary_table.h"
+#include "report/stacks/symbolizer.h"
 #include "tests/support/summary_stats.h"
 #include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
@@ -295,7 +295,7 @@ TEST(SummaryTensors, ModelledRowsComeFromTheNativeModelAndAreMarked) {
       << text;
   EXPECT_NE(text.find("| Allocated memory      |   2048 KiB |"), std::string::npos);  // measured
   EXPECT_NE(text.find("  rows marked * are modelled: PyTorch's native caching allocator replayed "
-                      "over the recorded tensors (report/allocator_model.h) with no limit on its "
+                      "over the recorded tensors (report/allocator/allocator_model.h) with no limit on its "
                       "memory (the trace does not give the device's total); the others are "
                       "measured\n"),
             std::string::npos)

@@ -1,6 +1,6 @@
 // The symbolizer on a real module, this test binary: a trace whose module map holds it at the load
 // bias it has now, and stacks with addresses of functions defined here.
-#include "report/symbolizer.h"
+#include "report/stacks/symbolizer.h"
 
 #include <elf.h>
 #include <link.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem_symbolizer_test {

@@ -1,5 +1,5 @@
-// `gpumem record --tensors`' environment rules (report/tensor_mode.h).
-#include "report/tensor_mode.h"
+// `gpumem record --tensors`' environment rules (report/allocator/tensor_mode.h).
+#include "report/allocator/tensor_mode.h"
 
 #include <map>
 #include <optional>

@@ -1,5 +1,5 @@
 // TraceFile: packets streamed in file order, the interned tables, and how the file ended.
-#include "report/trace_file.h"
+#include "report/trace/trace_file.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-// The allocator replay (report/allocator_replay.h) and `gpumem whatif` on the traces recorded on an
+// The allocator replay (report/allocator/allocator_replay.h) and `gpumem whatif` on the traces recorded on an
 // H100 (samples/traces/): the tensors of train_mlp.py recorded under backend:cudaMallocAsync,
 // replayed through each model, against what PyTorch really reserved when the same script ran under
 // its native allocator and with expandable segments (those traces record the segments); then the
@@ -10,11 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "report/allocator_replay.h"
-#include "report/event_stream.h"
-#include "report/memory_holders.h"
-#include "report/summary_table.h"
-#include "report/trace_file.h"
+#include "report/allocator/allocator_replay.h"
+#include "report/trace/event_stream.h"
+#include "report/stacks/memory_holders.h"
+#include "report/analysis/summary_table.h"
+#include "report/trace/trace_file.h"
 #include "tests/support/synthetic_events.h"
 #include "tests/support/test_support.h"
 

@@ -1,4 +1,4 @@
-// A PyTorch-style statistic (report/allocator_model.h's SummaryStat) checked field by field, so a
+// A PyTorch-style statistic (report/allocator/allocator_model.h's SummaryStat) checked field by field, so a
 // failure names the field and the statistic.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "report/allocator_model.h"
+#include "report/allocator/allocator_model.h"
 
 namespace gpumem::testing {
 

@@ -1,0 +1,439 @@
+#include "report/analysis/combined.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/format/json.h"
+#include "report/format/printable.h"
+#include "report/format/sizes.h"
+#include "report/stacks/memory_holders.h"
+#include "report/trace/event_stream.h"
+
+namespace gpumem::report {
+
+// Spools write points as raw bytes.
+static_assert(std::is_trivially_copyable_v<TimelinePoint>);
+
+namespace {
+
+// Devices ascending, then -1, then kPinnedHost (as Replay::Places).
+bool PlaceBefore(int32_t a, int32_t b) {
+  const auto rank = [](int32_t place) {
+    return std::make_pair(place >= 0 ? 0 : place == -1 ? 1 : 2, place);
+  };
+  return rank(a) < rank(b);
+}
+
+std::string NameOf(int32_t place, const CombinedHost& host,
+                   const std::vector<ProcessTimeline>& processes) {
+  for (const size_t index : host.processes) {
+    const auto it = processes[index].place_names.find(place);
+    if (it != processes[index].place_names.end()) return it->second;
+  }
+  if (place == kPinnedHost) return "pinned host";
+  if (place < 0) return "device ?";
+  return absl::StrCat("device ", place);
+}
+
+// One place of one host: k-way merge of its processes' timelines by timestamp, each streamed from
+// its spool.
+CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
+                           const std::vector<ProcessTimeline>& processes) {
+  CombinedPlace result;
+  result.place = place;
+  std::vector<std::optional<TimelineSpool::Reader>> readers(members.size());
+  std::vector<TimelinePoint> next(members.size());  // each reader's point at the head
+  // (timestamp, member): the smallest first.
+  using Head = std::pair<uint64_t, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  auto advance = [&](size_t member) {
+    if (readers[member]->Next(&next[member])) heads.emplace(next[member].timestamp_ns, member);
+  };
+  for (size_t i = 0; i < members.size(); ++i) {
+    const auto it = processes[members[i]].places.find(place);
+    if (it == processes[members[i]].places.end()) continue;
+    readers[i].emplace(it->second.Read());
+    advance(i);
+  }
+  std::vector<uint64_t> current(members.size(), 0);
+  std::vector<uint64_t> at_peak(members.size(), 0);
+  // In 128 bits: each process's bytes fit in 64, their sum need not (it saturates when shown).
+  unsigned __int128 sum = 0;
+  unsigned __int128 peak = 0;
+  while (!heads.empty()) {
+    const auto [timestamp, member] = heads.top();
+    heads.pop();
+    const uint64_t bytes = next[member].live_bytes;
+    sum = sum - current[member] + bytes;
+    current[member] = bytes;
+    if (sum > peak) {
+      peak = sum;
+      result.peak_bytes = static_cast<uint64_t>(
+          std::min<unsigned __int128>(sum, std::numeric_limits<uint64_t>::max()));
+      result.timestamp_ns = timestamp;
+      at_peak = current;
+    }
+    advance(member);
+  }
+  for (size_t i = 0; i < members.size(); ++i) result.shares.push_back({members[i], at_peak[i]});
+  std::stable_sort(
+      result.shares.begin(), result.shares.end(),
+      [](const CombinedShare& a, const CombinedShare& b) { return a.bytes > b.bytes; });
+  return result;
+}
+
+uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
+  return timestamp_ns >= start ? timestamp_ns - start : 0;
+}
+
+}  // namespace
+
+TimelineSpool::TimelineSpool(size_t buffered) : buffered_(std::max<size_t>(buffered, 1)) {}
+
+void TimelineSpool::Append(const TimelinePoint& point) {
+  buffer_.push_back(point);
+  if (buffer_.size() >= buffered_ && !no_file_) Spill();
+}
+
+void TimelineSpool::Spill() {
+  if (file_ == nullptr) file_.reset(std::tmpfile());
+  const char* bytes = reinterpret_cast<const char*>(buffer_.data());
+  size_t left = buffer_.size() * sizeof(TimelinePoint);
+  off_t offset = static_cast<off_t>(in_file_ * sizeof(TimelinePoint));
+  while (file_ != nullptr && left > 0) {
+    const ssize_t written = pwrite(fileno(file_.get()), bytes, left, offset);
+    if (written <= 0) break;
+    bytes += written;
+    left -= static_cast<size_t>(written);
+    offset += written;
+  }
+  if (file_ == nullptr || left > 0) {
+    no_file_ = true;  // what a failed write left lies past in_file_ points: never read
+    return;
+  }
+  in_file_ += buffer_.size();
+  buffer_.clear();
+}
+
+bool TimelineSpool::Reader::Next(TimelinePoint* point) {
+  if (position_ < spool_->in_file_) {
+    if (chunk_next_ == chunk_.size()) {
+      chunk_.resize(std::min<uint64_t>(spool_->buffered_, spool_->in_file_ - position_));
+      char* bytes = reinterpret_cast<char*>(chunk_.data());
+      size_t left = chunk_.size() * sizeof(TimelinePoint);
+      off_t offset = static_cast<off_t>(position_ * sizeof(TimelinePoint));
+      while (left > 0) {
+        const ssize_t got = pread(fileno(spool_->file_.get()), bytes, left, offset);
+        if (got <= 0) return false;  // our own temporary file: an I/O error ends it
+        bytes += got;
+        left -= static_cast<size_t>(got);
+        offset += got;
+      }
+      chunk_next_ = 0;
+    }
+    *point = chunk_[chunk_next_++];
+    ++position_;
+    return true;
+  }
+  const uint64_t in_buffer = position_ - spool_->in_file_;
+  if (in_buffer >= spool_->buffer_.size()) return false;
+  *point = spool_->buffer_[in_buffer];
+  ++position_;
+  return true;
+}
+
+std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
+  std::vector<TimelinePoint> points;
+  Reader reader = Read();
+  TimelinePoint point;
+  while (reader.Next(&point)) points.push_back(point);
+  return points;
+}
+
+void TimelineBuilder::Add(const MemoryEvent& event) {
+  replay_.Add(event);
+  // A free names no place; any place may have changed. Places are few (devices, pinned host).
+  if (event.action() == ALLOC) last_.try_emplace(PlaceOf(event), 0);
+  for (auto& [place, last] : last_) {
+    const uint64_t now = replay_.LiveBytes(place);
+    if (now == last) continue;
+    last = now;
+    places_.try_emplace(place, buffered_).first->second.Append({event.timestamp_ns(), now});
+  }
+}
+
+ProcessTimeline TimelineBuilder::Finish(const std::string& path, const TraceFile& trace) {
+  ProcessTimeline timeline;
+  timeline.path = path;
+  timeline.host = trace.header().host();
+  timeline.pid = trace.header().pid();
+  timeline.start_time_mono_ns = trace.header().start_time_mono_ns();
+  for (const std::string& arg : trace.header().command_line()) timeline.command_line.push_back(arg);
+  if (trace.header().has_rank()) timeline.rank = trace.header().rank();
+  if (trace.header().has_local_rank()) timeline.local_rank = trace.header().local_rank();
+  if (trace.header().has_world_size()) timeline.world_size = trace.header().world_size();
+  timeline.places = std::move(places_);
+  for (const auto& [place, points] : timeline.places) {
+    timeline.place_names[place] = PlaceName(place, trace);
+  }
+  return timeline;
+}
+
+namespace {
+
+constexpr char kNotHeldId[] = "other";
+constexpr char kNotHeldName[] = "not held by an allocator or library";
+
+// `sites` summed by the holder of each stack, largest first (ties: first seen first).
+std::vector<HeldBy> ByHolder(const std::vector<SiteTally>& sites, const TraceReplay& replay) {
+  std::vector<HeldBy> held;
+  for (const SiteTally& site : sites) {
+    const MemoryHolder* holder = FindMemoryHolderOfStack(
+        *replay.file, site.stack_id, replay.stream_ordered_stacks.contains(site.stack_id));
+    const std::string id = holder != nullptr ? holder->id : kNotHeldId;
+    auto it = std::find_if(held.begin(), held.end(), [&](const HeldBy& h) { return h.id == id; });
+    if (it == held.end()) {
+      it = held.insert(held.end(), {id, holder != nullptr ? holder->name : kNotHeldName, 0});
+    }
+    it->bytes = SaturatingAdd(it->bytes, site.tally.bytes);
+  }
+  std::stable_sort(held.begin(), held.end(),
+                   [](const HeldBy& a, const HeldBy& b) { return a.bytes > b.bytes; });
+  return held;
+}
+
+}  // namespace
+
+void AddProcessRows(const TraceReplay& replay, ProcessTimeline* timeline) {
+  const uint64_t start = replay.file->header().start_time_mono_ns();
+  for (const PlaceUsage& place : replay.places) {
+    if (place.place == kPinnedHost) continue;
+    ProcessDeviceRow& row = timeline->rows.emplace_back();
+    row.place = place.place;
+    row.peak_bytes = place.peak_bytes;
+    row.peak_time_ns = place.peak_timestamp_ns > start ? place.peak_timestamp_ns - start : 0;
+    row.at_peak = ByHolder(place.peak_sites, replay);
+    row.exit_bytes = place.live.bytes;
+    row.at_exit = ByHolder(place.live_sites, replay);
+  }
+}
+
+std::string DescribeRank(const Header& header) {
+  if (!header.has_rank() && !header.has_local_rank()) return "";
+  std::vector<std::string> parts;
+  if (header.has_rank()) {
+    parts.push_back(header.has_world_size()
+                        ? absl::StrCat("rank ", header.rank(), " of ", header.world_size())
+                        : absl::StrCat("rank ", header.rank()));
+  }
+  if (header.has_local_rank()) parts.push_back(absl::StrCat("local rank ", header.local_rank()));
+  return absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+}
+
+absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path, size_t buffered) {
+  TimelineBuilder builder(buffered);
+  absl::StatusOr<StreamedTrace> streamed =
+      ForEachMemoryEventBySeq(path, [&](const MemoryEvent& event) { builder.Add(event); });
+  if (!streamed.ok()) return streamed.status();
+  return builder.Finish(path, *streamed->file);
+}
+
+Combined CombineTimelines(const std::vector<ProcessTimeline>& processes) {
+  Combined combined;
+  combined.processes = processes.size();
+  for (size_t i = 0; i < processes.size(); ++i) {
+    auto it =
+        std::find_if(combined.hosts.begin(), combined.hosts.end(),
+                     [&](const CombinedHost& host) { return host.host == processes[i].host; });
+    if (it == combined.hosts.end()) {
+      it = combined.hosts.insert(combined.hosts.end(), CombinedHost{});
+      it->host = processes[i].host;
+      it->start_time_mono_ns = processes[i].start_time_mono_ns;
+    }
+    it->processes.push_back(i);
+    it->start_time_mono_ns = std::min(it->start_time_mono_ns, processes[i].start_time_mono_ns);
+  }
+  combined.per_host = combined.hosts.size() > 1;
+  for (CombinedHost& host : combined.hosts) {
+    std::vector<int32_t> places;
+    for (const size_t index : host.processes) {
+      for (const auto& [place, points] : processes[index].places) {
+        if (std::find(places.begin(), places.end(), place) == places.end()) places.push_back(place);
+      }
+    }
+    std::sort(places.begin(), places.end(), PlaceBefore);
+    for (const int32_t place : places) {
+      host.places.push_back(CombinePlace(place, host.processes, processes));
+    }
+  }
+  return combined;
+}
+
+namespace {
+
+struct RankRow {
+  const ProcessTimeline* process;
+  const ProcessDeviceRow* row;
+};
+
+// Every process's rows: by rank (processes without one last), then pid, then place.
+std::vector<RankRow> RankRows(const std::vector<ProcessTimeline>& processes) {
+  std::vector<RankRow> rows;
+  for (const ProcessTimeline& process : processes) {
+    for (const ProcessDeviceRow& row : process.rows) rows.push_back({&process, &row});
+  }
+  auto key = [](const RankRow& r) {
+    const int64_t rank = r.process->rank ? *r.process->rank : std::numeric_limits<int64_t>::max();
+    return std::make_tuple(rank, r.process->pid, r.row->place >= 0 ? 0 : 1, r.row->place);
+  };
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const RankRow& a, const RankRow& b) { return key(a) < key(b); });
+  return rows;
+}
+
+std::string HeldText(const std::vector<HeldBy>& held) {
+  std::vector<std::string> parts;
+  for (const HeldBy& h : held) {
+    if (h.bytes > 0) parts.push_back(absl::StrCat(h.name, " ", FormatBytes(h.bytes)));
+  }
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
+
+std::string DeviceText(int32_t place) {
+  return place >= 0 ? absl::StrCat("device ", place) : "device ?";
+}
+
+// "ranks: ..." with a row per process and device, and what holds its memory at the peak and at
+// exit; "" when no process has a row.
+std::string RankTableText(const std::vector<ProcessTimeline>& processes) {
+  const std::vector<RankRow> rows = RankRows(processes);
+  if (rows.empty()) return "";
+  std::string out =
+      "\nranks: a row per process and device (its own peak; held at the peak and at exit, by "
+      "allocator or library)\n";
+  absl::StrAppendFormat(&out, "  %-6s %-8s %-10s %14s %14s %14s\n", "rank", "pid", "device", "peak",
+                        "at (ms)", "held at exit");
+  for (const RankRow& r : rows) {
+    absl::StrAppendFormat(&out, "  %-6s %-8d %-10s %14s %14.3f %14s\n",
+                          r.process->rank ? absl::StrCat(*r.process->rank) : "-", r.process->pid,
+                          DeviceText(r.row->place), FormatBytes(r.row->peak_bytes),
+                          static_cast<double>(r.row->peak_time_ns) / 1e6,
+                          FormatBytes(r.row->exit_bytes));
+    absl::StrAppend(&out, "         at the peak: ", HeldText(r.row->at_peak), "\n");
+    absl::StrAppend(&out, "         at exit: ", HeldText(r.row->at_exit), "\n");
+  }
+  return out;
+}
+
+std::string OptionalJson(const std::optional<int32_t>& value) {
+  return value ? absl::StrCat(*value) : "null";
+}
+
+std::string HeldJson(const std::vector<HeldBy>& held) {
+  std::vector<std::string> items;
+  for (const HeldBy& h : held) {
+    items.push_back(absl::StrCat("{\"id\":", JsonString(h.id), ",\"name\":", JsonString(h.name),
+                                 ",\"bytes\":", h.bytes, "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string RankTableJson(const std::vector<ProcessTimeline>& processes) {
+  std::vector<std::string> items;
+  for (const RankRow& r : RankRows(processes)) {
+    const ProcessTimeline& process = *r.process;
+    items.push_back(absl::StrCat(
+        "{\"rank\":", OptionalJson(process.rank),
+        ",\"local_rank\":", OptionalJson(process.local_rank),
+        ",\"world_size\":", OptionalJson(process.world_size), ",\"pid\":", process.pid,
+        ",\"host\":", JsonString(process.host), ",\"path\":", JsonString(process.path),
+        ",\"device\":", r.row->place, ",\"peak_bytes\":", r.row->peak_bytes,
+        ",\"peak_time_ns\":", r.row->peak_time_ns, ",\"held_at_peak\":", HeldJson(r.row->at_peak),
+        ",\"held_at_exit_bytes\":", r.row->exit_bytes,
+        ",\"held_at_exit\":", HeldJson(r.row->at_exit), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+}  // namespace
+
+std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes) {
+  std::string out = absl::StrCat("== combined, ", combined.processes, " processes\n");
+  absl::StrAppend(&out, RankTableText(processes));
+  if (combined.per_host) {
+    absl::StrAppend(&out, "the traces come from ", combined.hosts.size(),
+                    " hosts: CLOCK_MONOTONIC is per host, so the combined view is per host\n");
+  }
+  for (const CombinedHost& host : combined.hosts) {
+    const std::string host_name = host.host.empty() ? "(unknown host)" : Printable(host.host);
+    if (combined.per_host) {
+      absl::StrAppend(&out, "\nhost ", host_name, ": ", host.processes.size(),
+                      host.processes.size() == 1 ? " process\n" : " processes\n");
+    }
+    if (host.places.empty()) absl::StrAppend(&out, "\ncombined: no memory allocated\n");
+    for (const CombinedPlace& place : host.places) {
+      absl::StrAppendFormat(
+          &out, "\ncombined peak, %s: %s (%d bytes) at %.3f ms after the first process started\n",
+          NameOf(place.place, host, processes), FormatBytes(place.peak_bytes), place.peak_bytes,
+          static_cast<double>(Since(place.timestamp_ns, host.start_time_mono_ns)) / 1e6);
+      for (const CombinedShare& share : place.shares) {
+        const ProcessTimeline& process = processes[share.process];
+        absl::StrAppendFormat(
+            &out, "  %s  %5.1f%%  %spid %d  %s\n", FormatBytes(share.bytes),
+            place.peak_bytes == 0
+                ? 0.0
+                : 100.0 * static_cast<double>(share.bytes) / static_cast<double>(place.peak_bytes),
+            process.rank ? absl::StrCat("rank ", *process.rank, "  ") : "", process.pid,
+            Printable(process.command_line.empty() ? process.path
+                                                   : absl::StrJoin(process.command_line, " ")));
+      }
+    }
+  }
+  return out;
+}
+
+std::string CombinedJson(const Combined& combined, const std::vector<ProcessTimeline>& processes) {
+  std::vector<std::string> hosts;
+  for (const CombinedHost& host : combined.hosts) {
+    std::vector<std::string> places;
+    for (const CombinedPlace& place : host.places) {
+      std::vector<std::string> shares;
+      for (const CombinedShare& share : place.shares) {
+        const ProcessTimeline& process = processes[share.process];
+        std::vector<std::string> argv;
+        for (const std::string& arg : process.command_line) argv.push_back(JsonString(arg));
+        shares.push_back(absl::StrCat("{\"pid\":", process.pid,
+                                      process.rank ? absl::StrCat(",\"rank\":", *process.rank) : "",
+                                      ",\"path\":", JsonString(process.path), ",\"command_line\":[",
+                                      absl::StrJoin(argv, ","), "],\"bytes\":", share.bytes, "}"));
+      }
+      places.push_back(absl::StrCat(
+          "{\"memory\":", place.place == kPinnedHost ? "\"host\"" : "\"device\"",
+          ",\"device\":", place.place == kPinnedHost ? -1 : place.place,
+          ",\"name\":", JsonString(NameOf(place.place, host, processes)),
+          ",\"peak_bytes\":", place.peak_bytes, ",\"timestamp_ns\":", place.timestamp_ns,
+          ",\"time_ns\":", Since(place.timestamp_ns, host.start_time_mono_ns), ",\"processes\":[",
+          absl::StrJoin(shares, ","), "]}"));
+    }
+    std::vector<std::string> pids;
+    for (const size_t index : host.processes) pids.push_back(absl::StrCat(processes[index].pid));
+    hosts.push_back(absl::StrCat("{\"host\":", JsonString(host.host), ",\"pids\":[",
+                                 absl::StrJoin(pids, ","), "],\"places\":[",
+                                 absl::StrJoin(places, ","), "]}"));
+  }
+  return absl::StrCat(
+      "{\"processes\":", combined.processes, ",\"per_host\":", combined.per_host ? "true" : "false",
+      ",\"ranks\":", RankTableJson(processes), ",\"hosts\":[", absl::StrJoin(hosts, ","), "]}");
+}
+
+}  // namespace gpumem::report

@@ -1,0 +1,181 @@
+// `gpumem report` over several traces: the combined view of their processes. Each process is
+// replayed on its own (report/replay/replay.h: device pointers of different processes may coincide
+// and are never matched across processes) into a per-place timeline of its live bytes; the
+// timelines of processes of one host are merged by timestamp (CLOCK_MONOTONIC is one clock per
+// host) to find, per place, the highest sum of live bytes over all processes at once, when it
+// happened and what each process held then. Traces of different hosts are combined per host: their
+// clocks are not comparable. Rules: report/README.md ("Combined view").
+#ifndef GPUMEM_REPORT_ANALYSIS_COMBINED_H_
+#define GPUMEM_REPORT_ANALYSIS_COMBINED_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/trace.pb.h"
+#include "report/replay/replay.h"
+#include "report/trace/trace_file.h"
+
+namespace gpumem::report {
+
+// One process's live bytes on one place right after an event that changed them.
+struct TimelinePoint {
+  uint64_t timestamp_ns = 0;
+  uint64_t live_bytes = 0;
+};
+
+// Points held in memory per spool before they go to its file: 4096 (64 KiB).
+inline constexpr size_t kTimelineBufferedPoints = 4096;
+
+// One process's points on one place, in replay order, in memory bounded by a buffer: each time
+// `buffered` points are held, they are written to an unlinked temporary file (tmpfile()), so a
+// long trace's timeline costs disk, not memory. Where no temporary file can be written, the points
+// stay in memory.
+class TimelineSpool {
+ public:
+  explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints);
+  void Append(const TimelinePoint& point);
+  uint64_t size() const { return in_file_ + buffer_.size(); }
+
+  // Reads the points back in order, a buffer at a time; readers of one spool are independent. The
+  // spool must outlive its readers and not change while they read.
+  class Reader {
+   public:
+    explicit Reader(const TimelineSpool* spool) : spool_(spool) {}
+    // The next point into *point; false after the last.
+    bool Next(TimelinePoint* point);
+
+   private:
+    const TimelineSpool* spool_;
+    uint64_t position_ = 0;             // of the next point
+    std::vector<TimelinePoint> chunk_;  // the points read from the file last
+    size_t chunk_next_ = 0;             // the one of them to return next
+  };
+  Reader Read() const { return Reader(this); }
+  // Every point, in memory: for tests and small timelines.
+  std::vector<TimelinePoint> ReadAll() const;
+
+ private:
+  struct CloseFile {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  // Writes the buffer to the file (made on first use); keeps it in memory when that fails.
+  void Spill();
+
+  size_t buffered_;
+  std::unique_ptr<std::FILE, CloseFile> file_;
+  bool no_file_ = false;  // the file could not be made or written: everything stays in memory
+  uint64_t in_file_ = 0;  // points written to the file, the first ones
+  std::vector<TimelinePoint> buffer_;  // the points after those
+};
+
+// Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,
+// or nobody known ("other"). In the order first seen, the largest first once sorted.
+struct HeldBy {
+  std::string id;    // MemoryHolder::id, or "other"
+  std::string name;  // MemoryHolder::name, or "not held by an allocator or library"
+  uint64_t bytes = 0;
+};
+
+// One process on one device (or place): its own peak and what it held at exit, each by holder.
+struct ProcessDeviceRow {
+  int32_t place = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;  // after the process started
+  std::vector<HeldBy> at_peak;
+  uint64_t exit_bytes = 0;
+  std::vector<HeldBy> at_exit;
+};
+
+struct ProcessTimeline {
+  std::string path;
+  std::string host;
+  uint32_t pid = 0;
+  // The process's distributed identity as the header recorded it (none: not in a launcher's job).
+  std::optional<int32_t> rank;
+  std::optional<int32_t> local_rank;
+  std::optional<int32_t> world_size;
+  // Its devices (not pinned host), from the whole trace's replay (AddProcessRows); none when the
+  // timeline was read without one.
+  std::vector<ProcessDeviceRow> rows;
+  std::vector<std::string> command_line;
+  uint64_t start_time_mono_ns = 0;
+  // Per place (report/replay/replay.h): the points in replay (seq) order.
+  std::map<int32_t, TimelineSpool> places;
+  // "device 0 (NVIDIA H100 80GB HBM3)" per place, from the trace's Device packets.
+  std::map<int32_t, std::string> place_names;
+};
+
+// Builds a process's timelines from its memory events, fed in seq order.
+class TimelineBuilder {
+ public:
+  // `buffered`: points held in memory per place (TimelineSpool).
+  explicit TimelineBuilder(size_t buffered = kTimelineBufferedPoints) : buffered_(buffered) {}
+  void Add(const MemoryEvent& event);
+  // The timeline, with the process and place names from `trace` (read whole by now). Once.
+  ProcessTimeline Finish(const std::string& path, const TraceFile& trace);
+
+ private:
+  size_t buffered_;
+  Replay replay_;
+  std::map<int32_t, TimelineSpool> places_;
+  std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
+};
+
+// Fills `timeline->rows` from the process's replay: per device, the peak and what was live at
+// exit, each by holder (memory_holders.h, from the stacks' modules).
+void AddProcessRows(const TraceReplay& replay, ProcessTimeline* timeline);
+
+// " (rank 0 of 2, local rank 0)" for a header that has them, else "".
+std::string DescribeRank(const Header& header);
+
+// Streams `path` in seq order and builds its timeline. Fails as TraceFile::Open does.
+absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path,
+                                                    size_t buffered = kTimelineBufferedPoints);
+
+// What one process held at a combined peak.
+struct CombinedShare {
+  size_t process = 0;  // index into the timelines given to CombineTimelines
+  uint64_t bytes = 0;
+};
+
+struct CombinedPlace {
+  int32_t place = 0;
+  uint64_t peak_bytes = 0;    // highest sum of the processes' live bytes at once
+  uint64_t timestamp_ns = 0;  // CLOCK_MONOTONIC of the event that first reached it
+  // Every process of the host, largest first (ties by process index); 0 for one with nothing there.
+  std::vector<CombinedShare> shares;
+};
+
+struct CombinedHost {
+  std::string host;
+  std::vector<size_t> processes;      // indexes, in the order given
+  uint64_t start_time_mono_ns = 0;    // the earliest start of its processes
+  std::vector<CombinedPlace> places;  // devices ascending, then -1, then kPinnedHost
+};
+
+struct Combined {
+  size_t processes = 0;
+  bool per_host = false;            // the traces come from more than one host
+  std::vector<CombinedHost> hosts;  // in order of first appearance
+};
+
+// Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
+// the processes were given, then in each process's order), reading each spool once: memory is
+// bounded by one read buffer per process.
+Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
+
+// The "combined, N processes" section, and its JSON object (schema: report/README.md): the table
+// of ranks (a row per process and device), then the combined peaks per host.
+std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes);
+std::string CombinedJson(const Combined& combined, const std::vector<ProcessTimeline>& processes);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_ANALYSIS_COMBINED_H_

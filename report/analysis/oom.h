@@ -1,0 +1,131 @@
+// OOM post-mortem: for each failed allocation (ALLOC_FAILED), the request, what the driver said was
+// free then, and what the trace shows live on that place at that moment, by call site; and what
+// the data says would have helped (old allocations still held, the largest call sites that would
+// have made room). See report/README.md, "gpumem report --oom".
+//
+// Retries are grouped: a failure of the same size, API and place as the previous failure there,
+// with no successful allocation on that place in between, is another attempt at the same request
+// (PyTorch's caching allocator empties its cache and calls cudaMalloc again). A group is reported
+// once, as of its last attempt (after whatever was freed between attempts).
+#ifndef GPUMEM_REPORT_ANALYSIS_OOM_H_
+#define GPUMEM_REPORT_ANALYSIS_OOM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/trace.pb.h"
+#include "report/replay/event_counts.h"
+#include "report/replay/replay.h"
+#include "report/stacks/call_sites.h"
+
+namespace gpumem::report {
+
+// What one call site held at a failure.
+struct OomSite {
+  uint64_t stack_id = 0;  // the call site's stack id (CallSiteOf)
+  Tally live;             // live at the failure
+  Tally early;            // of which allocated before OomReport::early_before_seq
+};
+
+// One attempt at a failed request.
+struct OomAttempt {
+  uint64_t seq = 0;
+  uint64_t timestamp_ns = 0;
+  uint64_t free_bytes = 0;  // cuMemGetInfo at the failure (0 with total 0: not recorded)
+  uint64_t total_bytes = 0;
+  uint64_t stack_id = 0;
+};
+
+// Failed requests analysed in full (live set, call sites, what would have helped): the first ones
+// of the trace; later ones are only counted (OomReport::failures_not_analysed).
+inline constexpr size_t kMaxOomFailures = 64;
+// Attempts listed per request: the first ones; OomFailure::attempt_count counts them all.
+inline constexpr size_t kMaxOomAttempts = 64;
+
+struct OomFailure {
+  MemoryEvent request;               // the last attempt
+  int32_t place = 0;                 // device ordinal, -1 unknown, or kPinnedHost
+  std::vector<OomAttempt> attempts;  // in seq order, the first kMaxOomAttempts; one unless retried
+  uint64_t attempt_count = 0;        // all of them
+  Tally live;                        // everything live on the place at the last attempt
+  Tally early;                       // of which allocated before early_before_seq
+  std::vector<OomSite> sites;        // live at the last attempt by call site, largest first
+};
+
+struct OomReport {
+  uint64_t first_seq = 0;  // the trace's seq range (all memory events)
+  uint64_t last_seq = 0;
+  // Allocations with a smaller seq were made in the first 10% of the seq range: "early".
+  uint64_t early_before_seq = 0;
+  std::vector<OomFailure> failures;    // in seq order, the first kMaxOomFailures requests
+  uint64_t failures_not_analysed = 0;  // failed requests after those
+};
+
+// The OOM post-mortem of one process's memory events, fed one at a time in seq order. What is
+// "early" depends on the whole trace's seq range, known only at the end: so each failed request
+// kept keeps the allocations live on its place at its last attempt (stack, seq, size), and
+// Finish() classifies and groups them. Memory is bounded by kMaxOomFailures such live sets and
+// the replay's live set, not by the length of the trace.
+class OomAnalysis {
+ public:
+  // `call_site_of` is called by Finish() only, so a trace being streamed is read whole by then.
+  explicit OomAnalysis(CallSiteOf call_site_of = {});
+  void Add(const MemoryEvent& event);
+  OomReport Finish() const;
+
+ private:
+  struct LiveThen {
+    uint64_t stack_id = 0;
+    uint64_t seq = 0;
+    uint64_t size = 0;
+  };
+  struct Request {
+    OomFailure failure;
+    std::vector<LiveThen> live;  // on its place at its last attempt
+  };
+  // Per place, the request that a failure of the same size and API would retry (cleared by a
+  // successful allocation there).
+  struct Open {
+    uint64_t size = 0;
+    Api api = API_UNKNOWN;
+    bool kept = false;  // one of requests_ (the last one kept on the place), or only counted
+    size_t index = 0;
+  };
+
+  CallSiteOf call_site_of_;
+  Replay replay_;
+  bool any_event_ = false;
+  uint64_t first_seq_ = 0;
+  uint64_t last_seq_ = 0;
+  std::vector<Request> requests_;
+  absl::flat_hash_map<int32_t, Open> open_;
+  uint64_t not_analysed_ = 0;
+};
+
+// OomAnalysis over `events` (one process's memory events in seq order).
+OomReport AnalyzeOoms(const std::vector<MemoryEvent>& events, const CallSiteOf& call_site_of = {});
+
+// The fewest of `failure.sites` (largest first) whose bytes, freed, would have let the request fit:
+// how many, or 0 when the request fit the free memory recorded, or free/total were not recorded,
+// or even all of them would not have been enough (then *enough is false).
+size_t SitesThatWouldHaveMadeRoom(const OomFailure& failure, bool* enough);
+
+// Memory on the device that the trace does not show live at `failure`: total - free - live (0
+// when free/total were not recorded, or when they do not add up).
+uint64_t UntrackedBytes(const OomFailure& failure);
+// "What would have helped" `failure`, computed from the data: one sentence each.
+std::vector<std::string> HelpedLines(const OomFailure& failure, const OomReport& report,
+                                     CallSites& sites);
+// `gpumem report --oom`: each failure with its call site and the `top` call sites live then
+// (0: all), and its JSON object (report/README.md).
+void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& sites, size_t top,
+                   std::string* out);
+std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& sites, size_t top);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_ANALYSIS_OOM_H_

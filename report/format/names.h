@@ -1,0 +1,42 @@
+// Readable names for the enums of core/trace.proto, as the reports print them.
+#ifndef GPUMEM_REPORT_FORMAT_NAMES_H_
+#define GPUMEM_REPORT_FORMAT_NAMES_H_
+
+#include <string>
+
+#include "core/trace.pb.h"
+
+namespace gpumem::report {
+
+// The C function name without version suffix: "cudaMalloc", "cuMemAllocPitch", "cuMemCreate".
+// Values this build does not know print as "api<N>".
+std::string ApiName(Api api);
+
+// "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"
+// ("launch<N>" for values this build does not know).
+std::string LaunchApiName(LaunchApi api);
+
+// "active", "disabled", "not_found", "other_subscriber", "failed", "unknown".
+std::string CuptiStateName(CuptiState state);
+
+// Why recording stopped: "none", "disk_full", "size_limit", "descriptor_lost", "write_failed",
+// "address_space_full" ("stop<N>" for values this build does not know).
+std::string RecordingStopName(RecordingStop reason);
+
+// A C++ symbol (kernel or function name) demangled; anything else as it is.
+std::string Demangle(const char* name);
+
+// "alloc", "free", "alloc_failed", "free_failed" ("action<N>" for unknown values).
+std::string ActionName(Action action);
+
+// "device", "managed", "pinned_host", "vmm_reservation", "vmm_physical", "vmm_mapping", "pool"
+// ("unknown" for KIND_UNKNOWN, "kind<N>" for values this build does not know).
+std::string KindName(MemoryKind kind);
+
+// "global", "thread_local", "relaxed" ("unknown", or "mode<N>" for values this build does not
+// know).
+std::string CaptureModeName(CaptureMode mode);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_FORMAT_NAMES_H_

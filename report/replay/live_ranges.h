@@ -1,0 +1,160 @@
+// The live plain allocations of a replay by address range: found by address on every free,
+// searched for overlaps on every allocation, and told a double free from a free of an address never
+// allocated. Shared by the replay (report/replay/replay.h) and the summary table
+// (report/analysis/summary_table.h), which keep different values per allocation and the same rules:
+// - an allocation over live ranges ends them (their frees were evidently missed): they are
+//   "dropped", and a later free of their address is a free of an unknown address;
+// - a free of an address freed and not allocated again since is a double free.
+//
+// Layout, for speed on long traces: a hash map by address finds an allocation (or marks its address
+// freed); an AddressMap (report/replay/address_map.h) orders them for the overlap search. A free
+// leaves its entry in the ordered map, stale (one search saved per free), and the overlap search of
+// a later allocation erases the stale entries it passes or reuses one for itself. Values sit in
+// reused slots. Memory is bounded by the live set and the freed addresses.
+#ifndef GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
+#define GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "report/replay/address_map.h"
+
+namespace gpumem::report {
+
+// The end of [address, address + size): a zero-size allocation still occupies its address, and a
+// range that would wrap ends at the top.
+inline uint64_t RangeEnd(uint64_t address, uint64_t size) {
+  size = size == 0 ? 1 : size;
+  return address > std::numeric_limits<uint64_t>::max() - size
+             ? std::numeric_limits<uint64_t>::max()
+             : address + size;
+}
+
+enum class FreeOutcome { kFreed, kUnknownAddress, kDoubleFree };
+
+// `Value` has a `uint64_t size` member: the allocation's size, set by the caller.
+template <typename Value>
+class LiveRanges {
+ public:
+  // Makes [address, address + size) live and returns its value, to fill: every field, `size`
+  // first (the slot is reused; what it held is unspecified).
+  // Live ranges overlapping it are first passed to `dropped(const Value&)` and
+  // removed; returns through *overlapped whether there were any.
+  template <typename Dropped>
+  Value& Allocate(uint64_t address, uint64_t size, bool* overlapped, Dropped&& dropped) {
+    const uint64_t end = RangeEnd(address, size);
+    // From the last entry starting below `end` down: live ranges are disjoint, so the first live
+    // one that ends at or before `address` is the last to look at. The first stale entry on the
+    // way is kept, to be reused (it lies between that live one and `end`, and so will `address`);
+    // the other stale ones are erased. `cursor` is the first entry at or above `end`, or the kept
+    // one.
+    using Position = typename AddressMap<uint32_t>::Position;
+    Position cursor = order_.LowerBound(end);
+    bool reuse = false;
+    *overlapped = false;
+    for (;;) {
+      Position before = cursor;
+      if (!order_.Previous(&before)) break;
+      const uint64_t begin = order_.KeyAt(before);
+      const uint32_t slot = order_.ValueAt(before);
+      if (IsLive(begin, slot)) {
+        const Value& live = slots_[slot].value;
+        if (RangeEnd(begin, live.size) <= address) break;
+        *overlapped = true;
+        dropped(live);
+        Release(slot);
+        by_address_.erase(begin);  // dropped, not freed: a free of it is of an unknown address
+      } else if (!reuse) {
+        reuse = true;
+        cursor = before;
+        continue;
+      }
+      cursor = order_.EraseAt(before);  // the entry after it: `cursor`'s entry
+    }
+    const uint32_t slot = NewSlot(address);
+    if (reuse) {
+      order_.ReplaceAt(cursor, address, slot);
+    } else {
+      order_.InsertAt(cursor, address, slot);
+    }
+    by_address_[address] = slot;
+    return slots_[slot].value;
+  }
+
+  // Frees the allocation at `address`: passes it to `freed(const Value&)` first.
+  template <typename Freed>
+  FreeOutcome Free(uint64_t address, Freed&& freed) {
+    auto it = by_address_.find(address);
+    if (it == by_address_.end()) return FreeOutcome::kUnknownAddress;
+    if (it->second == kFreed) return FreeOutcome::kDoubleFree;
+    freed(static_cast<const Value&>(slots_[it->second].value));
+    Release(it->second);  // its entry in order_ is now stale
+    it->second = kFreed;
+    return FreeOutcome::kFreed;
+  }
+
+  // The live allocation whose range holds `address` (an interior pointer too), or nullptr.
+  const Value* FindContaining(uint64_t address) const {
+    if (address == ~uint64_t{0}) return nullptr;
+    // The last entry at or below `address`. No stale entry lies inside a live range (an allocation
+    // erases or reuses those it covers), so if a live range holds `address`, this entry is it.
+    typename AddressMap<uint32_t>::Position position = order_.LowerBound(address + 1);
+    if (!order_.Previous(&position)) return nullptr;
+    const uint64_t begin = order_.KeyAt(position);
+    const uint32_t slot = order_.ValueAt(position);
+    if (!IsLive(begin, slot) || address >= RangeEnd(begin, slots_[slot].value.size)) return nullptr;
+    return &slots_[slot].value;
+  }
+
+  // Calls `visit(const Value&)` for every live allocation, in no particular order.
+  template <typename Visit>
+  void ForEach(Visit&& visit) const {
+    for (const Slot& slot : slots_) {
+      if (slot.in_use) visit(static_cast<const Value&>(slot.value));
+    }
+  }
+
+ private:
+  struct Slot {
+    Value value{};
+    uint64_t address = 0;
+    bool in_use = false;
+  };
+  static constexpr uint32_t kFreed = ~uint32_t{0};
+
+  // Whether the ordered map's entry (address, slot) is a live allocation, not a stale one.
+  bool IsLive(uint64_t address, uint32_t slot) const {
+    return slots_[slot].in_use && slots_[slot].address == address;
+  }
+  uint32_t NewSlot(uint64_t address) {
+    uint32_t slot;
+    if (free_slots_.empty()) {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    } else {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    Slot& record = slots_[slot];
+    record.address = address;
+    record.in_use = true;
+    return slot;
+  }
+  void Release(uint32_t slot) {
+    slots_[slot].in_use = false;
+    free_slots_.push_back(slot);
+  }
+
+  // By address: the slot of each live allocation, kFreed for an address freed and not allocated
+  // again since.
+  absl::flat_hash_map<uint64_t, uint32_t> by_address_;
+  AddressMap<uint32_t> order_;  // live and stale entries, by address
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+};
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_

@@ -1,0 +1,126 @@
+#include "report/stacks/call_sites.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "report/format/json.h"
+#include "report/format/sizes.h"
+
+namespace gpumem::report {
+
+std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
+                             const absl::flat_hash_set<uint64_t>* graph_stacks) {
+  std::vector<Site> sites;
+  std::vector<uint64_t> largest;  // per site: the bytes of the member whose frames it shows
+  absl::flat_hash_map<std::string, size_t> by_key;
+  for (const SiteTally& entry : tallies) {
+    const std::vector<Frame>& frames = call_sites.Frames(entry.stack_id);
+    const MemoryHolder* holder =
+        FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
+    std::string key = call_sites.Key(entry.stack_id);
+    // Grouped by Python frames, what a holder keeps stays apart from the program's own memory.
+    if (holder != nullptr && HasPythonFrames(frames)) key = absl::StrCat(holder->id, "\n", key);
+    auto [it, inserted] = by_key.try_emplace(std::move(key), sites.size());
+    if (inserted) {
+      sites.push_back({call_sites.ShownOf(frames), {}, holder});
+      largest.push_back(entry.tally.bytes);
+    } else if (entry.tally.bytes > largest[it->second]) {
+      sites[it->second].frames = call_sites.ShownOf(frames);
+      largest[it->second] = entry.tally.bytes;
+    }
+    sites[it->second].tally.Add(entry.tally);
+    if (graph_stacks != nullptr && graph_stacks->contains(entry.stack_id)) {
+      sites[it->second].for_graph = true;
+    }
+  }
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
+  return sites;
+}
+
+void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
+                      absl::string_view indent) {
+  if (frames.empty()) absl::StrAppend(out, indent, "(no stack recorded)\n");
+  for (const Frame& frame : frames) absl::StrAppend(out, indent, frame.ToString(), "\n");
+}
+
+void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
+                     std::string* out) {
+  const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const Site& site = sites[i];
+    absl::StrAppend(out, "  ", FormatBytes(site.tally.bytes));
+    if (share_of > 0) {
+      absl::StrAppendFormat(
+          out, "  %5.1f%%",
+          100.0 * static_cast<double>(site.tally.bytes) / static_cast<double>(share_of));
+    }
+    absl::StrAppend(out, "  ", Plural(site.tally.count, "allocation", "allocations"));
+    if (site.holder != nullptr) absl::StrAppend(out, "  [held by ", site.holder->name, "]");
+    if (site.for_graph) absl::StrAppend(out, "  [for a CUDA graph]");
+    absl::StrAppend(out, "\n");
+    if (site.frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
+    for (const Frame& frame : site.frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
+  }
+  if (shown < sites.size()) {
+    Tally rest;
+    for (size_t i = shown; i < sites.size(); ++i) rest.Add(sites[i].tally);
+    absl::StrAppend(
+        out, "  ... ", Plural(sites.size() - shown, "more call site", "more call sites"), ": ",
+        FormatBytes(rest.bytes), " in ", Plural(rest.count, "allocation", "allocations"), "\n");
+  }
+}
+
+std::string JsonFrames(const std::vector<Frame>& frames) {
+  std::vector<std::string> items;
+  for (const Frame& frame : frames) {
+    items.push_back(absl::StrCat(
+        "{\"text\":", JsonString(frame.ToString()), ",\"function\":", JsonString(frame.function),
+        ",\"file\":", JsonString(frame.file), ",\"line\":", frame.line,
+        ",\"module\":", JsonString(frame.module), ",\"module_offset\":", frame.module_offset,
+        ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false",
+        frame.python ? ",\"python\":true" : "", "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share_of) {
+  const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
+  std::vector<std::string> items;
+  for (size_t i = 0; i < shown; ++i) {
+    std::string item =
+        absl::StrCat("{\"bytes\":", sites[i].tally.bytes, ",\"count\":", sites[i].tally.count);
+    if (share_of > 0) {
+      absl::StrAppendFormat(
+          &item, ",\"share\":%.6f",
+          static_cast<double>(sites[i].tally.bytes) / static_cast<double>(share_of));
+    }
+    if (sites[i].holder != nullptr) {
+      absl::StrAppend(&item, ",\"held_by\":", JsonString(sites[i].holder->id));
+    }
+    if (sites[i].for_graph) absl::StrAppend(&item, ",\"for_cuda_graph\":true");
+    absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), "}");
+    items.push_back(std::move(item));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string SizeText(uint64_t bytes) {
+  return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
+}
+
+double MillisecondsSinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
+  const uint64_t start = trace.header().start_time_mono_ns();
+  return timestamp_ns >= start ? static_cast<double>(timestamp_ns - start) / 1e6 : 0.0;
+}
+
+uint64_t SinceStart(uint64_t timestamp_ns, const TraceFile& trace) {
+  const uint64_t start = trace.header().start_time_mono_ns();
+  return timestamp_ns >= start ? timestamp_ns - start : 0;
+}
+
+}  // namespace gpumem::report

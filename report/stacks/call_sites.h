@@ -1,0 +1,122 @@
+// Call sites, shared by the commands that list what was live by call site (`gpumem report`,
+// `gpumem check`, `gpumem whatif`): stacks grouped as --group-by says, symbolized once each, and
+// printed the same way in text and JSON.
+#ifndef GPUMEM_REPORT_STACKS_CALL_SITES_H_
+#define GPUMEM_REPORT_STACKS_CALL_SITES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "report/replay/event_counts.h"
+#include "report/replay/replay.h"
+#include "report/stacks/memory_holders.h"
+#include "report/stacks/python_stacks.h"
+#include "report/stacks/symbolizer.h"
+#include "report/trace/trace_file.h"
+
+namespace gpumem::report {
+
+// Maps a stack id to the stack id that stands for its call site (stacks that symbolize the same
+// share one); null: every stack is its own call site.
+using CallSiteOf = std::function<uint64_t(uint64_t stack_id)>;
+
+// One call site: the symbolized stack and what it held.
+struct Site {
+  std::vector<Frame> frames;
+  Tally tally;
+  const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
+  bool for_graph = false;                // allocated during a stream capture, for a CUDA graph
+};
+
+// Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site
+// (without Python frames: stacks whose symbolized frames read the same), named by the first such
+// stack id seen.
+class CallSites {
+ public:
+  CallSites(Symbolizer* symbolizer, GroupBy group_by, bool python_only)
+      : symbolizer_(symbolizer), group_by_(group_by), python_only_(python_only) {}
+
+  // The whole stack, Python frames spliced in.
+  const std::vector<Frame>& Frames(uint64_t stack_id) {
+    auto it = frames_.find(stack_id);
+    if (it == frames_.end()) it = frames_.emplace(stack_id, symbolizer_->Symbolize(stack_id)).first;
+    return it->second;
+  }
+  // The frames to print: only the Python ones with --python-only.
+  std::vector<Frame> Shown(uint64_t stack_id) { return ShownOf(Frames(stack_id)); }
+  std::vector<Frame> ShownOf(const std::vector<Frame>& frames) const {
+    return python_only_ ? PythonOnly(frames) : frames;
+  }
+  std::string Key(uint64_t stack_id) { return CallSiteKey(Frames(stack_id), group_by_); }
+  uint64_t Of(uint64_t stack_id) {
+    auto it = site_of_.find(stack_id);
+    if (it != site_of_.end()) return it->second;
+    const uint64_t site = by_key_.try_emplace(Key(stack_id), stack_id).first->second;
+    site_of_.emplace(stack_id, site);
+    return site;
+  }
+  // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
+  // python; every other stack its own, as the kernel analysis counts them.
+  uint64_t KernelSiteOf(uint64_t stack_id) {
+    if (group_by_ == GroupBy::kStack || !HasPythonFrames(Frames(stack_id))) return stack_id;
+    return Of(stack_id);
+  }
+  bool AnyFunctionContains(uint64_t stack_id, absl::string_view text) {
+    for (const Frame& frame : Frames(stack_id)) {
+      if (absl::StrContains(frame.function, text)) return true;
+    }
+    return false;
+  }
+  // The frame that names the call site (the innermost, or the user's Python frame: CallSiteFrame),
+  // as printed; "(no stack recorded)" without one.
+  std::string Label(uint64_t stack_id) {
+    const Frame* frame = CallSiteFrame(Frames(stack_id), group_by_);
+    return frame == nullptr ? "(no stack recorded)" : frame->ToString();
+  }
+
+ private:
+  Symbolizer* symbolizer_;
+  GroupBy group_by_;
+  bool python_only_;
+  absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
+  absl::flat_hash_map<uint64_t, uint64_t> site_of_;
+  absl::flat_hash_map<std::string, uint64_t> by_key_;
+};
+
+// Per-stack tallies grouped by call site (CallSites: the whole symbolized stack, or the Python
+// part of it under --group-by), largest first. Stacks an allocator or library holds stay apart
+// from the program's own at the same call site. A site shows the stack of its largest member, and
+// is marked for_graph when one of its stacks is in `graph_stacks` (TraceReplay::graph_stacks).
+std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
+                             const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
+                             const absl::flat_hash_set<uint64_t>* graph_stacks = nullptr);
+
+// Under a heading: each frame on a line of its own after `indent`, "(no stack recorded)" without
+// any.
+void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
+                      absl::string_view indent = "      ");
+// The first `top` sites (0: all) as "  SIZE  SHARE%  N allocations", then their frames; the rest
+// summed in one line. `share_of` 0: no share column.
+void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
+                     std::string* out);
+
+// The frames and sites as JSON (schema: report/report.schema.json, Frame and Site).
+std::string JsonFrames(const std::vector<Frame>& frames);
+std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share_of);
+
+// "56.00 MiB (58720256 bytes)".
+std::string SizeText(uint64_t bytes);
+// A CLOCK_MONOTONIC timestamp since the trace's start (0 before it): in ms, and in ns.
+double MillisecondsSinceStart(uint64_t timestamp_ns, const TraceFile& trace);
+uint64_t SinceStart(uint64_t timestamp_ns, const TraceFile& trace);
+
+}  // namespace gpumem::report
+
+#endif  // GPUMEM_REPORT_STACKS_CALL_SITES_H_

@@ -1,0 +1,162 @@
+#include "report/trace/event_stream.h"
+
+#include <utility>
+#include <vector>
+
+#include "report/format/sizes.h"
+
+namespace gpumem::report {
+namespace {
+
+// Entries of 128 bytes: a trace in order holds a handful, and a ring that must grow doubles.
+constexpr size_t kInitialRing = 64;
+
+}  // namespace
+
+void SeqReorderBuffer::GrowRing() {
+  const size_t capacity = std::max(kInitialRing, std::min(2 * ring_.size(), window_ + 1));
+  std::vector<Entry> grown(std::max(capacity, ring_.size() + 1));
+  for (size_t i = 0; i < ring_count_; ++i) grown[i] = At(i);
+  ring_ = std::move(grown);
+  ring_head_ = 0;
+}
+
+void SeqReorderBuffer::InsertOutOfPlace() {
+  const Entry entry = At(ring_count_);
+  ++reordered_;
+  // A few places before the newest: move those up by one. Farther: the heap.
+  size_t position = ring_count_ - 1;  // At(position) goes after the entry
+  while (position > 0 && At(position - 1).event.seq > entry.event.seq) {
+    if (ring_count_ - position >= kMaxShift) {
+      heap_.push_back(entry);
+      std::push_heap(heap_.begin(), heap_.end(), HeapLess);
+      return;
+    }
+    --position;
+  }
+  for (size_t i = ring_count_; i > position; --i) At(i) = At(i - 1);
+  At(position) = entry;
+  ++ring_count_;
+}
+
+namespace {
+
+// Streams memory events (and, when asked, launch events) from TraceFile::ReadPackets() through the
+// reorder buffer to the visitors. A launch enters the buffer as an entry with only its seq and a
+// launch_ref into `launch_pool_`, where the LaunchEvent waits (slots are reused, so the pool
+// stays as large as the window at most).
+class ReorderingSink final : public MemoryEventSink {
+ public:
+  ReorderingSink(size_t window, const MemoryEventVisitor& visit, const LaunchVisitor& launches)
+      : buffer_(window), release_{this, &visit, &launches} {}
+
+  MemoryEventFields* Slot() override { return buffer_.Slot(); }
+  void Add(const PacketPosition&) override { buffer_.Commit(release_); }
+  void AddLaunch(const LaunchEvent& launch) {
+    uint32_t slot;
+    if (!free_launch_slots_.empty()) {
+      slot = free_launch_slots_.back();
+      free_launch_slots_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(launch_pool_.size());
+      launch_pool_.emplace_back();
+    }
+    launch_pool_[slot] = launch;
+    AddEntry(launch.seq(), slot + 1);
+  }
+  // A launch nobody visits still takes its place in seq order, as a gap filled: without it each
+  // launch would hold the buffer up to its window (see NextIsHeld in event_stream.h).
+  void AddSeqOnly(uint64_t seq) { AddEntry(seq, kSeqOnly); }
+  void Finish() { buffer_.Flush(release_); }
+
+  uint64_t released() const { return released_; }
+  uint64_t impossible_sizes() const { return impossible_sizes_; }
+  uint64_t launches_released() const { return launches_released_; }
+  uint64_t out_of_order() const { return buffer_.out_of_order(); }
+  uint64_t reordered() const { return buffer_.reordered(); }
+
+ private:
+  struct Release {
+    ReorderingSink* sink;
+    const MemoryEventVisitor* visit;
+    const LaunchVisitor* launches;
+    void operator()(const MemoryEventFields& fields) const {
+      if (fields.launch_ref == kSeqOnly) return;
+      if (fields.launch_ref != 0) {
+        const uint32_t slot = fields.launch_ref - 1;
+        ++sink->launches_released_;
+        (*launches)(sink->launch_pool_[slot]);
+        sink->free_launch_slots_.push_back(slot);
+        return;
+      }
+      if (fields.action == ALLOC && fields.size > kMaxAllocationBytes) {
+        ++sink->impossible_sizes_;
+        return;
+      }
+      ToProto(fields, &sink->event_);  // event_ is reused: ToProto() sets every field
+      ++sink->released_;
+      (*visit)(sink->event_);
+    }
+  };
+
+  static constexpr uint32_t kSeqOnly = ~uint32_t{0};
+
+  // An entry of the buffer that stands for no memory event: a launch, or a seq only.
+  void AddEntry(uint64_t seq, uint32_t launch_ref) {
+    MemoryEventFields* entry = buffer_.Slot();
+    *entry = MemoryEventFields{};
+    entry->seq = seq;
+    entry->launch_ref = launch_ref;
+    buffer_.Commit(release_);
+  }
+
+  SeqReorderBuffer buffer_;
+  MemoryEvent event_;
+  std::vector<LaunchEvent> launch_pool_;
+  std::vector<uint32_t> free_launch_slots_;
+  uint64_t released_ = 0;
+  uint64_t impossible_sizes_ = 0;
+  uint64_t launches_released_ = 0;
+  Release release_;
+};
+
+}  // namespace
+
+MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisitor& visit,
+                                          size_t window, const PacketVisitor& packets,
+                                          const LaunchVisitor& launches) {
+  ReorderingSink sink(window, visit, launches);
+  file.ReadPackets(
+      [&](const PacketPosition& position, const TracePacket& packet) {
+        if (packet.data_case() == TracePacket::kLaunch) {
+          if (launches) {
+            sink.AddLaunch(packet.launch());
+            return;
+          }
+          sink.AddSeqOnly(packet.launch().seq());
+        }
+        if (packets) packets(position, packet);
+      },
+      sink);
+  sink.Finish();
+  MemoryStreamStats stats;
+  stats.events = sink.released();
+  stats.impossible_sizes = sink.impossible_sizes();
+  stats.launches = sink.launches_released();
+  stats.reordered = sink.reordered();
+  stats.out_of_order = sink.out_of_order();
+  return stats;
+}
+
+absl::StatusOr<StreamedTrace> ForEachMemoryEventBySeq(const std::string& path,
+                                                      const MemoryEventVisitor& visit,
+                                                      size_t window) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  if (!file.ok()) return file.status();
+  StreamedTrace streamed;
+  streamed.file = *std::move(file);
+  streamed.stats = StreamMemoryEventsBySeq(*streamed.file, visit, window);
+  return streamed;
+}
+
+}  // namespace gpumem::report
