@@ -102,8 +102,7 @@ void LoadRecorderOptions(RecorderOptions* options) {
         Switch{"GPUMEM_CUPTI_CATCH_ALL", &options->cupti_catch_all, "0"},
         Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
         Switch{"GPUMEM_INTERPRETER_FRAMES", &options->interpreter_frames, "0"},
-        Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},
-        Switch{"GPUMEM_BENCH_TOGGLE", &options->bench_toggle, "0"}}) {
+        Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"}}) {
     if (const char* v = getenv(option.name); v != nullptr && !ParseBool(v, option.value)) {
       Warn(option.name, " must be 0 or 1; using ", option.fallback);
     }

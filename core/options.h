@@ -31,8 +31,7 @@ struct RecorderOptions {
   // By default, where Python frames are recorded, a native stack ends at the interpreter's eval
   // loop: the Python frames say what the frames above it did, and unwinding them cost time.
   bool interpreter_frames = false;
-  bool self_timing = false;   // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
-  bool bench_toggle = false;  // GPUMEM_BENCH_TOGGLE=1: gpumem_bench_set_recording() may pause
+  bool self_timing = false;  // GPUMEM_SELF_TIMING=1: gpumem's own time per phase, at exit
   // GPUMEM_TENSORS: set by `gpumem record --tensors` to what it changed to see every tensor
   // (each variable's value before, "(unset)" when it had none); "" when it changed nothing.
   char tensors[1024] = {};

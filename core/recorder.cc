@@ -76,7 +76,9 @@ enum PythonState : int { kPythonNotFound = 0, kPythonFound = 1 };
 
 struct State {
   std::atomic<int> init_state{0};
+#ifdef GPUMEM_BENCH_BUILD
   std::atomic<bool> paused{false};  // SetPausedForBenchmark(); next to what every hook reads
+#endif
   RecorderOptions options;
   LoaderFunctions loader{};
   bool stacks_available = false;
@@ -325,7 +327,9 @@ void WriteHeader() {
   WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_INTERPRETER_FRAMES", g.options.interpreter_frames ? "1" : "0");
   WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
-  if (g.options.bench_toggle) WriteOption(writer, "GPUMEM_BENCH_TOGGLE", "1");
+#ifdef GPUMEM_BENCH_BUILD
+  WriteOption(writer, "libgpumem", "bench build: recording may be paused");
+#endif
   if (g.options.tensors[0] != '\0') WriteOption(writer, "GPUMEM_TENSORS", g.options.tensors);
   // The frameworks' allocator settings, only where set: what made the trace's allocations.
   if (g.options.pytorch_alloc_conf[0] != '\0') {
@@ -590,16 +594,18 @@ void Init(const LoaderFunctions& loader) {
   g.init_state.store(2, std::memory_order_release);
 }
 
+#ifndef GPUMEM_BENCH_BUILD
+GPUMEM_HOT bool Enabled() {
+  return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled;
+}
+#else
 GPUMEM_HOT bool Enabled() {
   return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled &&
          !g.paused.load(std::memory_order_relaxed);
 }
 
-bool SetPausedForBenchmark(bool paused) {
-  if (!g.options.bench_toggle) return false;
-  g.paused.store(paused, std::memory_order_relaxed);
-  return true;
-}
+void SetPausedForBenchmark(bool paused) { g.paused.store(paused, std::memory_order_relaxed); }
+#endif
 
 const RecorderOptions& Options() { return g.options; }
 
