@@ -23,6 +23,7 @@
 #include "core/hot_path.h"
 #include "core/kernel_table.h"
 #include "core/module_map.h"
+#include "core/option_table.h"
 #include "core/options.h"
 #include "core/own_stack.h"
 #include "core/packet_sink.h"
@@ -294,8 +295,24 @@ void WriteDistributedIdentity(wire::Writer& writer) {
   }
 }
 
+// Every recorder option of core/option_table.h with its value (texts only where set), the trace
+// file as opened for GPUMEM_OUTPUT, and whether stacks could be taken.
+void WriteOptionsInForce(wire::Writer& writer) {
+  for (const OptionSpec& spec : kOptionTable) {
+    char number[32];
+    const char* value = strcmp(spec.name, "GPUMEM_OUTPUT") == 0
+                            ? g.path
+                            : OptionValueText(spec, g.options, number, sizeof(number));
+    if (value != nullptr) WriteOption(writer, spec.name, value);
+  }
+  WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
+#ifdef GPUMEM_BENCH_BUILD
+  WriteOption(writer, "libgpumem", "bench build: recording may be paused");
+#endif
+}
+
 void WriteHeader() {
-  static uint8_t buffer[sizeof(g.command_line) + 16384];
+  static uint8_t buffer[sizeof(g.command_line) + sizeof(RecorderOptions) + 4096];
   wire::Writer writer(buffer, sizeof(buffer));
   size_t packet = writer.BeginNested(proto::trace_field::kPacket);
   size_t header = writer.BeginNested(proto::packet_field::kHeader);
@@ -310,37 +327,7 @@ void WriteHeader() {
   }
   writer.Varint(proto::header_field::kStartTimeUnixNs, g.start_unix_ns);
   writer.Varint(proto::header_field::kStartTimeMonoNs, g.start_mono_ns);
-  char number[32];
-  WriteOption(writer, "GPUMEM_OUTPUT", g.path);
-  snprintf(number, sizeof(number), "%d", g.options.stack_depth);
-  WriteOption(writer, "GPUMEM_STACK_DEPTH", number);
-  WriteOption(writer, "GPUMEM_FREE_STACKS", g.options.free_stacks ? "1" : "0");
-  WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
-  WriteOption(writer, "GPUMEM_LAUNCHES", g.options.launches ? "1" : "0");
-  WriteOption(writer, "GPUMEM_LAUNCH_STACKS", g.options.launch_stacks ? "1" : "0");
-  snprintf(number, sizeof(number), "%d", g.options.launch_stack_depth);
-  WriteOption(writer, "GPUMEM_LAUNCH_STACK_DEPTH", number);
-  WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
-  WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
-  WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
-  WriteOption(writer, "GPUMEM_CUPTI_CATCH_ALL", g.options.cupti_catch_all ? "1" : "0");
-  WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
-  WriteOption(writer, "GPUMEM_INTERPRETER_FRAMES", g.options.interpreter_frames ? "1" : "0");
-  WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
-#ifdef GPUMEM_BENCH_BUILD
-  WriteOption(writer, "libgpumem", "bench build: recording may be paused");
-#endif
-  if (g.options.tensors[0] != '\0') WriteOption(writer, "GPUMEM_TENSORS", g.options.tensors);
-  // The frameworks' allocator settings, only where set: what made the trace's allocations.
-  if (g.options.pytorch_alloc_conf[0] != '\0') {
-    WriteOption(writer, "PYTORCH_CUDA_ALLOC_CONF", g.options.pytorch_alloc_conf);
-  }
-  if (g.options.xla_allocator[0] != '\0') {
-    WriteOption(writer, "XLA_PYTHON_CLIENT_ALLOCATOR", g.options.xla_allocator);
-  }
-  if (g.options.tf_allocator[0] != '\0') {
-    WriteOption(writer, "TF_GPU_ALLOCATOR", g.options.tf_allocator);
-  }
+  WriteOptionsInForce(writer);
   writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   WriteDistributedIdentity(writer);
