@@ -36,12 +36,12 @@
 #include "core/thread_locals.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
+#include "core/version.h"
 #include "core/wire_writer.h"
 
 namespace gpumem::recorder {
 namespace {
 
-constexpr char kRecorderVersion[] = "0.1.0";
 constexpr size_t kThreadCacheSlots = 1024;
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
@@ -328,7 +328,7 @@ void WriteHeader() {
   writer.Varint(proto::header_field::kStartTimeUnixNs, g.start_unix_ns);
   writer.Varint(proto::header_field::kStartTimeMonoNs, g.start_mono_ns);
   WriteOptionsInForce(writer);
-  writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
+  writer.String(proto::header_field::kRecorderVersion, kVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   WriteDistributedIdentity(writer);
   writer.EndNested(header);
