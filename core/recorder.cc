@@ -34,6 +34,7 @@
 #include "core/stack_table.h"
 #include "core/thread_flags.h"
 #include "core/thread_locals.h"
+#include "core/trace_format.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
 #include "core/version.h"
