@@ -1,10 +1,13 @@
 #include "core/options.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <initializer_list>
+
+#include "core/option_table.h"
 
 namespace gpumem {
 namespace {
@@ -32,6 +35,34 @@ void CopyString(const char* text, char* out, size_t capacity) {
   size_t n = strnlen(text, capacity - 1);
   memcpy(out, text, n);
   out[n] = '\0';
+}
+
+// Sets the option `spec` describes from its variable's value `text`; a bad value keeps the
+// default, with a warning.
+void ParseOption(const OptionSpec& spec, const char* text, RecorderOptions* options) {
+  char* member = reinterpret_cast<char*>(options) + spec.offset;
+  char expected[32] = "0 or 1";
+  bool parsed = true;
+  switch (spec.kind) {
+    case OptionKind::kSwitch:
+      parsed = ParseBool(text, reinterpret_cast<bool*>(member));
+      break;
+    case OptionKind::kNumber:
+      snprintf(expected, sizeof(expected), "%d..%d", spec.min, spec.max);
+      parsed = ParseInt(text, spec.min, spec.max, reinterpret_cast<int*>(member));
+      break;
+    case OptionKind::kText:
+      CopyString(text, member, spec.size);
+      break;
+    case OptionKind::kOther:
+      break;
+  }
+  if (!parsed) {
+    char message[256];
+    snprintf(message, sizeof(message), "%s must be %s, got '%.64s'; using %s", spec.name, expected,
+             text, spec.default_text);
+    Warn(message);
+  }
 }
 
 // The first of `names` that is set to a number in [0, INT_MAX], or -1.
@@ -65,66 +96,27 @@ void Warn(const char* part1, const char* part2, const char* part3) {
 
 void LoadRecorderOptions(RecorderOptions* options) {
   *options = RecorderOptions{};
-  if (const char* v = getenv("GPUMEM_ENABLE"); v != nullptr && !ParseBool(v, &options->enabled)) {
-    Warn("GPUMEM_ENABLE must be 0 or 1, got '", v, "'; recording stays on");
-  }
-  if (const char* v = getenv("GPUMEM_OUTPUT"); v != nullptr) {
-    CopyString(v, options->output, sizeof(options->output));
-  }
-  if (const char* v = getenv("GPUMEM_STACK_DEPTH");
-      v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->stack_depth)) {
-    Warn("GPUMEM_STACK_DEPTH must be 0..256, got '", v, "'; using 64");
-  }
-  if (const char* v = getenv("GPUMEM_FREE_STACKS");
-      v != nullptr && !ParseBool(v, &options->free_stacks)) {
-    Warn("GPUMEM_FREE_STACKS must be 0 or 1, got '", v, "'; using 0");
-  }
-  if (const char* v = getenv("GPUMEM_LIBUNWIND"); v != nullptr) {
-    CopyString(v, options->libunwind_path, sizeof(options->libunwind_path));
-  }
-  if (const char* v = getenv("GPUMEM_LAUNCH_STACK_DEPTH");
-      v != nullptr && !ParseInt(v, 0, kMaxStackDepth, &options->launch_stack_depth)) {
-    Warn("GPUMEM_LAUNCH_STACK_DEPTH must be 0..256, got '", v, "'; using 24");
-  }
-  struct Switch {
-    const char* name;
-    bool* value;
-    const char* fallback;
-  };
-  for (const Switch& option :
-       {Switch{"GPUMEM_LAUNCHES", &options->launches, "1"},
-        Switch{"GPUMEM_LAUNCH_STACKS", &options->launch_stacks, "1"},
-        Switch{"GPUMEM_FAST_UNWIND", &options->fast_unwind, "1"},
-        Switch{"GPUMEM_CUPTI", &options->cupti, "1"},
-        Switch{"GPUMEM_KERNEL_TIMES", &options->kernel_times, "0"},
-        Switch{"GPUMEM_CUPTI_LAUNCHES", &options->cupti_launches, "0"},
-        Switch{"GPUMEM_CUPTI_POOLS", &options->cupti_pools, "0"},
-        Switch{"GPUMEM_CUPTI_CATCH_ALL", &options->cupti_catch_all, "0"},
-        Switch{"GPUMEM_PYTHON_FRAMES", &options->python_frames, "1"},
-        Switch{"GPUMEM_INTERPRETER_FRAMES", &options->interpreter_frames, "0"},
-        Switch{"GPUMEM_SELF_TIMING", &options->self_timing, "0"},
-        Switch{"GPUMEM_BENCH_TOGGLE", &options->bench_toggle, "0"}}) {
-    if (const char* v = getenv(option.name); v != nullptr && !ParseBool(v, option.value)) {
-      Warn(option.name, " must be 0 or 1; using ", option.fallback);
-    }
-  }
-  if (const char* v = getenv("GPUMEM_CUPTI_LIB"); v != nullptr) {
-    CopyString(v, options->cupti_path, sizeof(options->cupti_path));
-  }
-  struct Text {
-    const char* name;
-    char* value;
-    size_t capacity;
-  };
-  for (const Text& text :
-       {Text{"GPUMEM_TENSORS", options->tensors, sizeof(options->tensors)},
-        Text{"PYTORCH_CUDA_ALLOC_CONF", options->pytorch_alloc_conf,
-             sizeof(options->pytorch_alloc_conf)},
-        Text{"XLA_PYTHON_CLIENT_ALLOCATOR", options->xla_allocator, sizeof(options->xla_allocator)},
-        Text{"TF_GPU_ALLOCATOR", options->tf_allocator, sizeof(options->tf_allocator)}}) {
-    if (const char* v = getenv(text.name); v != nullptr) CopyString(v, text.value, text.capacity);
+  for (const OptionSpec& spec : kOptionTable) {
+    if (const char* v = getenv(spec.name); v != nullptr) ParseOption(spec, v, options);
   }
   LoadDistributedIdentity(options);
+}
+
+const char* OptionValueText(const OptionSpec& spec, const RecorderOptions& options, char* buffer,
+                            size_t capacity) {
+  const char* member = reinterpret_cast<const char*>(&options) + spec.offset;
+  switch (spec.kind) {
+    case OptionKind::kSwitch:
+      return *reinterpret_cast<const bool*>(member) ? "1" : "0";
+    case OptionKind::kNumber:
+      snprintf(buffer, capacity, "%d", *reinterpret_cast<const int*>(member));
+      return buffer;
+    case OptionKind::kText:
+      return member[0] != '\0' ? member : nullptr;
+    case OptionKind::kOther:
+      break;
+  }
+  return nullptr;
 }
 
 }  // namespace gpumem

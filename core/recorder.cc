@@ -23,6 +23,7 @@
 #include "core/hot_path.h"
 #include "core/kernel_table.h"
 #include "core/module_map.h"
+#include "core/option_table.h"
 #include "core/options.h"
 #include "core/own_stack.h"
 #include "core/packet_sink.h"
@@ -33,14 +34,15 @@
 #include "core/stack_table.h"
 #include "core/thread_flags.h"
 #include "core/thread_locals.h"
+#include "core/trace_format.h"
 #include "core/trace_framing.h"
 #include "core/trace_sink.h"
+#include "core/version.h"
 #include "core/wire_writer.h"
 
 namespace gpumem::recorder {
 namespace {
 
-constexpr char kRecorderVersion[] = "0.1.0";
 constexpr size_t kThreadCacheSlots = 1024;
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
@@ -76,7 +78,9 @@ enum PythonState : int { kPythonNotFound = 0, kPythonFound = 1 };
 
 struct State {
   std::atomic<int> init_state{0};
+#ifdef GPUMEM_BENCH_BUILD
   std::atomic<bool> paused{false};  // SetPausedForBenchmark(); next to what every hook reads
+#endif
   RecorderOptions options;
   LoaderFunctions loader{};
   bool stacks_available = false;
@@ -292,8 +296,24 @@ void WriteDistributedIdentity(wire::Writer& writer) {
   }
 }
 
+// Every recorder option of core/option_table.h with its value (texts only where set), the trace
+// file as opened for GPUMEM_OUTPUT, and whether stacks could be taken.
+void WriteOptionsInForce(wire::Writer& writer) {
+  for (const OptionSpec& spec : kOptionTable) {
+    char number[32];
+    const char* value = strcmp(spec.name, "GPUMEM_OUTPUT") == 0
+                            ? g.path
+                            : OptionValueText(spec, g.options, number, sizeof(number));
+    if (value != nullptr) WriteOption(writer, spec.name, value);
+  }
+  WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
+#ifdef GPUMEM_BENCH_BUILD
+  WriteOption(writer, "libgpumem", "bench build: recording may be paused");
+#endif
+}
+
 void WriteHeader() {
-  static uint8_t buffer[sizeof(g.command_line) + 16384];
+  static uint8_t buffer[sizeof(g.command_line) + sizeof(RecorderOptions) + 4096];
   wire::Writer writer(buffer, sizeof(buffer));
   size_t packet = writer.BeginNested(proto::trace_field::kPacket);
   size_t header = writer.BeginNested(proto::packet_field::kHeader);
@@ -308,36 +328,8 @@ void WriteHeader() {
   }
   writer.Varint(proto::header_field::kStartTimeUnixNs, g.start_unix_ns);
   writer.Varint(proto::header_field::kStartTimeMonoNs, g.start_mono_ns);
-  char number[32];
-  WriteOption(writer, "GPUMEM_OUTPUT", g.path);
-  snprintf(number, sizeof(number), "%d", g.options.stack_depth);
-  WriteOption(writer, "GPUMEM_STACK_DEPTH", number);
-  WriteOption(writer, "GPUMEM_FREE_STACKS", g.options.free_stacks ? "1" : "0");
-  WriteOption(writer, "libunwind", g.stacks_available ? "loaded" : "unavailable");
-  WriteOption(writer, "GPUMEM_LAUNCHES", g.options.launches ? "1" : "0");
-  WriteOption(writer, "GPUMEM_LAUNCH_STACKS", g.options.launch_stacks ? "1" : "0");
-  snprintf(number, sizeof(number), "%d", g.options.launch_stack_depth);
-  WriteOption(writer, "GPUMEM_LAUNCH_STACK_DEPTH", number);
-  WriteOption(writer, "GPUMEM_CUPTI", g.options.cupti ? "1" : "0");
-  WriteOption(writer, "GPUMEM_KERNEL_TIMES", g.options.kernel_times ? "1" : "0");
-  WriteOption(writer, "GPUMEM_CUPTI_LAUNCHES", g.options.cupti_launches ? "1" : "0");
-  WriteOption(writer, "GPUMEM_CUPTI_CATCH_ALL", g.options.cupti_catch_all ? "1" : "0");
-  WriteOption(writer, "GPUMEM_PYTHON_FRAMES", g.options.python_frames ? "1" : "0");
-  WriteOption(writer, "GPUMEM_INTERPRETER_FRAMES", g.options.interpreter_frames ? "1" : "0");
-  WriteOption(writer, "GPUMEM_FAST_UNWIND", g.options.fast_unwind ? "1" : "0");
-  if (g.options.bench_toggle) WriteOption(writer, "GPUMEM_BENCH_TOGGLE", "1");
-  if (g.options.tensors[0] != '\0') WriteOption(writer, "GPUMEM_TENSORS", g.options.tensors);
-  // The frameworks' allocator settings, only where set: what made the trace's allocations.
-  if (g.options.pytorch_alloc_conf[0] != '\0') {
-    WriteOption(writer, "PYTORCH_CUDA_ALLOC_CONF", g.options.pytorch_alloc_conf);
-  }
-  if (g.options.xla_allocator[0] != '\0') {
-    WriteOption(writer, "XLA_PYTHON_CLIENT_ALLOCATOR", g.options.xla_allocator);
-  }
-  if (g.options.tf_allocator[0] != '\0') {
-    WriteOption(writer, "TF_GPU_ALLOCATOR", g.options.tf_allocator);
-  }
-  writer.String(proto::header_field::kRecorderVersion, kRecorderVersion);
+  WriteOptionsInForce(writer);
+  writer.String(proto::header_field::kRecorderVersion, kVersion);
   writer.Bool(proto::header_field::kStacksUnavailable, !g.stacks_available);
   WriteDistributedIdentity(writer);
   writer.EndNested(header);
@@ -590,16 +582,18 @@ void Init(const LoaderFunctions& loader) {
   g.init_state.store(2, std::memory_order_release);
 }
 
+#ifndef GPUMEM_BENCH_BUILD
+GPUMEM_HOT bool Enabled() {
+  return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled;
+}
+#else
 GPUMEM_HOT bool Enabled() {
   return g.init_state.load(std::memory_order_acquire) == 2 && g.options.enabled &&
          !g.paused.load(std::memory_order_relaxed);
 }
 
-bool SetPausedForBenchmark(bool paused) {
-  if (!g.options.bench_toggle) return false;
-  g.paused.store(paused, std::memory_order_relaxed);
-  return true;
-}
+void SetPausedForBenchmark(bool paused) { g.paused.store(paused, std::memory_order_relaxed); }
+#endif
 
 const RecorderOptions& Options() { return g.options; }
 

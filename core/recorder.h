@@ -68,10 +68,12 @@ namespace recorder {
 // library's constructor and again lazily by the first hook if that runs earlier.
 void Init(const LoaderFunctions& loader);
 bool Enabled();
-// Benchmarks only (GPUMEM_BENCH_TOGGLE=1, else refused: false): while paused every hook only
-// forwards, so one process can alternate windows with and without recording and measure gpumem's
-// cost free of the variation between processes. A trace with pauses misses their events.
-bool SetPausedForBenchmark(bool paused);
+#ifdef GPUMEM_BENCH_BUILD
+// The benchmarks' build only (libgpumem_bench.so): while paused every hook only forwards, so one
+// process can alternate windows with and without recording and measure gpumem's cost free of the
+// variation between processes. A trace with pauses misses their events.
+void SetPausedForBenchmark(bool paused);
+#endif
 // The options read by Init() (defaults before it). cupti/ takes its settings from here.
 const RecorderOptions& Options();
 

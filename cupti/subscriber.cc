@@ -297,6 +297,7 @@ void YieldSubscription(const void* callback, const char* name) {
   Report(CuptiState::kOtherSubscriber, detail, false);
 }
 
+#ifdef GPUMEM_BENCH_BUILD
 void SetCallbacksEnabled(bool enabled) {
   if (g_subscriber == nullptr || g_cupti.enable_callback == nullptr) return;
   OwnWorkScope own_work;
@@ -306,6 +307,7 @@ void SetCallbacksEnabled(bool enabled) {
     g_cupti.enable_callback(enabled ? 1 : 0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
 }
+#endif
 
 void NoteMemoryCallback(bool wrapped) {
   if (!wrapped) {

@@ -27,9 +27,12 @@ void Stop();
 // cuptiSubscribe_v2 (cupti/entry.cc) before they forward the call. No-op when gpumem holds nothing.
 void YieldSubscription(const void* callback, const char* name);
 
-// Turns the driver callbacks gpumem enabled off and on again (benchmarks: a paused recorder,
-// recorder::SetPausedForBenchmark, leaves CUPTI's cost out too). No-op without a subscription.
+#ifdef GPUMEM_BENCH_BUILD
+// The benchmarks' build only: turns the driver callbacks gpumem enabled off and on again (a paused
+// recorder, recorder::SetPausedForBenchmark, leaves CUPTI's cost out too). No-op without a
+// subscription.
 void SetCallbacksEnabled(bool enabled);
+#endif
 
 // The memory callbacks are a catch-all for memory calls that reach the driver by a path
 // interposition does not wrap, and CUPTI's callback on each costs the call ~0.4 µs (H100, 2.5 % of

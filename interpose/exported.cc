@@ -16,12 +16,12 @@ extern "C" __attribute__((visibility("default"))) void gpumem_note_python_holder
                                        reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
-// Benchmarks only: tests/bench/run_step_time_toggle.sh alternates windows of a training script
-// with and without recording in one process (samples/pytorch/train_mlp.py calls this through
-// ctypes). Refused (returns 0) unless GPUMEM_BENCH_TOGGLE=1 was set at start.
-extern "C" __attribute__((visibility("default"))) int gpumem_bench_set_recording(int on) {
+#ifdef GPUMEM_BENCH_BUILD
+// libgpumem_bench.so only (never in libgpumem.so): tests/bench/run_step_time_toggle.sh pauses and
+// resumes recording between windows of a training script, in one process (through ctypes).
+extern "C" __attribute__((visibility("default"))) void gpumem_bench_set_recording(int on) {
   gpumem::EnsureRecorderInitialized();
-  if (!gpumem::recorder::SetPausedForBenchmark(on == 0)) return 0;
+  gpumem::recorder::SetPausedForBenchmark(on == 0);
   gpumem::cupti::SetCallbacksEnabled(on != 0);
-  return 1;
 }
+#endif

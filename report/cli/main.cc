@@ -4,11 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/version.h"
 #include "report/cli/commands.h"
-
-#ifndef GPUMEM_VERSION
-#define GPUMEM_VERSION "unknown"
-#endif
 
 namespace {
 
@@ -66,7 +63,7 @@ int Dispatch(const std::vector<std::string>& args) {
   if (command == "export") return RunExport(rest);
   if (command == "view") return RunView(rest);
   if (command == "--version" || command == "version") {
-    WriteOutput(absl::StrCat("gpumem ", GPUMEM_VERSION, "\n"));
+    WriteOutput(absl::StrCat("gpumem ", gpumem::kVersion, "\n"));
     return kExitOk;
   }
   if (command == "-h" || command == "--help" || command == "help") {

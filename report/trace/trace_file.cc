@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/trace_ids.h"
+#include "core/trace_format.h"
 
 namespace gpumem::report {
 namespace {

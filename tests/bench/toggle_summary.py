@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarises run_step_time_toggle.sh's runs: OUT_DIR/toggle.txt (and toggle_aa.txt, the A/A
-control), one JSON line per process as train_mlp.py prints it under GPUMEM_BENCH_TOGGLE=1. Several
+control), one JSON line per process as train_mlp_timed.py prints it under libgpumem_bench.so. Several
 OUT_DIRs (runs of one build, on other machines or at other times) are pooled: more processes make
 the interval narrower.
 
@@ -45,7 +45,7 @@ def summarise(runs, label):
     if not runs:
         return None, None
     if any("toggle_pairs" not in run for run in runs):
-        return f"  {label}: no toggle figures (is GPUMEM_BENCH_TOGGLE honoured?)", None
+        return f"  {label}: no toggle figures (was libgpumem_bench.so preloaded?)", None
     wall_runs = [run["toggle_wall_ratios"] for run in runs if run["toggle_wall_ratios"]]
     wall = [r for run in wall_runs for r in run]
     cpu = [r for run in runs for r in run["toggle_cpu_ratios"]]

@@ -13,6 +13,7 @@
 
 #include "core/recorder.h"
 #include "core/trace.pb.h"
+#include "core/trace_format.h"
 #include "core/trace_ids.h"
 #include "core/wire_writer.h"
 
@@ -302,8 +303,8 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
 namespace gpumem {
 namespace {
 
-// Every field number core/trace_ids.h mirrors for the launch and Python packets (added after the
-// memory ones) names the same field in the schema.
+// Every field number core/trace_ids.h (generated from trace.proto) gives for the launch and Python
+// packets (added after the memory ones) names the same field in the schema.
 TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
   struct Mirror {
     const google::protobuf::Descriptor* message;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Assembles what the GPU machine needs from a build here into .device-carry/build (ignored by git;
 # the device tool carries it with `carry: [".device-carry"]`): the samples, libgpumem.so with the
-# libunwind.so.8 it loads, the benchmarks, the analyzer, and the shared libraries the analyzer and
+# libunwind.so.8 it loads, the benchmarks (libgpumem_bench.so too), the analyzer, and the shared libraries the analyzer and
 # its benchmark link (protobuf, Abseil, elfutils: the GPU machine has none of them).
 # Usage: tests/gpu/carry.sh [BUILD_DIR]   then, on the GPU machine:
 #   BUILD_DIR=.device-carry/build tests/gpu/run.sh record OUT   (and `bench OUT` in a second call)
@@ -15,7 +15,8 @@ for expected in samples/*/expected.txt; do
   name=$(basename "$(dirname "$expected")")
   cp "$build/bin/$name" "$carry/bin/"
 done
-cp "$build/lib/libgpumem.so" "$build/lib/libunwind.so.8" "$carry/lib/"
+# libgpumem_bench.so: the benchmarks' build, whose recording can be paused (run_step_time_toggle.sh).
+cp "$build/lib/libgpumem.so" "$build/lib/libgpumem_bench.so" "$build/lib/libunwind.so.8" "$carry/lib/"
 cp -r "$build/lib/python" "$carry/lib/"  # gpumem's Python observer
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \

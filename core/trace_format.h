@@ -1,0 +1,32 @@
+// What the trace format holds beyond core/trace.proto's numbers (core/trace_ids.h, generated):
+// the format's version and the text of each reason recording stopped.
+#pragma once
+
+#include <cstdint>
+
+#include "core/trace_ids.h"
+
+namespace gpumem::proto {
+
+// Why recording stopped, for the user: the recorder's warning and the reports say the same.
+inline const char* RecordingStopText(RecordingStop reason) {
+  switch (reason) {
+    case RecordingStop::kNone:
+      return "it did not stop";
+    case RecordingStop::kDiskFull:
+      return "no space left on the file system";
+    case RecordingStop::kSizeLimit:
+      return "the trace reached the file size limit (ulimit -f)";
+    case RecordingStop::kDescriptorLost:
+      return "the program closed or replaced the trace's file descriptor";
+    case RecordingStop::kWriteFailed:
+      return "the trace file could not grow";
+    case RecordingStop::kAddressSpaceFull:
+      return "the trace filled the address space reserved for it";
+  }
+  return "a reason this gpumem does not know";
+}
+
+inline constexpr uint32_t kFormatVersion = 1;  // Header.format_version
+
+}  // namespace gpumem::proto
