@@ -5,7 +5,7 @@
 // size (PoolUsage packets, AddPoolUsage); kSegments knows reserved but not in use; kPlain: every
 // allocation is its own segment, in use = reserved.
 // Block-level fragmentation (1 - largest free block / free memory inside segments) needs the
-// blocks inside segments, which no mode records: n/a until the allocator model (issue 6).
+// blocks inside segments, which no mode records: n/a here (`gpumem whatif` models them).
 // Definitions: report/README.md ("Fragmentation").
 #ifndef GPUMEM_REPORT_FRAGMENTATION_H_
 #define GPUMEM_REPORT_FRAGMENTATION_H_
