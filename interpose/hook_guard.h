@@ -1,7 +1,8 @@
 // Every hook starts with a HookScope. It makes hooks re-entrancy safe (a hook reached from inside
 // gpumem, or from inside another hook, only forwards the call) and it is what makes a runtime call
 // one record: the driver calls libcudart makes underneath run inside the runtime hook's scope.
-// It also keeps errno as the real call left it, whatever recording does afterwards.
+// It does not touch errno: each hook body declares an ErrnoKeeper (core/thread_flags.h) after the
+// real call, so errno comes back as the real call left it, whatever recording does afterwards.
 //
 // A hook reached inside another one that is not such a driver call underneath a runtime call is
 // an operation of the program that gpumem cannot record: made by a signal handler that interrupted

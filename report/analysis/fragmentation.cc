@@ -16,8 +16,8 @@
 namespace gpumem::report {
 
 const char kBlockFragmentationNotKnown[] =
-    "needs the free blocks inside the allocator's segments, which no recording mode sees; it will "
-    "come from the allocator model (issue 6)";
+    "needs the free blocks inside the allocator's segments, which no recording mode sees; "
+    "gpumem whatif models them from a tensor-level trace (gpumem record --tensors)";
 
 namespace {
 
@@ -179,8 +179,8 @@ Fragmentation FragmentationOfTrace(const TraceFile& trace, const std::vector<Mem
 std::string ReservedNotKnownReason(const Fragmentation& fragmentation) {
   if (fragmentation.has_reserved) return "";
   return "tensor-level recording (PyTorch's cudaMallocAsync backend): each tensor is recorded, the "
-         "memory pool's own reserved size is not in this trace (gpumem records it since November "
-         "2026)";
+         "memory pool's own reserved size is not in this trace (recorded by newer versions of "
+         "gpumem)";
 }
 
 std::string InUseNotKnownReason(const Fragmentation& fragmentation) {

@@ -1,12 +1,11 @@
 // `gpumem report --fragmentation`: per device, memory reserved (what the allocator holds from the
 // driver) against memory in use (what the program's tensors or allocations hold) over time, and
 // what the trace supports of each. The recording mode is decided as for the summary table
-// (report/analysis/summary_table.h): kTensors knows in use, and reserved where the trace has the
+// (report/stacks/recording_mode.h): kTensors knows in use, and reserved where the trace has the
 // pool's own size (PoolUsage packets, AddPoolUsage); kSegments knows reserved but not in use;
 // kPlain: every allocation is its own segment, in use = reserved. Block-level fragmentation (1 -
 // largest free block / free memory inside segments) needs the blocks inside segments, which no mode
-// records: n/a until the allocator model (issue 6). Definitions: report/README.md
-// ("Fragmentation").
+// records: n/a here (`gpumem whatif` models them). Definitions: report/README.md ("Fragmentation").
 #ifndef GPUMEM_REPORT_ANALYSIS_FRAGMENTATION_H_
 #define GPUMEM_REPORT_ANALYSIS_FRAGMENTATION_H_
 

@@ -581,8 +581,8 @@ constexpr char kOversizeSegments[] = "Oversize GPU segments";
 // What the trace says of the device's stream-ordered memory pools' own size.
 std::string PoolReservedNote(const DeviceSummary& device) {
   if (!device.pool_reserved_known) {
-    return "n/a: the memory pool's reserved size is not in this trace (gpumem records it from "
-           "the pool's attributes since November 2026)";
+    return "n/a: the memory pool's reserved size is not in this trace (newer versions of gpumem "
+           "record it from the pool's attributes)";
   }
   return absl::StrCat(
       "n/a in the rows (a pool's size is not split into large and small pool, and it has no "
@@ -764,7 +764,7 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
           {{kAllocatedMemory, kActiveMemory, kRequestedMemory, kAllocations, kActiveAllocs},
            "n/a: tensors are not visible under the native caching allocator; record "
            "with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (gpumem record "
-           "--tensors, coming)"});
+           "--tensors)"});
       notes.push_back({{kNonReleasableMemory, kNonReleasableAllocs},
                        "n/a: the free blocks inside segments are not visible either"});
       notes.push_back({{kOversizeAllocations, kOversizeSegments},

@@ -6,8 +6,7 @@
 # median over the runs. Uses the fake CUDA unless GPUMEM_BENCH_CUDA_LIBS names a directory holding the real
 # libcuda.so.1 (on a GPU machine: /usr/lib/x86_64-linux-gnu). LAUNCH_COST_EVICT_KB=N (passed on to
 # launch_cost) writes N KiB between launches, as a framework's own work does: gpumem's data is then
-# cold as in a real program (on this build machine, 4096 KiB took the recorded launch from +240 to
-# +440 ns).
+# cold as in a real program (figures: tests/bench/RESULTS.md, "Launch cost").
 # Usage: tests/bench/run_launch_cost.sh [BUILD_DIR] [RUNS] [LAUNCHES]
 set -euo pipefail
 build=${1:-build}

@@ -11,12 +11,12 @@
 # (GPUMEM_PYTHON_FRAMES=0), no_observer (GPUMEM_PYTHON_HOLDERS=0). The recorded arms have
 # gpumem's Python observer on PYTHONPATH, as `gpumem record` gives it. Every run is pinned to the
 # same CPUs (GPUMEM_BENCH_CPUS, default 2-5, when taskset exists): where the process lands
-# otherwise moved its step time by ±25 % on the H100 machine. Each run reports four figures
+# otherwise moves its step time more than what is measured. Each run reports four figures
 # (train_mlp_timed.py): the mean step, the median of its 25-step windows (a burst of noise moves one
 # window, not the figure), the main thread's CPU time per step and all threads' (the backward
 # pass runs on PyTorch's autograd thread). Prints, per arm and figure, the median over rounds of (arm / plain of the same
 # round): the ratio, robust to the machine drifting between rounds. The window median is the
-# headline. Target (issue 4): the default arm at most 1.05x.
+# headline. Target: the default arm at most 1.05x. Results: tests/bench/RESULTS.md.
 # Usage: tests/bench/run_step_time.sh [BUILD_DIR] [ROUNDS] [STEPS] [OUT_DIR]
 set -euo pipefail
 build=${1:-build}

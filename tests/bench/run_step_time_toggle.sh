@@ -4,8 +4,8 @@
 # libgpumem.so has no pause), tests/bench/train_mlp_timed.py pauses and resumes recording
 # (gpumem_bench_set_recording) at each 25-step window, in the order off on on off ..., so each
 # adjacent pair of windows holds one of each and a drift of the machine cancels. What differs
-# between processes (where the kernel placed memory, which cores, the VM's neighbours: ±20 % per
-# process on the H100 machine, tests/bench/run_step_time.sh) is the same for both halves of a pair.
+# between processes (where the kernel placed memory, which cores, the VM's neighbours: far more than
+# the effect, tests/bench/RESULTS.md) is the same for both halves of a pair.
 # A paused gpumem still has its hooks in place (each forwards at once) and its CUPTI callbacks
 # off; what that leaves is measured by run_step_time.sh's `disabled` arm.
 # Prints (tests/bench/toggle_summary.py) the median over all pairs of every process of (window

@@ -9,7 +9,7 @@ each process's own median, and a 95 % interval for the wall median from a bootst
 processes (processes resampled with replacement, their pairs pooled): processes differ more from
 one another than pairs within one do, so the process is the unit that is resampled. "Reliably
 under a target" means the interval's upper end is under it: the last line says whether the
-recording's interval is under --target (default 1.05, issue 4's).
+recording's interval is under --target (default 1.05, the project's target).
 
 Usage: toggle_summary.py [--header TEXT] [--target RATIO] OUT_DIR...
 """

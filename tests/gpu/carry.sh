@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Assembles what the GPU machine needs from a build here into .device-carry/build (ignored by git;
-# the device tool carries it with `carry: [".device-carry"]`): the samples, libgpumem.so with the
+# Assembles what a GPU machine without build tools needs from a build here into
+# .device-carry/build (ignored by git; copy it along with the checkout): the samples, libgpumem.so with the
 # libunwind.so.8 it loads, the benchmarks (libgpumem_bench.so too), the analyzer, and the shared libraries the analyzer and
 # its benchmark link (protobuf, Abseil, elfutils: the GPU machine has none of them).
 # Usage: tests/gpu/carry.sh [BUILD_DIR]   then, on the GPU machine:

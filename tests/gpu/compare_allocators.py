@@ -2,7 +2,7 @@
 
 For each training script: the native model replayed over its tensor-level trace (`gpumem whatif`)
 against PyTorch's own figures, and for the capped scripts whether `whatif` predicted the real
-outcome. Targets (issue 6): modelled peak allocated within 0.5 % of the tensor-level run's
+outcome. Targets: modelled peak allocated within 0.5 % of the tensor-level run's
 max_memory_allocated(); modelled peak reserved within 2 % of the default run's
 max_memory_reserved() where both runs asked for the same tensors (same count and same peak);
 where they did not, both figures are shown, not judged. Prints one table; exits 1 on a miss.

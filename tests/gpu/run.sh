@@ -140,7 +140,7 @@ exports() {
   echo "export: ${#pickles[@]} snapshot(s) rendered: $(grep -c ': ok' "$out/export/render.txt") ok, $(grep -c 'FAIL\|failed' "$out/export/render.txt") failed"
 }
 
-# Allocator replay (issue 6): three training scripts recorded at tensor level by `gpumem record
+# Allocator replay: three training scripts recorded at tensor level by `gpumem record
 # --tensors` and under PyTorch's default allocator (the segments it really reserved), and two of
 # them capped with set_per_process_memory_fraction at the smallest limit `gpumem whatif` says
 # they fit in, and 2 MiB below it: the analyzer runs here, since the caps depend on its answer.
@@ -194,9 +194,9 @@ bench() {
   # Cost per kernel launch on the real driver (1M launches of an empty kernel per run).
   GPUMEM_BENCH_CUDA_LIBS=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}')") \
     tests/bench/run_launch_cost.sh "$build" 3 1000000 >>"$out/bench.txt" 2>&1
-  # Python frame capture per event, on this machine's Python (fake CUDA: no driver time in it).
+  # Python frame capture per event, on the GPU machine's Python (fake CUDA: no driver time in it).
   PYTHON=$python tests/bench/run_python_frames_cost.sh "$build" 5 100000 20 >>"$out/bench.txt" 2>&1
-  # Analyzer throughput on this machine's CPU (one core; 50M events).
+  # Analyzer throughput on the GPU machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     GPUMEM_LIBUNWIND=$PWD/$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.

@@ -1,4 +1,4 @@
-// Python frames (issue 5): synthetic traces whose native frames are named by SymbolizedFrame
+// Python frames: synthetic traces whose native frames are named by SymbolizedFrame
 // packets (a python3.12 binary with _PyEval_EvalFrameDefault frames, an allocator library), with
 // Python frames in 3.11 style (several per eval frame) and 3.10 style (one each), spliced into one
 // stack; more Python groups than eval frames; --python-only; --group-by user/python/stack; dump;

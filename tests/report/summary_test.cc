@@ -446,7 +446,7 @@ TEST(SummarySegments, ReservedRowsAreMeasuredAndTensorRowsAreNotAvailable) {
   EXPECT_NE(text.find("  Allocated memory, Active memory, Requested memory, Allocations, Active "
                       "allocs: n/a: tensors are not visible under the native caching allocator; "
                       "record with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (gpumem record "
-                      "--tensors, coming)\n"),
+                      "--tensors)\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  outside PyTorch's allocator: 4.00 MiB in 1 allocation made with "
