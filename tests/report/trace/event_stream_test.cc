@@ -1,5 +1,6 @@
-// Launch events in seq order with memory events (report/trace/event_stream.h): a file's order is
-// not seq order (threads race for file space), and a launch must be matched against the memory live
+// report/trace/event_stream.h: a file's order is not seq order (threads race for file space). The
+// reorder window restores seq order to events shuffled within it and counts those beyond it; launch
+// events take their place among the memory events, so a launch is matched against the memory live
 // at its seq, not at its place in the file.
 #include "report/trace/event_stream.h"
 
