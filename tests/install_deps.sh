@@ -2,7 +2,7 @@
 # Installs what building and testing gpumem needs, from Debian packages only. The CUDA toolkit
 # (headers, CUPTI, nvcc) is expected at /usr/local/cuda, as on the project's machines.
 set -euo pipefail
-# python3-jsonschema: tests/report/json_schema_test.cc validates `gpumem report --json` against
+# python3-jsonschema: tests/report/cli/json_schema_test.cc validates `gpumem report --json` against
 # report/report.schema.json with it. chromium-headless-shell: tests/viewer/browser_test.py opens
 # `gpumem view`'s page in it (Debian 12 bookworm / bookworm-security; the test is skipped without).
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libprotobuf-dev protobuf-compiler

@@ -7,7 +7,7 @@
 // `memory` (field 7), holding only MemoryEvent's varint fields 1-18, in any order, repeated (the
 // last wins), with non-minimal varints. Anything else (another packet type, an unknown field, a
 // wrong wire type, a malformed varint, trailing bytes) is declined, and the caller parses the
-// packet with libprotobuf. tests/report/memory_event_decoder_test.cc checks that the two agree on
+// packet with libprotobuf. tests/report/trace/memory_event_decoder_test.cc checks that the two agree on
 // random events and on random damage to them.
 #ifndef GPUMEM_REPORT_TRACE_MEMORY_EVENT_DECODER_H_
 #define GPUMEM_REPORT_TRACE_MEMORY_EVENT_DECODER_H_

@@ -21,7 +21,7 @@
 // and `check`: they show call sites) runs only when no module path the input declares exists here,
 // and GPUMEM_SYMBOL_PATH is unset: the symbolizer's trace-driven part (module lookup by address and
 // packet index, load bias, caching, unknown stacks) is fuzzed, and no file but the input is ever
-// opened. Resolving real ELF files is covered by tests/report/symbolizer_test.cc.
+// opened. Resolving real ELF files is covered by tests/report/stacks/symbolizer_test.cc.
 //
 // TraceReader reads from a path (pread, SEEK_DATA), so each input is written to one file per
 // process in /dev/shm, truncated and rewritten for every input: it never holds more than one input

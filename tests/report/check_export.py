@@ -11,7 +11,7 @@ figures the export must agree with. --expect names exact values for memory-viz
 (live_segments, live_bytes, live_active_bytes, alloc, free_completed, segment_alloc,
 segment_free, segment_map, segment_unmap, oom, python_frames (1: some frame is Python's)).
 Prints one line per failure and a last line "ok" or "N failure(s)"; exit 0 when all held.
-Used by tests/report/export_test.cc and, on the GPU machine, by tests/gpu/run.sh.
+Used by tests/report/cli/cmd_export_test.cc and, on the GPU machine, by tests/gpu/run.sh.
 """
 import argparse
 import collections

@@ -1,5 +1,5 @@
-// report/allocator/allocator_model.h against cases computed by hand from the rules of PyTorch's native
-// caching allocator: rounding, the small and large pools and their segment sizes, splitting,
+// report/allocator/allocator_model.h against cases computed by hand from the rules of PyTorch's
+// native caching allocator: rounding, the small and large pools and their segment sizes, splitting,
 // merging, streams, max_split_size, and the empty-the-cache retry before an out-of-memory error;
 // and the expandable-segments and cudaMallocAsync-pool models beside it.
 #include "report/allocator/allocator_model.h"

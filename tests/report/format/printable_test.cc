@@ -1,4 +1,5 @@
-// report/format/printable.h: how text a traced program handed over (any bytes) is shown in each output.
+// report/format/printable.h: how text a traced program handed over (any bytes) is shown in each
+// output.
 #include "report/format/printable.h"
 
 #include <gtest/gtest.h>

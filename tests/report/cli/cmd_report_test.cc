@@ -14,7 +14,6 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/format/sizes.h"
 #include "tests/support/test_support.h"
 
 extern char** environ;
@@ -463,47 +462,6 @@ TEST(CheckCommandTest, NoLeaks) {
                           "ended (the process did not exit cleanly) (--no-leaks)\n");
   std::remove(clean.c_str());
   std::remove(two.c_str());
-}
-
-// ---- sizes ----
-
-TEST(SizesTest, ParseSize) {
-  const std::vector<std::pair<std::string, uint64_t>> valid = {
-      {"0", 0},
-      {"1234", 1234},
-      {"512B", 512},
-      {"4KiB", 4096},
-      {"2 MiB", 2 * kMiB},
-      {"6GiB", uint64_t{6} << 30},
-      {"1.5GiB", uint64_t{3} << 29},
-      {"1TiB", uint64_t{1} << 40},
-      {"8G", uint64_t{8} << 30},  // one letter: binary
-      {"1.5G", uint64_t{3} << 29},
-      {"512M", uint64_t{512} << 20},
-      {"64K", 64 * 1024},
-      {"6GB", 6'000'000'000},
-      {"1.5MB", 1'500'000},
-      {"10KB", 10'000},
-      {"18446744073709551615", UINT64_MAX},
-  };
-  for (const auto& [text, bytes] : valid) {
-    absl::StatusOr<uint64_t> parsed = ParseSize(text);
-    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
-    EXPECT_EQ(*parsed, bytes) << text;
-  }
-  for (const char* text :
-       {"", "GiB", "-1", "1.5", "abc", "10XB", "1e3", "5 GiB extra", "99999999999999999999GiB",
-        "18446744073709551616", "1..5MiB", "G", "8X"}) {
-    EXPECT_FALSE(ParseSize(text).ok()) << text;
-  }
-}
-
-TEST(SizesTest, FormatBytes) {
-  EXPECT_EQ(FormatBytes(0), "0 B");
-  EXPECT_EQ(FormatBytes(1023), "1023 B");
-  EXPECT_EQ(FormatBytes(1024), "1.00 KiB");
-  EXPECT_EQ(FormatBytes(58720256), "56.00 MiB");
-  EXPECT_EQ(FormatBytes(uint64_t{3} << 29), "1.50 GiB");
 }
 
 }  // namespace

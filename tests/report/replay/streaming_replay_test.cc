@@ -1,9 +1,9 @@
-// The streaming replay (report/trace/event_stream.h, report/replay/replay.h): the reorder buffer restores seq
-// order to events shuffled within its window and counts those beyond it; a trace file written
-// shuffled replays exactly as the same trace written in order and as the in-memory sort; a packet
-// the hand decoder declines still arrives (through libprotobuf); and the replay's table of plain
-// allocations (report/replay/address_map.h, stale entries erased lazily) agrees with a plain reference
-// model on random traces full of overlaps, double frees and unknown frees.
+// The streaming replay (report/trace/event_stream.h, report/replay/replay.h): the reorder buffer
+// restores seq order to events shuffled within its window and counts those beyond it; a trace file
+// written shuffled replays exactly as the same trace written in order and as the in-memory sort; a
+// packet the hand decoder declines still arrives (through libprotobuf); and the replay's table of
+// plain allocations (report/replay/address_map.h, stale entries erased lazily) agrees with a plain
+// reference model on random traces full of overlaps, double frees and unknown frees.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -19,15 +19,14 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/replay/address_map.h"
-#include "report/trace/event_stream.h"
 #include "report/analysis/fragmentation.h"
 #include "report/analysis/growth.h"
-#include "report/trace/memory_event_decoder.h"
-#include "report/stacks/memory_holders.h"
 #include "report/analysis/oom.h"
-#include "report/replay/replay.h"
 #include "report/analysis/summary_table.h"
+#include "report/replay/replay.h"
+#include "report/stacks/memory_holders.h"
+#include "report/trace/event_stream.h"
+#include "report/trace/memory_event_decoder.h"
 #include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"
 
@@ -38,144 +37,6 @@ using testing::FooterPacket;
 using testing::Framed;
 using testing::HeaderPacket;
 using testing::UniqueTempPath;
-
-MemoryEventFields Event(uint64_t seq, uint64_t address = 0) {
-  MemoryEventFields event;
-  event.seq = seq;
-  event.address = address;
-  return event;
-}
-
-// Pushes `events` in order through a buffer of `window`; returns what came out, in order.
-std::vector<MemoryEventFields> Reorder(const std::vector<MemoryEventFields>& events, size_t window,
-                                       uint64_t* out_of_order = nullptr) {
-  SeqReorderBuffer buffer(window);
-  std::vector<MemoryEventFields> released;
-  auto release = [&](const MemoryEventFields& event) { released.push_back(event); };
-  for (const MemoryEventFields& event : events) {
-    buffer.Push(event, release);
-    EXPECT_LE(buffer.size(), window);
-  }
-  buffer.Flush(release);
-  EXPECT_EQ(buffer.size(), 0u);
-  if (out_of_order != nullptr) *out_of_order = buffer.out_of_order();
-  return released;
-}
-
-std::vector<uint64_t> Seqs(const std::vector<MemoryEventFields>& events) {
-  std::vector<uint64_t> seqs;
-  for (const MemoryEventFields& event : events) seqs.push_back(event.seq);
-  return seqs;
-}
-
-// 1..n, each moved at most `distance` places from where it belongs.
-std::vector<MemoryEventFields> LocallyShuffled(uint64_t n, size_t distance, uint64_t seed) {
-  std::vector<MemoryEventFields> events;
-  for (uint64_t seq = 1; seq <= n; ++seq) events.push_back(Event(seq));
-  std::mt19937_64 random(seed);
-  for (size_t begin = 0; begin < events.size(); begin += distance) {
-    const size_t end = std::min(events.size(), begin + distance);
-    std::shuffle(events.begin() + static_cast<std::ptrdiff_t>(begin),
-                 events.begin() + static_cast<std::ptrdiff_t>(end), random);
-  }
-  return events;
-}
-
-TEST(SeqReorderBufferTest, ShuffledWithinTheWindowComesOutSorted) {
-  // Blocks of 300: events move by up to 299 places, more than a ring shift (the heap takes
-  // those) and less than the window.
-  for (const size_t distance : {2u, 10u, 300u}) {
-    SCOPED_TRACE(distance);
-    uint64_t out_of_order = 0;
-    const std::vector<MemoryEventFields> released =
-        Reorder(LocallyShuffled(20000, distance, distance), 512, &out_of_order);
-    std::vector<uint64_t> expected(20000);
-    for (uint64_t i = 0; i < expected.size(); ++i) expected[i] = i + 1;
-    EXPECT_EQ(Seqs(released), expected);
-    EXPECT_EQ(out_of_order, 0u);
-  }
-}
-
-TEST(SeqReorderBufferTest, EqualSeqsKeepFileOrder) {
-  // Seq 1 never comes: all six wait for the window (or the end), then leave by seq, ties in file
-  // order.
-  const std::vector<MemoryEventFields> events = {Event(3, 1), Event(2, 1), Event(3, 2),
-                                                 Event(2, 2), Event(3, 3), Event(2, 3)};
-  const std::vector<MemoryEventFields> released = Reorder(events, 16);
-  ASSERT_EQ(released.size(), 6u);
-  for (size_t i = 0; i < 6; ++i) {
-    EXPECT_EQ(released[i].seq, i < 3 ? 2u : 3u) << i;
-    EXPECT_EQ(released[i].address, i % 3 + 1) << i;
-  }
-}
-
-TEST(SeqReorderBufferTest, TheNextSeqLeavesAtOnceAndAGapHoldsTheWindowOnce) {
-  SeqReorderBuffer buffer(100);
-  std::vector<uint64_t> released;
-  auto release = [&](const MemoryEventFields& event) { released.push_back(event.seq); };
-  // 1, 3, 2: 1 leaves at once, 3 waits for 2, then both leave.
-  buffer.Push(Event(1), release);
-  EXPECT_EQ(buffer.size(), 0u);
-  buffer.Push(Event(3), release);
-  EXPECT_EQ(buffer.size(), 1u);
-  buffer.Push(Event(2), release);
-  EXPECT_EQ(buffer.size(), 0u);
-  EXPECT_EQ(released, (std::vector<uint64_t>{1, 2, 3}));
-  // Seq 4 is lost: 5.. wait until the window is full, then everything after the gap leaves.
-  for (uint64_t seq = 5; seq <= 104; ++seq) buffer.Push(Event(seq), release);
-  EXPECT_EQ(buffer.size(), 100u);
-  EXPECT_EQ(released.size(), 3u);
-  buffer.Push(Event(105), release);
-  EXPECT_EQ(buffer.size(), 0u);
-  ASSERT_EQ(released.size(), 104u);
-  EXPECT_EQ(released.back(), 105u);
-  buffer.Push(Event(106), release);
-  EXPECT_EQ(buffer.size(), 0u);
-  EXPECT_EQ(buffer.out_of_order(), 0u);
-}
-
-TEST(SeqReorderBufferTest, BeyondTheWindowIsCountedAndReleasedLate) {
-  // Window 4: seq 1 comes after 10 larger ones. The fifth (14) made the window release 10, and
-  // each one after it followed at once, being the next seq: 10..19 are out before 1.
-  std::vector<MemoryEventFields> events;
-  for (uint64_t seq = 10; seq < 20; ++seq) events.push_back(Event(seq));
-  events.push_back(Event(1));
-  events.push_back(Event(20));
-  uint64_t out_of_order = 0;
-  const std::vector<uint64_t> seqs = Seqs(Reorder(events, 4, &out_of_order));
-  EXPECT_EQ(out_of_order, 1u);
-  EXPECT_EQ(seqs, (std::vector<uint64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 20}));
-  // Just within the window: in its place.
-  events = {Event(5), Event(6), Event(7), Event(8), Event(1), Event(9)};
-  EXPECT_EQ(Seqs(Reorder(events, 4, &out_of_order)), (std::vector<uint64_t>{1, 5, 6, 7, 8, 9}));
-  EXPECT_EQ(out_of_order, 0u);
-}
-
-TEST(SeqReorderBufferTest, WindowZeroPassesThrough) {
-  uint64_t out_of_order = 0;
-  const std::vector<MemoryEventFields> events = {Event(1), Event(3), Event(2), Event(4)};
-  EXPECT_EQ(Seqs(Reorder(events, 0, &out_of_order)), (std::vector<uint64_t>{1, 3, 2, 4}));
-  EXPECT_EQ(out_of_order, 1u);
-}
-
-TEST(SeqReorderBufferTest, SlotAndCommitAsPush) {
-  const std::vector<MemoryEventFields> events = LocallyShuffled(5000, 100, 3);
-  SeqReorderBuffer buffer(64);  // some events beyond it
-  std::vector<uint64_t> released;
-  auto release = [&](const MemoryEventFields& event) { released.push_back(event.seq); };
-  for (const MemoryEventFields& event : events) {
-    *buffer.Slot() = event;
-    buffer.Commit(release);
-  }
-  buffer.Flush(release);
-  uint64_t out_of_order = 0;
-  EXPECT_EQ(released, Seqs(Reorder(events, 64, &out_of_order)));
-  EXPECT_EQ(buffer.out_of_order(), out_of_order);
-  EXPECT_GT(out_of_order, 0u);
-  EXPECT_GT(buffer.reordered(), 0u);
-}
-
-// ---- whole traces ----
 
 // A random process: cudaMalloc / cudaFree, cudaMallocAsync / cudaFreeAsync, pinned host memory
 // and VMM, with failures, double frees, frees of unknown pointers and allocations over live ones.
@@ -614,55 +475,6 @@ TEST(PlainAllocationTableTest, AgreesWithAPlainReferenceOnRandomTraces) {
     for (const SiteTally& site : places[0].live_sites) replayed[site.stack_id] = site.tally.bytes;
     EXPECT_EQ(replayed, by_stack);
   }
-}
-
-TEST(AddressMapTest, AgreesWithStdMap) {
-  std::mt19937_64 random(5);
-  AddressMap<uint32_t> map;
-  std::map<uint64_t, uint32_t> reference;
-  for (int step = 0; step < 200000; ++step) {
-    // Phases of growth and shrinkage, so that chunks split and merge.
-    const bool grow = (step / 20000) % 2 == 0;
-    const uint64_t key = random() % 50000;
-    const int op = static_cast<int>(random() % 10);
-    if (op < (grow ? 6 : 3)) {
-      if (reference.count(key) == 0) {
-        const auto value = static_cast<uint32_t>(random());
-        map.Insert(key, value);
-        reference[key] = value;
-      }
-    } else if (op < 9) {
-      EXPECT_EQ(map.Erase(key), reference.erase(key) == 1);
-    } else {
-      // Lower bound and the entry before it.
-      auto expected = reference.lower_bound(key);
-      AddressMap<uint32_t>::Position position = map.LowerBound(key);
-      ASSERT_EQ(position == map.end(), expected == reference.end());
-      if (expected != reference.end()) {
-        EXPECT_EQ(map.KeyAt(position), expected->first);
-        EXPECT_EQ(map.ValueAt(position), expected->second);
-      }
-      const bool has_previous = map.Previous(&position);
-      ASSERT_EQ(has_previous, expected != reference.begin());
-      if (has_previous) {
-        EXPECT_EQ(map.KeyAt(position), std::prev(expected)->first);
-      }
-      // Erasing at a position returns the next one.
-      if (has_previous && random() % 2 == 0) {
-        const AddressMap<uint32_t>::Position next = map.EraseAt(position);
-        reference.erase(std::prev(expected));
-        ASSERT_EQ(next == map.end(), expected == reference.end());
-        if (expected != reference.end()) {
-          EXPECT_EQ(map.KeyAt(next), expected->first);
-        }
-      }
-    }
-    ASSERT_EQ(map.size(), reference.size());
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> all;
-  map.ForEach([&](uint64_t key, uint32_t value) { all.emplace_back(key, value); });
-  const std::vector<std::pair<uint64_t, uint32_t>> expected(reference.begin(), reference.end());
-  EXPECT_EQ(all, expected);
 }
 
 }  // namespace

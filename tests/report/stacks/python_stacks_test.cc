@@ -3,6 +3,8 @@
 // Python frames in 3.11 style (several per eval frame) and 3.10 style (one each), spliced into one
 // stack; more Python groups than eval frames; --python-only; --group-by user/python/stack; dump;
 // JSON against the schema. And a trace without Python frames reads the same under every flag.
+#include "report/stacks/python_stacks.h"
+
 #include <fstream>
 #include <map>
 #include <string>
@@ -10,7 +12,6 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/stacks/python_stacks.h"
 #include "report/stacks/symbolizer.h"
 #include "report/trace/trace_file.h"
 #include "tests/support/test_support.h"

@@ -1,7 +1,7 @@
-// The hand decoder of memory event packets (report/trace/memory_event_decoder.h) against libprotobuf:
-// on random events encoded the way the recorder encodes them and the way libprotobuf does, it
-// decodes every one to what libprotobuf parses; on random damage to them, whatever it accepts
-// libprotobuf parses to the same event, and what it declines is left to libprotobuf.
+// The hand decoder of memory event packets (report/trace/memory_event_decoder.h) against
+// libprotobuf: on random events encoded the way the recorder encodes them and the way libprotobuf
+// does, it decodes every one to what libprotobuf parses; on random damage to them, whatever it
+// accepts libprotobuf parses to the same event, and what it declines is left to libprotobuf.
 #include "report/trace/memory_event_decoder.h"
 
 #include <cstdint>

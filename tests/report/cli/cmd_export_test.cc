@@ -2,24 +2,17 @@
 // traces recorded under the fake CUDA (VMM unmaps, an out-of-memory failure) and on synthetic ones
 // (GPU kernel times, frame names with ';'). Every output is read back by Python's pickle / json in
 // tests/report/check_export.py, against `gpumem report --json` and `gpumem dump --counts` of the
-// same trace. Also the pickle writer and the progress reporter on their own.
-#include <fcntl.h>
-#include <pty.h>
-#include <unistd.h>
+// same trace.
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/export/folded.h"
-#include "report/export/pickle_writer.h"
-#include "report/trace/progress.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -319,127 +312,6 @@ TEST(ExportTest, DefaultOutputAndStandardOutput) {
   EXPECT_EQ(stdout_run.err, "");
   EXPECT_EQ(stdout_run.out, ReadFile(dir.File("run.peak.folded")));
   EXPECT_NE(stdout_run.out.find(" 41943040\n"), std::string::npos) << stdout_run.out;
-}
-
-// ---- the pickle writer ----
-
-TEST(PickleWriterTest, PythonReadsBackEveryKindOfValue) {
-  std::string bytes;
-  report::PickleWriter writer(&bytes);
-  writer.Protocol();
-  writer.BeginDict();
-  writer.String("ints");
-  writer.BeginList();
-  for (const int64_t value :
-       {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{65535}, int64_t{65536}, int64_t{-1},
-        int64_t{-2147483648LL}, int64_t{2147483648LL}, int64_t{-1099511627776LL}, INT64_MAX,
-        INT64_MIN}) {
-    writer.Int(value);
-  }
-  writer.UInt(uint64_t{1} << 63);
-  writer.UInt(UINT64_MAX);
-  writer.EndList();
-  writer.String("text");
-  writer.BeginList();
-  writer.String("héllo ✓ 𝄞");
-  writer.String(std::string(300, 'x'));
-  writer.String("bad \xff\xfe utf-8");
-  writer.EndList();
-  writer.String("many");
-  writer.BeginList();
-  for (int i = 0; i < 2500; ++i) writer.Int(i);
-  writer.EndList();
-  writer.String("nested");
-  writer.BeginList();
-  writer.BeginList();
-  writer.BeginDict();
-  writer.String("a");
-  writer.None();
-  writer.String("b");
-  writer.Bool(true);
-  writer.String("c");
-  writer.Bool(false);
-  writer.String("d");
-  writer.Float(1.5);
-  writer.EndDict();
-  writer.EndList(0);  // memo 0
-  writer.Get(0);
-  writer.BeginTuple();
-  writer.Int(0);
-  writer.Int(0);
-  writer.EndTuple();
-  writer.EndList();
-  writer.EndDict();
-  writer.Stop();
-  ASSERT_EQ(bytes.substr(0, 2), std::string("\x80\x04"));
-
-  TempDir dir;
-  std::ofstream(dir.File("p.pickle"), std::ios::binary) << bytes;
-  const ProgramRun run = RunProgram(
-      {GPUMEM_PYTHON3, "-c",
-       "import pickle,pickletools,sys\n"
-       "raw=open(sys.argv[1],'rb').read()\n"
-       "d=pickle.loads(raw)\n"
-       "assert d['ints']==[0,255,256,65535,65536,-1,-2**31,2**31,-2**40,2**63-1,-2**63,2**63,"
-       "2**64-1], d['ints']\n"
-       "assert d['text']==['h\\u00e9llo \\u2713 \\U0001d11e','x'*300,'bad \\\\xff\\\\xfe utf-8'],"
-       " d['text']\n"
-       "assert d['many']==list(range(2500))\n"
-       "inner=d['nested'][0]\n"
-       "assert inner==[{'a':None,'b':True,'c':False,'d':1.5}] and d['nested'][1] is inner\n"
-       "assert d['nested'][2]==(0,0)\n"
-       "assert max(op.proto for op,_,_ in pickletools.genops(raw))<=4\n"
-       "print('ok')\n",
-       dir.File("p.pickle")});
-  EXPECT_EQ(run.out, "ok\n") << run.err;
-}
-
-// ---- progress ----
-
-// Drives `progress` past its first delay and one update interval.
-void Drive(report::Progress& progress) {
-  for (int round = 0; round < 3; ++round) {
-    for (uint32_t i = 0; i < report::Progress::kCallsPerClockRead; ++i) progress.Update(512);
-    std::this_thread::sleep_for(std::chrono::milliseconds(350));
-  }
-  for (uint32_t i = 0; i < report::Progress::kCallsPerClockRead; ++i) progress.Update(512);
-  progress.Finish();
-}
-
-TEST(ProgressTest, SilentWhenNotATerminal) {
-  TempDir dir;
-  std::FILE* file = std::fopen(dir.File("err").c_str(), "w+");
-  ASSERT_NE(file, nullptr);
-  {
-    report::Progress progress("run.trace", 1024, file);
-    EXPECT_FALSE(progress.enabled());
-    Drive(progress);
-  }
-  std::fclose(file);
-  EXPECT_EQ(ReadFile(dir.File("err")), "");
-}
-
-TEST(ProgressTest, PrintsOnATerminalAndEndsTheLine) {
-  int master = -1;
-  int slave = -1;
-  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
-  std::FILE* terminal = fdopen(slave, "w");
-  ASSERT_NE(terminal, nullptr);
-  {
-    report::Progress progress("run.trace", 1024, terminal);
-    EXPECT_TRUE(progress.enabled());
-    Drive(progress);
-  }
-  std::fclose(terminal);
-  std::string text;
-  char buffer[4096];
-  fcntl(master, F_SETFL, O_NONBLOCK);
-  for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
-  close(master);
-  EXPECT_NE(text.find("reading run.trace: 50% (512 B)"), std::string::npos) << text;
-  EXPECT_NE(text.find("reading run.trace: 100% (1.00 KiB)"), std::string::npos) << text;
-  // The terminal turns "\n" into "\r\n".
-  EXPECT_TRUE(text.size() >= 2 && text.substr(text.size() - 2) == "\r\n") << text;
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
-#include "report/trace/event_stream.h"
-#include "report/stacks/memory_holders.h"
 #include "report/analysis/summary_table.h"
+#include "report/stacks/memory_holders.h"
+#include "report/trace/event_stream.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {
@@ -131,20 +131,6 @@ TEST(FragmentationTest, TimelineSamplesEvenlySpacedPoints) {
   }
 }
 
-// Times at both ends of the uint64_t range: the samples are exact (a double of the span rounded
-// the last one up to 2^64, which does not convert back to uint64_t).
-TEST(FragmentationTest, TimelineSamplesTheWholeRangeOfTimestamps) {
-  constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
-  const std::vector<FragmentationPoint> points = {{0, 10, 10}, {kLast / 2, 20, 20}, {kLast, 0, 0}};
-  const std::vector<FragmentationPoint> samples = SampleTimeline(points, 0, kLast, 3);
-  ASSERT_EQ(samples.size(), 3u);
-  EXPECT_EQ(samples[0].timestamp_ns, 0u);
-  EXPECT_EQ(samples[1].timestamp_ns, kLast / 2);
-  EXPECT_EQ(samples[1].reserved, 20u);
-  EXPECT_EQ(samples[2].timestamp_ns, kLast);
-  EXPECT_EQ(samples[2].reserved, 0u);
-}
-
 // The value after the last point at or before `time` (points in order), 0 before the first.
 uint64_t ExactAt(const std::vector<FragmentationPoint>& points, uint64_t time) {
   uint64_t value = 0;
@@ -189,31 +175,6 @@ TEST(FragmentationTest, LongTimelineKeepsPeakAndEndExactInBoundedMemory) {
     EXPECT_LE(sample.reserved, std::max(now, before)) << sample.timestamp_ns;
   }
   EXPECT_EQ(device.timeline.back().reserved, device.end.reserved);
-}
-
-TEST(FragmentationTest, BucketedTimelineDoublesItsWidth) {
-  BucketedTimeline timeline(8);
-  for (uint64_t t = 0; t < 8; ++t) timeline.Add({t, t, 0});
-  EXPECT_EQ(timeline.bucket_width_ns(), 1u);
-  EXPECT_EQ(timeline.Points().size(), 8u);  // few points: every one kept
-  timeline.Add({8, 8, 0});                  // beyond the 8th bucket: pairs merge
-  EXPECT_EQ(timeline.bucket_width_ns(), 2u);
-  std::vector<FragmentationPoint> points = timeline.Points();
-  ASSERT_EQ(points.size(), 5u);  // the later of each pair: 1, 3, 5, 7, then 8
-  EXPECT_EQ(points[0].reserved, 1u);
-  EXPECT_EQ(points[3].reserved, 7u);
-  EXPECT_EQ(points[4].reserved, 8u);
-  timeline.Add({5, 50, 0});  // stamped before the latest: goes into the latest's bucket
-  points = timeline.Points();
-  EXPECT_EQ(points.back().reserved, 50u);
-  timeline.Add({1000, 1000, 0});  // far ahead: several doublings at once
-  EXPECT_EQ(timeline.bucket_width_ns(), 128u);
-  points = timeline.Points();
-  ASSERT_EQ(points.size(), 2u);
-  EXPECT_EQ(points[0].reserved, 50u);
-  EXPECT_EQ(points[1].reserved, 1000u);
-  for (uint64_t t = 0; t < 100000; ++t) timeline.Add({1000 + t * 7, t, 0});
-  EXPECT_LE(timeline.Points().size(), 8u);
 }
 
 TEST(FragmentationTest, ModeDecidedAtTheEndCountsOnlyItsAllocations) {

@@ -2,6 +2,8 @@
 // per recording mode on synthetic events with hand-computed values (large/small pool split, VMM
 // physical memory, OOMs and retries, memory PyTorch does not count), and the bundled H100 traces
 // against the figures PyTorch itself reported for the same runs.
+#include "report/analysis/summary_table.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +19,6 @@
 
 #include "core/trace.pb.h"
 #include "report/stacks/memory_holders.h"
-#include "report/analysis/summary_table.h"
 #include "report/stacks/symbolizer.h"
 #include "tests/support/summary_stats.h"
 #include "tests/support/synthetic_events.h"
@@ -294,11 +295,13 @@ TEST(SummaryTensors, ModelledRowsComeFromTheNativeModelAndAreMarked) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("| Allocated memory      |   2048 KiB |"), std::string::npos);  // measured
-  EXPECT_NE(text.find("  rows marked * are modelled: PyTorch's native caching allocator replayed "
-                      "over the recorded tensors (report/allocator/allocator_model.h) with no limit on its "
-                      "memory (the trace does not give the device's total); the others are "
-                      "measured\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "  rows marked * are modelled: PyTorch's native caching allocator replayed "
+          "over the recorded tensors (report/allocator/allocator_model.h) with no limit on its "
+          "memory (the trace does not give the device's total); the others are "
+          "measured\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("  Oversize allocations, Oversize GPU segments: modelled: 0: "
                       "max_split_size_mb was not set"),

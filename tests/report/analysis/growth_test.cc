@@ -357,12 +357,11 @@ std::string GrowingPart(const std::string& out) {
 TEST(GrowthCommandTest, LeakLoopDetected) {
   const ProgramRun run = Gpumem({"report", "--growth", kLeakLoop});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(
-      run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the "
-                   "allocation call site seen once per iteration (the number of "
-                   "allocations most call sites share; else the most frequent, at least "
-                   "3):\n      leak_iteration() (samples/leak_loop/leak_loop.cc:24)\n"),
-      std::string::npos)
+  EXPECT_NE(run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the "
+                         "allocation call site seen once per iteration (the number of "
+                         "allocations most call sites share; else the most frequent, at least "
+                         "3):\n      leak_iteration() (samples/leak_loop/leak_loop.cc:24)\n"),
+            std::string::npos)
       << run.out;
   const std::string growing = GrowingPart(run.out);
   EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H200): 1 call site grows\n"

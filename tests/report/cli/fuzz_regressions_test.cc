@@ -1,8 +1,8 @@
 // The traces of tests/fuzz/regressions/ (made by tests/fuzz/make_regressions.py, or found by the
 // fuzzer) through every command of the built gpumem, as a user would run them: none may crash,
 // each exits 0, 1 or 2 as its command says, and each writes its output. Then what each crafted
-// trace is about: allocations of impossible sizes (report/format/sizes.h) left out and counted, sizes
-// that the allocator models cannot round refused, stacks 50,000 frames deep cut to
+// trace is about: allocations of impossible sizes (report/format/sizes.h) left out and counted,
+// sizes that the allocator models cannot round refused, stacks 50,000 frames deep cut to
 // kMaxStackFrames (report/stacks/symbolizer.h) in every report, export and page.
 #include <algorithm>
 #include <filesystem>
@@ -149,8 +149,8 @@ TEST(FuzzRegressionsTest, HugeSizesOfTensors) {
   const ProgramRun counts = RunGpumem({"dump", "--counts", trace});
   EXPECT_NE(counts.out.find("impossible count=30\n"), std::string::npos) << counts.out;
   // Live at most: 2^48 bytes twice on each of two streams, and a few MiB: under 2^51.
-  const ProgramRun whatif = RunGpumem(
-      {"whatif", "--device-memory", "2048TiB", "--allocator", "native", "--json", trace});
+  const ProgramRun whatif =
+      RunGpumem({"whatif", "--device-memory", "2048TiB", "--allocator", "native", "--json", trace});
   EXPECT_EQ(whatif.exit_code, 0) << whatif.out << whatif.err;
   EXPECT_NE(whatif.out.find("\"allocator\":\"native\",\"fits\":true"), std::string::npos)
       << whatif.out;
