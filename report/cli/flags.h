@@ -4,12 +4,12 @@
 // and the flag list of the command's --help.
 //
 // Parsing: flags may stand before, among or after the positional arguments; "--" ends the flags;
-// "-" is a positional argument (standard input or output); a flag's value follows as the next
-// argument or after '=' ("--top 5", "--top=5"). A flag given twice: the last value counts, unless
-// the flag is `once`. -h and --help are every command's. Errors are one line, named after the
-// command: "report: unknown flag '--x'", "report: --top needs a number",
-// "report: --top: not a number: 'x'", "report: --json takes no value", "export: --format FORMAT is
-// required", "export: -o given more than once".
+// "-" is a positional argument, not a flag; a flag's value follows as the next argument or after
+// '=' ("--top 5", "--top=5"). A flag given twice: the last value counts, unless the flag is
+// `once`. -h and --help are every command's. Errors are one line, named after the command:
+// "report: unknown flag '--x'", "report: --top needs a number", "report: --top: not a number: 'x'",
+// "report: --json takes no value", "export: --format FORMAT is required", "export: -o given more
+// than once".
 #ifndef GPUMEM_REPORT_CLI_FLAGS_H_
 #define GPUMEM_REPORT_CLI_FLAGS_H_
 
