@@ -9,14 +9,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "report/stacks/call_sites.h"
-#include "report/trace/pool_sizes.h"
-#include "report/format/printable.h"
-#include "report/trace/progress.h"
-#include "report/replay/replay.h"
-#include "report/format/sizes.h"
 #include "report/analysis/summary_table.h"
+#include "report/format/printable.h"
+#include "report/format/sizes.h"
+#include "report/replay/replay.h"
+#include "report/stacks/call_sites.h"
 #include "report/stacks/symbolizer.h"
+#include "report/trace/pool_sizes.h"
+#include "report/trace/progress.h"
 #include "report/trace/trace_file.h"
 #include "viewer/timeline_buckets.h"
 
@@ -30,7 +30,8 @@ using report::LiveAllocation;
 using report::Replay;
 using report::TraceFile;
 
-// One allocation's bytes as a SiteChange holds them (no allocation reaches 2^63: report/format/sizes.h).
+// One allocation's bytes as a SiteChange holds them (no allocation reaches 2^63:
+// report/format/sizes.h).
 int64_t Signed(uint64_t bytes) {
   return static_cast<int64_t>(std::min<uint64_t>(bytes, std::numeric_limits<int64_t>::max()));
 }
@@ -259,6 +260,85 @@ void FillTimeline(const TimelineBuckets& timeline, const ViewObserver& observer,
   }
 }
 
+
+
+// Replays the trace into `observer` and `summary`, with progress on a terminal
+// (report/trace/progress.h) ticked by every memory event.
+report::TraceReplay ReplayForPage(std::unique_ptr<TraceFile> opened, const std::string& path,
+                                  ViewObserver* observer, report::SummaryAnalysis* summary) {
+  const TraceFile& trace = *opened;
+  report::Progress progress(path, trace.file_size());
+  report::TraceReplay replay = report::ReplayTrace(
+      std::move(opened),
+      [&](const MemoryEvent& event) {
+        progress.Update(trace.bytes_read());
+        summary->Add(event);
+      },
+      observer,
+      [&](const report::PacketPosition&, const TracePacket& packet) {
+        if (packet.has_pool_usage()) observer->AddPoolUsage(packet.pool_usage());
+      });
+  progress.Finish();
+  return replay;
+}
+
+// What the page says of the trace as a whole: the process, how it ended, what was counted.
+void FillTraceFacts(const std::string& path, const report::TraceReplay& replay,
+                    const ViewObserver& observer, PageData* page) {
+  const TraceFile& file = *replay.file;
+  const Header& header = file.header();
+  // Shown as the text reports show them (report/format/printable.h), JSON-escaped on top.
+  page->trace_path = report::Printable(path);
+  page->host = report::Printable(header.host());
+  page->pid = header.pid();
+  for (const std::string& arg : header.command_line()) {
+    page->command_line.push_back(report::Printable(arg));
+  }
+  page->start_unix_ns = header.start_time_unix_ns();
+  page->duration_ns = observer.last_ns();
+  if (file.footer() && file.footer()->end_time_mono_ns() > 0) {
+    page->duration_ns =
+        std::max(page->duration_ns, report::SinceStart(file.footer()->end_time_mono_ns(), file));
+  }
+  page->footer = file.end().complete();
+  page->end = file.end().Describe();
+  if (file.end().damaged()) page->notice = report::Printable(file.end().ErrorLine(path));
+  page->memory_events = replay.memory_events;
+  page->launches = file.launch_event_count();
+  if (replay.anomalies.total() > 0) page->anomalies = report::DescribeAnomalies(replay.anomalies);
+  page->unrecorded_events = file.end().recording.events_not_recorded();
+  page->unrecorded = file.end().recording.UnrecordedNote();
+}
+
+// One device's (or pinned host memory's) part of the page: timeline, peak, leaks, failures.
+PagePlace PlaceOf(const report::PlaceUsage& usage, const report::TraceReplay& replay,
+                  ViewObserver& observer, CallSites& sites, const ViewOptions& options,
+                  SiteTable& table) {
+  const TraceFile& file = *replay.file;
+  PagePlace place;
+  place.place = usage.place;
+  place.name = report::PlaceName(usage.place, file);
+  for (const Device& device : file.devices()) {
+    if (device.ordinal() == usage.place) place.total_memory = device.total_memory();
+  }
+  if (const TimelineBuckets* timeline = observer.FindTimeline(usage.place)) {
+    FillTimeline(*timeline, observer, sites, options, table, &place);
+  }
+  place.peak_bytes = usage.peak_bytes;
+  place.peak_time_ns = report::SinceStart(usage.peak_timestamp_ns, file);
+  place.peak_seq = usage.peak_seq;
+  place.leaked = usage.live;
+  if (const auto* failures = observer.FindFailures(usage.place)) {
+    place.failures = failures->first;
+    place.failure_count = failures->second;
+  }
+  place.peak_flame = Flame(usage.peak_sites, sites, options.flame_min_fraction);
+  place.leak_flame = Flame(usage.live_sites, sites, options.flame_min_fraction);
+  place.peak_sites = Rows(usage.peak_sites, sites, replay, options.table_rows, table);
+  place.leak_sites = Rows(usage.live_sites, sites, replay, options.table_rows, table);
+  return place;
+}
+
 }  // namespace
 
 absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOptions& options) {
@@ -276,68 +356,13 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
   IterationTimes iterations(is_marker);
   ViewObserver observer(trace, sites, options, iterations);
   report::SummaryAnalysis summary(trace);
-  // Progress on a terminal (report/trace/progress.h), ticked by every memory event.
-  report::Progress progress(path, trace.file_size());
-  const report::TraceReplay replay = report::ReplayTrace(
-      *std::move(opened),
-      [&](const MemoryEvent& event) {
-        progress.Update(trace.bytes_read());
-        summary.Add(event);
-      },
-      &observer,
-      [&](const report::PacketPosition&, const TracePacket& packet) {
-        if (packet.has_pool_usage()) observer.AddPoolUsage(packet.pool_usage());
-      });
-  progress.Finish();
+  const report::TraceReplay replay = ReplayForPage(*std::move(opened), path, &observer, &summary);
 
   PageData page;
-  const TraceFile& file = *replay.file;
-  const Header& header = file.header();
-  // Shown as the text reports show them (report/format/printable.h), JSON-escaped on top.
-  page.trace_path = report::Printable(path);
-  page.host = report::Printable(header.host());
-  page.pid = header.pid();
-  for (const std::string& arg : header.command_line()) {
-    page.command_line.push_back(report::Printable(arg));
-  }
-  page.start_unix_ns = header.start_time_unix_ns();
-  page.duration_ns = observer.last_ns();
-  if (file.footer() && file.footer()->end_time_mono_ns() > 0) {
-    page.duration_ns =
-        std::max(page.duration_ns, report::SinceStart(file.footer()->end_time_mono_ns(), file));
-  }
-  page.footer = file.end().complete();
-  page.end = file.end().Describe();
-  if (file.end().damaged()) page.notice = report::Printable(file.end().ErrorLine(path));
-  page.memory_events = replay.memory_events;
-  page.launches = file.launch_event_count();
-  if (replay.anomalies.total() > 0) page.anomalies = report::DescribeAnomalies(replay.anomalies);
-  page.unrecorded_events = file.end().recording.events_not_recorded();
-  page.unrecorded = file.end().recording.UnrecordedNote();
-
+  FillTraceFacts(path, replay, observer, &page);
   SiteTable table(options.group_by, &page.sites);
   for (const report::PlaceUsage& usage : replay.places) {
-    PagePlace& place = page.places.emplace_back();
-    place.place = usage.place;
-    place.name = report::PlaceName(usage.place, file);
-    for (const Device& device : file.devices()) {
-      if (device.ordinal() == usage.place) place.total_memory = device.total_memory();
-    }
-    if (const TimelineBuckets* timeline = observer.FindTimeline(usage.place)) {
-      FillTimeline(*timeline, observer, sites, options, table, &place);
-    }
-    place.peak_bytes = usage.peak_bytes;
-    place.peak_time_ns = report::SinceStart(usage.peak_timestamp_ns, file);
-    place.peak_seq = usage.peak_seq;
-    place.leaked = usage.live;
-    if (const auto* failures = observer.FindFailures(usage.place)) {
-      place.failures = failures->first;
-      place.failure_count = failures->second;
-    }
-    place.peak_flame = Flame(usage.peak_sites, sites, options.flame_min_fraction);
-    place.leak_flame = Flame(usage.live_sites, sites, options.flame_min_fraction);
-    place.peak_sites = Rows(usage.peak_sites, sites, replay, options.table_rows, table);
-    place.leak_sites = Rows(usage.live_sites, sites, replay, options.table_rows, table);
+    page.places.push_back(PlaceOf(usage, replay, observer, sites, options, table));
   }
   // Failed allocations name their call site by dense index until here.
   for (PagePlace& place : page.places) {

@@ -712,90 +712,94 @@ std::vector<SummaryRow> SummaryRows(const Summary& summary, const DeviceSummary&
   return rows;
 }
 
-std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummary& device) {
-  std::vector<SummaryNote> notes;
-  switch (summary.mode) {
-    case SummaryMode::kTensors:
-      notes.push_back(
-          {{},
-           "recorded at tensor level (PyTorch's cudaMallocAsync backend): each stream-ordered "
-           "allocation made from libc10_cuda.so is one tensor; from small pool: tensors of at most "
-           "1 MiB"});
-      notes.push_back({{kActiveMemory, kActiveAllocs},
-                       "the same as Allocated: a tensor freed with cudaFreeAsync goes back to the "
-                       "pool in stream order, so no freed block waits for other streams (what "
-                       "the native allocator counts as active but not allocated)"});
-      notes.push_back({{kRequestedMemory},
-                       "the same as Allocated: this backend asks cudaMallocAsync for exactly the "
-                       "bytes requested, without rounding"});
-      if (summary.model && device.model) {
-        AppendModelNotes(*summary.model, device, &notes);
-        break;
-      }
-      notes.push_back({{kReservedMemory, kReservedSegments}, PoolReservedNote(device)});
-      notes.push_back(
-          {{kNonReleasableMemory, kNonReleasableAllocs},
-           "n/a: the pool keeps its free blocks inside the CUDA driver, which the trace "
-           "does not see"});
-      notes.push_back({{kOversizeAllocations, kOversizeSegments},
-                       "n/a: oversize blocks (max_split_size_mb) belong to the native caching "
-                       "allocator, not to this backend"});
-      break;
-    case SummaryMode::kSegments:
-      if (summary.expandable_segments) {
-        notes.push_back(
-            {{},
-             "recorded at segment level (PyTorch's native caching allocator, expandable "
-             "segments): each cuMemCreate made from libc10_cuda.so is physical memory the "
-             "allocator maps into its segments; from small pool: pieces of at most 2 MiB"});
-        notes.push_back({{kReservedSegments},
-                         "counts the cuMemCreate pieces (live from creation until released and "
-                         "unmapped); PyTorch adds mapped pieces to its reserved bytes only, not to "
-                         "its segments, so its own figure may differ"});
-      } else {
-        notes.push_back(
-            {{},
-             "recorded at segment level (PyTorch's native caching allocator): each "
-             "cudaMalloc/cuMemAlloc made from libc10_cuda.so is one of its segments; from small "
-             "pool: segments of at most 2 MiB (the small pool's are 2 MiB, the large pool's "
-             "larger)"});
-      }
-      notes.push_back(
-          {{kAllocatedMemory, kActiveMemory, kRequestedMemory, kAllocations, kActiveAllocs},
-           "n/a: tensors are not visible under the native caching allocator; record "
-           "with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (gpumem record "
-           "--tensors)"});
-      notes.push_back({{kNonReleasableMemory, kNonReleasableAllocs},
-                       "n/a: the free blocks inside segments are not visible either"});
-      notes.push_back({{kOversizeAllocations, kOversizeSegments},
-                       "n/a: max_split_size_mb (PYTORCH_CUDA_ALLOC_CONF) is not recorded in the "
-                       "trace, and oversize allocations are tensors"});
-      break;
-    case SummaryMode::kPlain: {
-      notes.push_back({{},
-                       "no PyTorch allocator in the stacks: each device allocation is one "
-                       "allocation and its own segment; from small pool: at most 1 MiB"});
-      notes.push_back({{kActiveMemory, kActiveAllocs, kRequestedMemory},
-                       "the same as Allocated: without a caching allocator memory is in use from "
-                       "its allocation to its free, and its size is the one requested"});
-      std::string reserved =
-          "the same as Allocated: each allocation is its own segment (the driver's rounding to "
-          "its page size is not in the trace)";
-      if (device.pool_allocations > 0) {
-        absl::StrAppend(&reserved, "; except ",
-                        Plural(device.pool_allocations, "stream-ordered allocation",
-                               "stream-ordered allocations"),
-                        " (", FormatBytes(device.pool_allocation_bytes),
-                        " in all), left out: ", PoolReservedNote(device));
-      }
-      notes.push_back({{kReservedMemory, kReservedSegments}, reserved});
-      notes.push_back(
-          {{kNonReleasableMemory, kNonReleasableAllocs, kOversizeAllocations, kOversizeSegments},
-           "n/a: only a caching allocator splits or keeps blocks, and the trace shows "
-           "none"});
-      break;
-    }
+namespace {
+
+// The notes on what each mode of recording measures, and what it cannot.
+void AppendTensorNotes(const Summary& summary, const DeviceSummary& device,
+                       std::vector<SummaryNote>* notes) {
+  notes->push_back(
+      {{},
+       "recorded at tensor level (PyTorch's cudaMallocAsync backend): each stream-ordered "
+       "allocation made from libc10_cuda.so is one tensor; from small pool: tensors of at most "
+       "1 MiB"});
+  notes->push_back({{kActiveMemory, kActiveAllocs},
+                    "the same as Allocated: a tensor freed with cudaFreeAsync goes back to the "
+                    "pool in stream order, so no freed block waits for other streams (what "
+                    "the native allocator counts as active but not allocated)"});
+  notes->push_back({{kRequestedMemory},
+                    "the same as Allocated: this backend asks cudaMallocAsync for exactly the "
+                    "bytes requested, without rounding"});
+  if (summary.model && device.model) {
+    AppendModelNotes(*summary.model, device, notes);
+    return;
   }
+  notes->push_back({{kReservedMemory, kReservedSegments}, PoolReservedNote(device)});
+  notes->push_back({{kNonReleasableMemory, kNonReleasableAllocs},
+                    "n/a: the pool keeps its free blocks inside the CUDA driver, which the trace "
+                    "does not see"});
+  notes->push_back({{kOversizeAllocations, kOversizeSegments},
+                    "n/a: oversize blocks (max_split_size_mb) belong to the native caching "
+                    "allocator, not to this backend"});
+}
+
+void AppendSegmentNotes(const Summary& summary, std::vector<SummaryNote>* notes) {
+  if (summary.expandable_segments) {
+    notes->push_back(
+        {{},
+         "recorded at segment level (PyTorch's native caching allocator, expandable "
+         "segments): each cuMemCreate made from libc10_cuda.so is physical memory the "
+         "allocator maps into its segments; from small pool: pieces of at most 2 MiB"});
+    notes->push_back({{kReservedSegments},
+                      "counts the cuMemCreate pieces (live from creation until released and "
+                      "unmapped); PyTorch adds mapped pieces to its reserved bytes only, not to "
+                      "its segments, so its own figure may differ"});
+  } else {
+    notes->push_back(
+        {{},
+         "recorded at segment level (PyTorch's native caching allocator): each "
+         "cudaMalloc/cuMemAlloc made from libc10_cuda.so is one of its segments; from small "
+         "pool: segments of at most 2 MiB (the small pool's are 2 MiB, the large pool's "
+         "larger)"});
+  }
+  notes->push_back(
+      {{kAllocatedMemory, kActiveMemory, kRequestedMemory, kAllocations, kActiveAllocs},
+       "n/a: tensors are not visible under the native caching allocator; record "
+       "with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (gpumem record "
+       "--tensors)"});
+  notes->push_back({{kNonReleasableMemory, kNonReleasableAllocs},
+                    "n/a: the free blocks inside segments are not visible either"});
+  notes->push_back({{kOversizeAllocations, kOversizeSegments},
+                    "n/a: max_split_size_mb (PYTORCH_CUDA_ALLOC_CONF) is not recorded in the "
+                    "trace, and oversize allocations are tensors"});
+}
+
+void AppendPlainNotes(const DeviceSummary& device, std::vector<SummaryNote>* notes) {
+  notes->push_back({{},
+                    "no PyTorch allocator in the stacks: each device allocation is one "
+                    "allocation and its own segment; from small pool: at most 1 MiB"});
+  notes->push_back({{kActiveMemory, kActiveAllocs, kRequestedMemory},
+                    "the same as Allocated: without a caching allocator memory is in use from "
+                    "its allocation to its free, and its size is the one requested"});
+  std::string reserved =
+      "the same as Allocated: each allocation is its own segment (the driver's rounding to "
+      "its page size is not in the trace)";
+  if (device.pool_allocations > 0) {
+    absl::StrAppend(
+        &reserved, "; except ",
+        Plural(device.pool_allocations, "stream-ordered allocation", "stream-ordered allocations"),
+        " (", FormatBytes(device.pool_allocation_bytes),
+        " in all), left out: ", PoolReservedNote(device));
+  }
+  notes->push_back({{kReservedMemory, kReservedSegments}, reserved});
+  notes->push_back(
+      {{kNonReleasableMemory, kNonReleasableAllocs, kOversizeAllocations, kOversizeSegments},
+       "n/a: only a caching allocator splits or keeps blocks, and the trace shows "
+       "none"});
+}
+
+// Memory held outside the allocator the table counts, one note per holder.
+void AppendHoldingNotes(const Summary& summary, const DeviceSummary& device,
+                        std::vector<SummaryNote>* notes) {
   for (const SummaryHolding& holding : device.holdings) {
     const std::string apis = absl::StrJoin(holding.apis, "/");
     std::string text =
@@ -812,8 +816,13 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
     }
     absl::StrAppend(&text, "; ", FormatBytes(holding.live_bytes), " still live at the ",
                     summary.complete ? "end" : "stop");
-    notes.push_back({{}, std::move(text)});
+    notes->push_back({{}, std::move(text)});
   }
+}
+
+// Where the OOM and retry counts come from.
+void AppendFailureNotes(const Summary& summary, const DeviceSummary& device,
+                        std::vector<SummaryNote>* notes) {
   if (device.ooms > 0 || device.retries > 0) {
     // With a model the header lines are the model's: the trace's own failures are told here.
     std::string text = device.model ? absl::StrCat("the trace's own, not in the lines above: ",
@@ -828,8 +837,27 @@ std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummar
                       " (PyTorch counts only its retry after emptying its whole cache, so its "
                       "own figures may be lower)");
     }
-    notes.push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(text)});
+    notes->push_back({{"CUDA OOMs", "cudaMalloc retries"}, std::move(text)});
   }
+}
+
+}  // namespace
+
+std::vector<SummaryNote> SummaryNotes(const Summary& summary, const DeviceSummary& device) {
+  std::vector<SummaryNote> notes;
+  switch (summary.mode) {
+    case SummaryMode::kTensors:
+      AppendTensorNotes(summary, device, &notes);
+      break;
+    case SummaryMode::kSegments:
+      AppendSegmentNotes(summary, &notes);
+      break;
+    case SummaryMode::kPlain:
+      AppendPlainNotes(device, &notes);
+      break;
+  }
+  AppendHoldingNotes(summary, device, &notes);
+  AppendFailureNotes(summary, device, &notes);
   if (!summary.complete) {
     notes.push_back(
         {{"Cur Usage"}, summary.ended.Describe() + ": what was live when the trace stopped"});

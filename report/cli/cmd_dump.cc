@@ -6,8 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/export/packet_format.h"
 #include "report/format/printable.h"
@@ -18,25 +18,44 @@
 
 namespace gpumem::report {
 
-const char kDumpUsage[] =
-    R"usage(usage: gpumem dump [--symbolize] [--counts] TRACE...
+namespace {
+
+constexpr char kSynopsis[] = R"usage(usage: gpumem dump [--symbolize] [--counts] TRACE...
 
 Prints every packet of each trace, one line each in file order, then how the file ended.
 A TRACE may be a directory: every *.trace file directly inside it.
 
-  --symbolize  resolve stack frames to "function (file:line)" with the recorded module map;
-               a module missing on this machine is looked for in the directories of
-               GPUMEM_SYMBOL_PATH (colon-separated), matched by GNU build id
-  --counts     print only, over all traces, the count and bytes of each (action, API) and what
-               was still allocated at the end
-  -h, --help   print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace (a FIFO, a device) or
 damaged, or standard output that could not be written. A damaged trace still prints everything
 readable; the damage is named in one line on stderr.
 )usage";
 
-namespace {
+struct Options {
+  bool symbolize = false;
+  bool counts = false;
+};
+
+CommandLine DumpCommandLine(Options* options) {
+  return CommandLine{
+      .command = "dump",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 15,
+      .flags = {
+          Switch({"--symbolize"},
+                 "resolve stack frames to \"function (file:line)\" with the recorded module map;\n"
+                 "a module missing on this machine is looked for in the directories of\n"
+                 "GPUMEM_SYMBOL_PATH (colon-separated), matched by GNU build id",
+                 &options->symbolize),
+          Switch({"--counts"},
+                 "print only, over all traces, the count and bytes of each (action, API) and what\n"
+                 "was still allocated at the end",
+                 &options->counts),
+      }};
+}
 
 // Buffered stdout: a dump can be millions of lines.
 class Output {
@@ -111,23 +130,14 @@ bool CountAll(const std::vector<std::string>& paths, Output* out) {
 
 }  // namespace
 
+std::string DumpUsage() { return UsageOf(DumpCommandLine); }
+
 int RunDump(const std::vector<std::string>& args) {
-  bool symbolize = false;
-  bool counts = false;
-  ArgumentWalker walker(args);
-  while (walker.NextOption()) {
-    if (walker.Is("--symbolize")) {
-      symbolize = true;
-    } else if (walker.Is("--counts")) {
-      counts = true;
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kDumpUsage);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("dump: unknown flag '", walker.option(), "'"), "dump");
-    }
+  Options options;
+  std::vector<std::string> inputs;
+  if (int done = kExitOk; !ParseCommandLine(DumpCommandLine(&options), args, &inputs, &done)) {
+    return done;
   }
-  const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("dump: no trace file given", "dump");
 
   absl::StatusOr<std::vector<std::string>> paths = ExpandTracePaths(inputs);
@@ -140,11 +150,11 @@ int RunDump(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   Output out;
-  if (counts) return CountAll(*paths, &out) ? kExitOk : kExitBadInput;
+  if (options.counts) return CountAll(*paths, &out) ? kExitOk : kExitBadInput;
   bool ok = true;
   for (const std::string& path : *paths) {
     if (paths->size() > 1) out.Line("== " + Printable(path));
-    ok = DumpOne(path, symbolize, &out) && ok;
+    ok = DumpOne(path, options.symbolize, &out) && ok;
   }
   return ok ? kExitOk : kExitBadInput;
 }

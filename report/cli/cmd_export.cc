@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/export/folded.h"
 #include "report/export/memory_viz.h"
@@ -25,28 +25,15 @@
 
 namespace gpumem::report {
 
-const char kExportUsage[] =
+namespace {
+
+constexpr char kSynopsis[] =
     R"usage(usage: gpumem export --format FORMAT [--what peak|leaks] [-o OUT] TRACE
 
 Writes TRACE in another tool's format:
-  --format memory-viz   PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot()
-                        writes): open it at https://pytorch.org/memory_viz or with
-                        torch.cuda._memory_viz; segments live at the end, and each device's
-                        allocations, frees, segments and failed allocations with their stacks
-  --format perfetto     Chrome Trace Event JSON for https://ui.perfetto.dev: live bytes per
-                        device as a counter (its peak is gpumem report's), allocations and frees
-                        as instant events with their stacks, kernel launches per stream
-  --format folded       collapsed stacks, "device;outer;...;inner BYTES" per line, for
-                        flamegraph.pl and speedscope
-  --format speedscope   speedscope's JSON format, one profile per device, in bytes
-  --what peak|leaks     folded, speedscope: what was live at each device's peak (default), or
-                        what was never freed
-  -o, --output OUT      where to write ('-': standard output); default next to TRACE:
-                        TRACE without .trace plus .pickle, .perfetto.json, .peak.folded,
-                        .peak.speedscope.json (leaks: .leaks.folded, ...). OUT is a regular
-                        file (or new), never TRACE itself
-  -h, --help            print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 Progress is shown on standard error when it is a terminal. A damaged trace exports what could be
 read and says what was lost.
 
@@ -54,23 +41,60 @@ Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged,
 cannot be written (one line: "gpumem: error: writing OUT: REASON").
 )usage";
 
-namespace {
-
 enum class Format { kMemoryViz, kPerfetto, kFolded, kSpeedscope };
 
-bool ParseFormat(absl::string_view text, Format* format) {
-  if (text == "memory-viz") {
-    *format = Format::kMemoryViz;
-  } else if (text == "perfetto") {
-    *format = Format::kPerfetto;
-  } else if (text == "folded") {
-    *format = Format::kFolded;
-  } else if (text == "speedscope") {
-    *format = Format::kSpeedscope;
-  } else {
-    return false;
-  }
-  return true;
+struct Options {
+  Format format = Format::kMemoryViz;
+  StackWeight what = StackWeight::kPeak;
+  bool what_given = false;  // an error for the formats without a weight
+  std::string output;       // empty: next to the trace
+};
+
+CommandLine ExportCommandLine(Options* options) {
+  Flag format = Choice<Format>({"--format"},
+                               {{"memory-viz", Format::kMemoryViz},
+                                {"perfetto", Format::kPerfetto},
+                                {"folded", Format::kFolded},
+                                {"speedscope", Format::kSpeedscope}},
+                               "", &options->format)
+                    .Once()
+                    .Required();
+  format.value_name = "FORMAT";
+  format.value_help = {
+      {"memory-viz",
+       "PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot()\n"
+       "writes): open it at https://pytorch.org/memory_viz or with\n"
+       "torch.cuda._memory_viz; segments live at the end, and each device's\n"
+       "allocations, frees, segments and failed allocations with their stacks"},
+      {"perfetto",
+       "Chrome Trace Event JSON for https://ui.perfetto.dev: live bytes per\n"
+       "device as a counter (its peak is gpumem report's), allocations and frees\n"
+       "as instant events with their stacks, kernel launches per stream"},
+      {"folded",
+       "collapsed stacks, \"device;outer;...;inner BYTES\" per line, for\n"
+       "flamegraph.pl and speedscope"},
+      {"speedscope", "speedscope's JSON format, one profile per device, in bytes"},
+  };
+  return CommandLine{
+      .command = "export",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 24,
+      .flags = {
+          std::move(format),
+          Choice<StackWeight>({"--what"},
+                              {{"peak", StackWeight::kPeak}, {"leaks", StackWeight::kLeaks}},
+                              "folded, speedscope: what was live at each device's peak (default), "
+                              "or\nwhat was never freed",
+                              &options->what)
+              .Also([options] { options->what_given = true; }),
+          OutputFlag({"-o", "--output"}, "OUT",
+                     "where to write ('-': standard output); default next to TRACE:\n"
+                     "TRACE without .trace plus .pickle, .perfetto.json, .peak.folded,\n"
+                     ".peak.speedscope.json (leaks: .leaks.folded, ...). OUT is a regular\n"
+                     "file (or new), never TRACE itself",
+                     &options->output),
+      }};
 }
 
 std::string DefaultOutput(const std::string& trace, Format format, StackWeight what) {
@@ -89,56 +113,58 @@ std::string DefaultOutput(const std::string& trace, Format format, StackWeight w
   return stem;
 }
 
+// The flags and the one trace; false when the command is done (`*done`: its exit status).
+bool ParseExportFlags(const std::vector<std::string>& args, Options* options, std::string* path,
+                      int* done) {
+  std::vector<std::string> inputs;
+  if (!ParseCommandLine(ExportCommandLine(options), args, &inputs, done)) return false;
+  if (inputs.size() != 1) {
+    *done = UsageError("export: give exactly one trace file", "export");
+    return false;
+  }
+  if (options->what_given && options->format != Format::kFolded &&
+      options->format != Format::kSpeedscope) {
+    *done = UsageError("export: --what applies to --format folded and speedscope only", "export");
+    return false;
+  }
+  *path = inputs[0];
+  if (options->output.empty())
+    options->output = DefaultOutput(*path, options->format, options->what);
+  if (absl::Status status = RefuseOutputOverInputs(options->output, inputs); !status.ok()) {
+    PrintError(status.message());
+    *done = kExitBadInput;
+    return false;
+  }
+  return true;
+}
+
+// The trace `file` in the chosen format, into `*bytes`; the replay that read it.
+TraceReplay Convert(std::unique_ptr<TraceFile> file, const std::string& path,
+                    const Options& options, Progress* progress, std::string* bytes) {
+  switch (options.format) {
+    case Format::kMemoryViz:
+      return ExportMemoryViz(std::move(file), progress, bytes);
+    case Format::kPerfetto:
+      return ExportPerfetto(std::move(file), progress, bytes);
+    case Format::kFolded:
+    case Format::kSpeedscope:
+      break;
+  }
+  WeightedStacks stacks;
+  TraceReplay replay = WeighStacks(std::move(file), options.what, progress, &stacks);
+  *bytes = options.format == Format::kFolded ? FoldedText(stacks) : SpeedscopeJson(stacks, path);
+  return replay;
+}
+
 }  // namespace
 
+std::string ExportUsage() { return UsageOf(ExportCommandLine); }
+
 int RunExport(const std::vector<std::string>& args) {
-  std::optional<Format> format;
-  StackWeight what = StackWeight::kPeak;
-  bool what_given = false;
-  std::string output;
-  ArgumentWalker walker(args);
-  std::string value;
-  bool missing = false;
-  while (walker.NextOption()) {
-    if (walker.TakesValue("--format", &value, &missing)) {
-      Format parsed = Format::kMemoryViz;
-      if (missing || !ParseFormat(value, &parsed)) {
-        return UsageError(absl::StrCat("export: --format: not memory-viz, perfetto, folded or "
-                                       "speedscope: '",
-                                       value, "'"),
-                          "export");
-      }
-      format = parsed;
-    } else if (walker.TakesValue("--what", &value, &missing)) {
-      if (missing || (value != "peak" && value != "leaks")) {
-        return UsageError(absl::StrCat("export: --what: not peak or leaks: '", value, "'"),
-                          "export");
-      }
-      what = value == "peak" ? StackWeight::kPeak : StackWeight::kLeaks;
-      what_given = true;
-    } else if (walker.TakesValue("-o", &value, &missing) ||
-               walker.TakesValue("--output", &value, &missing)) {
-      if (missing || value.empty()) return UsageError("export: -o needs a path", "export");
-      output = value;
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kExportUsage);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("export: unknown flag '", walker.option(), "'"), "export");
-    }
-  }
-  if (!format) return UsageError("export: --format FORMAT is required", "export");
-  const std::vector<std::string>& inputs = walker.positional();
-  if (inputs.size() != 1) return UsageError("export: give exactly one trace file", "export");
-  if (what_given && *format != Format::kFolded && *format != Format::kSpeedscope) {
-    return UsageError("export: --what applies to --format folded and speedscope only", "export");
-  }
-  const std::string& path = inputs[0];
-  if (output.empty()) output = DefaultOutput(path, *format, what);
-  if (absl::Status status = RefuseOutputOverInputs(output, inputs); !status.ok()) {
-    PrintError(status.message());
-    return kExitBadInput;
-  }
+  Options options;
+  std::string path;
+  if (int done = kExitOk; !ParseExportFlags(args, &options, &path, &done)) return done;
+  const std::string& output = options.output;
 
   absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
   if (!file.ok()) {
@@ -147,22 +173,7 @@ int RunExport(const std::vector<std::string>& args) {
   }
   Progress progress(path, (*file)->file_size());
   std::string bytes;
-  TraceReplay replay;
-  switch (*format) {
-    case Format::kMemoryViz:
-      replay = ExportMemoryViz(*std::move(file), &progress, &bytes);
-      break;
-    case Format::kPerfetto:
-      replay = ExportPerfetto(*std::move(file), &progress, &bytes);
-      break;
-    case Format::kFolded:
-    case Format::kSpeedscope: {
-      WeightedStacks stacks;
-      replay = WeighStacks(*std::move(file), what, &progress, &stacks);
-      bytes = *format == Format::kFolded ? FoldedText(stacks) : SpeedscopeJson(stacks, path);
-      break;
-    }
-  }
+  const TraceReplay replay = Convert(*std::move(file), path, options, &progress, &bytes);
   progress.Finish();
   if (absl::Status written = WriteWholeFile(output, bytes); !written.ok()) {
     PrintError(written.message());

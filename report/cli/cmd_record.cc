@@ -33,31 +33,23 @@
 #include "core/trace_reader.h"
 #include "report/allocator/tensor_mode.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/format/printable.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
 
-const char kRecordUsage[] =
+namespace {
+
+constexpr char kSynopsis[] =
     R"usage(usage: gpumem record [-o PATH] [--tensors] [--] PROGRAM [ARGS...]
 
 Runs PROGRAM under gpumem and records its GPU memory operations.
 
-  -o, --output PATH  where the trace goes (default: gpumem-<host>-<pid>.trace here).
-                     A process PROGRAM starts writes PATH's name with -<pid> added before
-                     .trace; if PATH is a directory, every process writes
-                     PATH/gpumem-<host>-<pid>.trace. The directory must exist and be
-                     writable, and an existing file at PATH is replaced only if it is a
-                     gpumem trace; else nothing runs (exit 2).
-  --tensors          make the framework's allocator ask the driver for every tensor, so
-                     the trace sees tensors instead of cached segments (what
-                     `gpumem whatif` replays): PyTorch backend:cudaMallocAsync merged
-                     into PYTORCH_CUDA_ALLOC_CONF, JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform,
-                     TensorFlow TF_GPU_ALLOCATOR=cuda_malloc_async. The trace header
-                     records what was changed (GPUMEM_TENSORS).
-  -h, --help         print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 HUP, INT, QUIT, TERM, USR1 and USR2 sent to gpumem are passed on to PROGRAM (one from the
 terminal already reached it), and gpumem waits for PROGRAM to end. How it ended (exit status,
 or the signal that killed it) is appended to its trace.
@@ -69,7 +61,40 @@ Exit status: PROGRAM's (128+N if signal N killed it); 127 PROGRAM not found, 126
 2 bad usage, or an output PATH refused.
 )usage";
 
-namespace {
+struct Options {
+  std::string output;  // empty: gpumem-<host>-<pid>.trace here
+  bool tensors = false;
+};
+
+// The first argument that is not a flag starts the program's own command line.
+CommandLine RecordCommandLine(Options* options) {
+  return CommandLine{
+      .command = "record",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 21,
+      .flags =
+          {
+              OutputFlag({"-o", "--output"}, "PATH",
+                         "where the trace goes (default: gpumem-<host>-<pid>.trace here).\n"
+                         "A process PROGRAM starts writes PATH's name with -<pid> added before\n"
+                         ".trace; if PATH is a directory, every process writes\n"
+                         "PATH/gpumem-<host>-<pid>.trace. The directory must exist and be\n"
+                         "writable, and an existing file at PATH is replaced only if it is a\n"
+                         "gpumem trace; else nothing runs (exit 2).",
+                         &options->output),
+              Switch({"--tensors"},
+                     "make the framework's allocator ask the driver for every tensor, so\n"
+                     "the trace sees tensors instead of cached segments (what\n"
+                     "`gpumem whatif` replays): PyTorch backend:cudaMallocAsync merged\n"
+                     "into PYTORCH_CUDA_ALLOC_CONF, JAX XLA_PYTHON_CLIENT_ALLOCATOR=platform,\n"
+                     "TensorFlow TF_GPU_ALLOCATOR=cuda_malloc_async. The trace header\n"
+                     "records what was changed (GPUMEM_TENSORS).",
+                     &options->tensors),
+          },
+      .positional_ends_flags = true,
+  };
+}
 
 namespace fs = std::filesystem;
 
@@ -484,35 +509,14 @@ int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_t
 
 }  // namespace
 
+std::string RecordUsage() { return UsageOf(RecordCommandLine); }
+
 int RunRecord(const std::vector<std::string>& args) {
-  std::string output;
-  bool tensors = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg == "-o" || arg == "--output") {
-      if (i + 1 == args.size()) {
-        return UsageError(absl::StrCat("record: ", arg, " needs a path"), "record");
-      }
-      output = args[++i];
-    } else if (absl::StartsWith(arg, "--output=")) {
-      output = arg.substr(std::strlen("--output="));
-    } else if (arg == "--tensors") {
-      tensors = true;
-    } else if (arg == "-h" || arg == "--help") {
-      WriteOutput(kRecordUsage);
-      return kExitOk;
-    } else if (absl::StartsWith(arg, "-")) {
-      return UsageError(absl::StrCat("record: unknown flag '", arg, "'"), "record");
-    } else {
-      break;  // the program: everything from here on is its command line
-    }
+  Options options;
+  std::vector<std::string> program;  // and its arguments
+  if (int done = kExitOk; !ParseCommandLine(RecordCommandLine(&options), args, &program, &done)) {
+    return done;
   }
-  const std::vector<std::string> program(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (program.empty()) return UsageError("record: no program given", "record");
 
   const std::string library = PreloadLibrary();
@@ -522,7 +526,7 @@ int RunRecord(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   const std::string host = HostName();
-  absl::StatusOr<OutputPlan> plan = PlanOutput(output, host);
+  absl::StatusOr<OutputPlan> plan = PlanOutput(options.output, host);
   if (!plan.ok()) {
     PrintError(plan.status().message());
     return kExitBadInput;
@@ -531,7 +535,7 @@ int RunRecord(const std::vector<std::string>& args) {
   const std::map<std::string, fs::file_time_type> before =
       plan->pid_in_name ? std::map<std::string, fs::file_time_type>{} : ListTraces(*plan);
   const std::vector<EnvironmentChange> changes =
-      tensors ? TensorChanges() : std::vector<EnvironmentChange>{};
+      options.tensors ? TensorChanges() : std::vector<EnvironmentChange>{};
   std::error_code error;
   const absl::StatusOr<ProgramRun> run =
       RunProgram(program, fs::absolute(library, error).string(), *plan, host, changes);

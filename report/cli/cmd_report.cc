@@ -13,8 +13,8 @@
 #include "report/analysis/combined.h"
 #include "report/analysis/process_report.h"
 #include "report/analysis/summary_table.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/format/printable.h"
 #include "report/stacks/python_stacks.h"
@@ -22,53 +22,18 @@
 
 namespace gpumem::report {
 
-const char kReportUsage[] =
+namespace {
+
+constexpr char kSynopsis[] =
     R"usage(usage: gpumem report [--summary [--allocator native|expandable|none]] [--peak] [--leaks]
                      [--oom] [--fragmentation] [--kernels]
                      [--growth [--iteration-marker FUNCTION]] [--top N]
                      [--group-by user|python|stack] [--python-only] [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
-  --summary    a table in the layout of PyTorch's torch.cuda.memory_summary(), with notes on
-               what each row was measured from and why a row the trace cannot support is n/a
-  --allocator native|expandable|none
-               (implies --summary; tensor-level traces only, recorded with `gpumem record
-               --tensors`) the allocator model whose replay of the tensors fills the rows the
-               trace cannot measure (GPU reserved, segments, non-releasable, oversize, OOMs and
-               retries), marked *: by default the native caching allocator, or expandable
-               segments where the trace's allocator settings had expandable_segments:True, with
-               their max_split_size_mb; none: those rows n/a
-  --peak       when it peaked, by how much, and what was live then by call site, largest first
-  --leaks      what was never freed at the end, by call site
-  --oom        each failed allocation: the request, free/total memory then, what was live by
-               call site, and what would have helped (retries of one request are grouped)
-  --fragmentation
-               reserved (what the allocator holds from the driver) against in use (what the
-               program's allocations hold): at the peak, at the end and over time; what the
-               recording mode cannot tell says n/a and why
-  --kernels    kernel launches: per kernel, how many and from where; which kernels ran while
-               memory stood at its peak; allocations no kernel ever received (never used) and
-               allocations kept long after their last use (idle)
-  --growth     call sites whose live bytes rise from iteration to iteration, in bytes/iteration
-  --iteration-marker FUNCTION
-               (implies --growth) an iteration starts at each allocation of the first call site
-               with a frame whose function contains FUNCTION; without it, at each allocation of
-               the most frequent allocation call site (at least 3)
-  (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth, --kernels: --peak
-   and --leaks)
-  --top N      call sites shown per device or failure (default 10; 0: all)
-  --group-by user|python|stack
-               what one call site is, for stacks with Python frames: user (default) the
-               innermost Python frame of the program's own code (not the standard library or an
-               installed package; else the innermost Python frame); python the whole Python
-               stack; stack the whole stack, native and Python frames. Stacks without Python
-               frames are always grouped by their whole stack
-  --python-only
-               print only the Python frames of a stack that has them (native frames dropped)
-  --json       one JSON object instead of text (schema: report/report.schema.json in the
-               sources)
-  -h, --help   print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 A TRACE may be a directory: every *.trace file directly inside it, each reported on its own.
 With more than one trace, a combined view follows: per device, the highest sum of live bytes over
 all processes at once (merged by CLOCK_MONOTONIC timestamp; per host when the hosts differ), when,
@@ -82,103 +47,90 @@ is still reported as far as it could be read; the damage is named in one line on
 standard output that could not be written.
 )usage";
 
-namespace {
-
-bool ParseSummaryModelChoice(const std::string& text, SummaryModelChoice* choice) {
-  static constexpr std::pair<const char*, SummaryModelChoice> kChoices[] = {
-      {"native", SummaryModelChoice::kNative},
-      {"expandable", SummaryModelChoice::kExpandable},
-      {"none", SummaryModelChoice::kNone}};
-  for (const auto& [name, value] : kChoices) {
-    if (text == name) {
-      *choice = value;
-      return true;
-    }
-  }
-  return false;
-}
-
 struct Options {
   ReportRequest request;
   bool allocator_given = false;  // --allocator: an error on a trace that is not tensor-level
   bool json = false;
 };
 
+CommandLine ReportCommandLine(Options* options) {
+  ReportRequest& request = options->request;
+  return CommandLine{
+      .command = "report",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 15,
+      .flags = {
+          Switch({"--summary"},
+                 "a table in the layout of PyTorch's torch.cuda.memory_summary(), with notes on\n"
+                 "what each row was measured from and why a row the trace cannot support is n/a",
+                 &request.summary),
+          Choice<SummaryModelChoice>(
+              {"--allocator"},
+              {{"native", SummaryModelChoice::kNative},
+               {"expandable", SummaryModelChoice::kExpandable},
+               {"none", SummaryModelChoice::kNone}},
+              "(implies --summary; tensor-level traces only, recorded with `gpumem record\n"
+              "--tensors`) the allocator model whose replay of the tensors fills the rows the\n"
+              "trace cannot measure (GPU reserved, segments, non-releasable, oversize, OOMs and\n"
+              "retries), marked *: by default the native caching allocator, or expandable\n"
+              "segments where the trace's allocator settings had expandable_segments:True, with\n"
+              "their max_split_size_mb; none: those rows n/a",
+              &request.allocator)
+              .Also([options] { options->allocator_given = options->request.summary = true; }),
+          Switch({"--peak"},
+                 "when it peaked, by how much, and what was live then by call site, largest first",
+                 &request.peak),
+          Switch({"--leaks"}, "what was never freed at the end, by call site", &request.leaks),
+          Switch({"--oom"},
+                 "each failed allocation: the request, free/total memory then, what was live by\n"
+                 "call site, and what would have helped (retries of one request are grouped)",
+                 &request.oom),
+          Switch({"--fragmentation"},
+                 "reserved (what the allocator holds from the driver) against in use (what the\n"
+                 "program's allocations hold): at the peak, at the end and over time; what the\n"
+                 "recording mode cannot tell says n/a and why",
+                 &request.fragmentation),
+          Switch({"--kernels"},
+                 "kernel launches: per kernel, how many and from where; which kernels ran while\n"
+                 "memory stood at its peak; allocations no kernel ever received (never used) and\n"
+                 "allocations kept long after their last use (idle)",
+                 &request.kernels),
+          Switch({"--growth"},
+                 "call sites whose live bytes rise from iteration to iteration, in bytes/iteration",
+                 &request.growth),
+          Text({"--iteration-marker"}, "FUNCTION", "a function name",
+               "(implies --growth) an iteration starts at each allocation of the first call site\n"
+               "with a frame whose function contains FUNCTION; without it, at each allocation of\n"
+               "the most frequent allocation call site (at least 3)",
+               &request.iteration_marker)
+              .Also([&request] { request.growth = true; }),
+          Note("  (none of --summary, --peak, --leaks, --oom, --fragmentation, --growth, "
+               "--kernels: --peak\n   and --leaks)"),
+          Number({"--top"}, "call sites shown per device or failure (default 10; 0: all)",
+                 &request.top),
+          GroupByFlag(
+              "what one call site is, for stacks with Python frames: user (default) the\n"
+              "innermost Python frame of the program's own code (not the standard library or an\n"
+              "installed package; else the innermost Python frame); python the whole Python\n"
+              "stack; stack the whole stack, native and Python frames. Stacks without Python\n"
+              "frames are always grouped by their whole stack",
+              &request.group_by),
+          Switch({"--python-only"},
+                 "print only the Python frames of a stack that has them (native frames dropped)",
+                 &request.python_only),
+          Switch({"--json"},
+                 "one JSON object instead of text (schema: report/report.schema.json in the\n"
+                 "sources)",
+                 &options->json),
+      }};
+}
+
 // Reads the flags into `options` and the traces into `inputs`. False when the command is done
 // already (`*done`: its exit status): --help, or a usage error (printed).
 bool ParseReportFlags(const std::vector<std::string>& args, Options* options,
                       std::vector<std::string>* inputs, int* done) {
-  ArgumentWalker walker(args);
-  std::string value;
-  bool missing = false;
-  while (walker.NextOption()) {
-    if (walker.Is("--summary")) {
-      options->request.summary = true;
-    } else if (walker.TakesValue("--allocator", &value, &missing)) {
-      if (missing) {
-        *done = UsageError("report: --allocator needs native, expandable or none", "report");
-        return false;
-      }
-      if (!ParseSummaryModelChoice(value, &options->request.allocator)) {
-        *done = UsageError(
-            absl::StrCat("report: --allocator: not native, expandable or none: '", value, "'"),
-            "report");
-        return false;
-      }
-      options->allocator_given = true;
-      options->request.summary = true;
-    } else if (walker.Is("--peak")) {
-      options->request.peak = true;
-    } else if (walker.Is("--leaks")) {
-      options->request.leaks = true;
-    } else if (walker.Is("--oom")) {
-      options->request.oom = true;
-    } else if (walker.Is("--fragmentation")) {
-      options->request.fragmentation = true;
-    } else if (walker.Is("--kernels")) {
-      options->request.kernels = true;
-    } else if (walker.Is("--growth")) {
-      options->request.growth = true;
-    } else if (walker.TakesValue("--iteration-marker", &value, &missing)) {
-      if (missing || value.empty()) {
-        *done = UsageError("report: --iteration-marker needs a function name", "report");
-        return false;
-      }
-      options->request.iteration_marker = value;
-      options->request.growth = true;
-    } else if (walker.Is("--json")) {
-      options->json = true;
-    } else if (walker.TakesValue("--group-by", &value, &missing)) {
-      if (missing) {
-        *done = UsageError("report: --group-by needs user, python or stack", "report");
-        return false;
-      }
-      if (!ParseGroupBy(value, &options->request.group_by)) {
-        *done = UsageError(
-            absl::StrCat("report: --group-by: not user, python or stack: '", value, "'"), "report");
-        return false;
-      }
-    } else if (walker.Is("--python-only")) {
-      options->request.python_only = true;
-    } else if (walker.TakesValue("--top", &value, &missing)) {
-      if (missing) {
-        *done = UsageError("report: --top needs a number", "report");
-        return false;
-      }
-      if (!absl::SimpleAtoi(value, &options->request.top)) {
-        *done = UsageError(absl::StrCat("report: --top: not a number: '", value, "'"), "report");
-        return false;
-      }
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kReportUsage);
-      *done = kExitOk;
-      return false;
-    } else {
-      *done = UsageError(absl::StrCat("report: unknown flag '", walker.option(), "'"), "report");
-      return false;
-    }
-  }
-  *inputs = walker.positional();
+  if (!ParseCommandLine(ReportCommandLine(options), args, inputs, done)) return false;
   if (inputs->empty()) {
     *done = UsageError("report: no trace file given", "report");
     return false;
@@ -216,6 +168,8 @@ std::string CombinedView(const std::vector<ProcessTimeline>& timelines, bool jso
 }
 
 }  // namespace
+
+std::string ReportUsage() { return UsageOf(ReportCommandLine); }
 
 int RunReport(const std::vector<std::string>& args) {
   Options options;

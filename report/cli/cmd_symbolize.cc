@@ -16,8 +16,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/format/printable.h"
 #include "report/stacks/symbolizer.h"
@@ -26,8 +26,9 @@
 
 namespace gpumem::report {
 
-const char kSymbolizeUsage[] =
-    R"usage(usage: gpumem symbolize [-o OUT] TRACE...
+namespace {
+
+constexpr char kSynopsis[] = R"usage(usage: gpumem symbolize [-o OUT] TRACE...
 
 Resolves every stack frame of each TRACE to function, file and line with the binaries on this
 machine (as `dump --symbolize` does: the recorded paths, else GPUMEM_SYMBOL_PATH matched by GNU
@@ -45,15 +46,30 @@ The new trace is written to a temporary file beside it, flushed to disk and rena
 (keeping its permissions): if anything fails (a full disk, a file-size limit), TRACE is left
 byte for byte as it was.
 
-  -o OUT      write a copy of TRACE with the frames appended to OUT; TRACE is left as it is
-              (only with a single trace file; OUT may not be TRACE under any name)
-  -h, --help  print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 Exit status: 0 ok; 2 bad usage, or a trace that is missing, not a trace, damaged or unwritable
 (the others are still symbolized), or output that could not be written.
 )usage";
 
-namespace {
+struct Options {
+  std::string output;  // empty: each trace in place
+};
+
+CommandLine SymbolizeCommandLine(Options* options) {
+  return CommandLine{
+      .command = "symbolize",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 14,
+      .flags = {
+          OutputFlag({"-o", "--output"}, "OUT",
+                     "write a copy of TRACE with the frames appended to OUT; TRACE is left as it "
+                     "is\n(only with a single trace file; OUT may not be TRACE under any name)",
+                     &options->output),
+      }};
+}
 
 // A return address and the module it belongs to (index into TraceFile::modules()).
 struct ReturnAddress {
@@ -173,23 +189,15 @@ bool SymbolizeTrace(const std::string& path, const std::string& output) {
 
 }  // namespace
 
+std::string SymbolizeUsage() { return UsageOf(SymbolizeCommandLine); }
+
 int RunSymbolize(const std::vector<std::string>& args) {
-  std::string output;
-  ArgumentWalker walker(args);
-  while (walker.NextOption()) {
-    bool missing = false;
-    if (walker.TakesValue("-o", &output, &missing) ||
-        walker.TakesValue("--output", &output, &missing)) {
-      if (missing) return UsageError("symbolize: -o needs a path", "symbolize");
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kSymbolizeUsage);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("symbolize: unknown flag '", walker.option(), "'"),
-                        "symbolize");
-    }
+  Options options;
+  std::vector<std::string> inputs;
+  if (int done = kExitOk; !ParseCommandLine(SymbolizeCommandLine(&options), args, &inputs, &done)) {
+    return done;
   }
-  const std::vector<std::string>& inputs = walker.positional();
+  const std::string& output = options.output;
   if (inputs.empty()) return UsageError("symbolize: no trace file given", "symbolize");
   std::error_code error;
   if (!output.empty() && (inputs.size() != 1 || std::filesystem::is_directory(inputs[0], error))) {

@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
@@ -20,7 +20,9 @@
 
 namespace gpumem::report {
 
-const char kViewUsage[] =
+namespace {
+
+constexpr char kSynopsis[] =
     R"usage(usage: gpumem view [-o OUT.html] [--bands N] [--group-by user|python|stack]
                   [--iteration-marker FUNCTION] TRACE
 
@@ -29,23 +31,43 @@ memory in use over time with the largest call sites as bands (zoom with the whee
 dragging, hover or click for a call site's stack), reserved memory where the trace knows it,
 kernel launches, the peak, failed allocations and iterations marked; flame graphs of what was live
 at the peak and what was never freed; the summary table and tables of call sites.
-  -o OUT       where to write the page (default: TRACE with .html for .trace; '-': stdout);
-               a regular file (or new), never TRACE itself
-  --bands N    call sites drawn as bands of their own, the rest as 'other' (default 12)
-  --group-by user|python|stack
-               what one call site is for stacks with Python frames (as gpumem report; default
-               user)
-  --iteration-marker FUNCTION
-               iterations start at allocations whose stack has a function containing FUNCTION
-               (default: detected, as gpumem report --growth does)
-  -h, --help   print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged
 trace still gives a page of what could be read, with a notice at its top), or a page that could
 not be written.
 )usage";
 
-namespace {
+struct Options {
+  viewer::ViewOptions view;
+  std::string output;  // empty: next to the trace
+};
+
+CommandLine ViewCommandLine(Options* options) {
+  return CommandLine{
+      .command = "view",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 15,
+      .flags = {
+          OutputFlag(
+              {"-o"}, "OUT",
+              "where to write the page (default: TRACE with .html for .trace; '-': stdout);\n"
+              "a regular file (or new), never TRACE itself",
+              &options->output),
+          Number({"--bands"},
+                 "call sites drawn as bands of their own, the rest as 'other' (default 12)",
+                 &options->view.bands),
+          GroupByFlag("what one call site is for stacks with Python frames (as gpumem report; "
+                      "default\nuser)",
+                      &options->view.group_by),
+          Text({"--iteration-marker"}, "FUNCTION", "a function name",
+               "iterations start at allocations whose stack has a function containing FUNCTION\n"
+               "(default: detected, as gpumem report --growth does)",
+               &options->view.iteration_marker),
+      }};
+}
 
 // TRACE.trace -> TRACE.html; anything else gets .html appended.
 std::string DefaultOutput(const std::string& trace) {
@@ -57,50 +79,25 @@ std::string DefaultOutput(const std::string& trace) {
 
 }  // namespace
 
+std::string ViewUsage() { return UsageOf(ViewCommandLine); }
+
 int RunView(const std::vector<std::string>& args) {
-  viewer::ViewOptions options;
-  std::string output;
-  ArgumentWalker walker(args);
-  std::string value;
-  bool missing = false;
-  while (walker.NextOption()) {
-    if (walker.TakesValue("-o", &value, &missing)) {
-      if (missing || value.empty()) return UsageError("view: -o needs a path", "view");
-      output = value;
-    } else if (walker.TakesValue("--bands", &value, &missing)) {
-      if (missing) return UsageError("view: --bands needs a number", "view");
-      if (!absl::SimpleAtoi(value, &options.bands)) {
-        return UsageError(absl::StrCat("view: --bands: not a number: '", value, "'"), "view");
-      }
-    } else if (walker.TakesValue("--group-by", &value, &missing)) {
-      if (missing) return UsageError("view: --group-by needs user, python or stack", "view");
-      if (!ParseGroupBy(value, &options.group_by)) {
-        return UsageError(
-            absl::StrCat("view: --group-by: not user, python or stack: '", value, "'"), "view");
-      }
-    } else if (walker.TakesValue("--iteration-marker", &value, &missing)) {
-      if (missing || value.empty()) {
-        return UsageError("view: --iteration-marker needs a function name", "view");
-      }
-      options.iteration_marker = value;
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kViewUsage);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("view: unknown flag '", walker.option(), "'"), "view");
-    }
+  Options options;
+  std::vector<std::string> inputs;
+  if (int done = kExitOk; !ParseCommandLine(ViewCommandLine(&options), args, &inputs, &done)) {
+    return done;
   }
-  const std::vector<std::string>& inputs = walker.positional();
   if (inputs.empty()) return UsageError("view: no trace file given", "view");
   if (inputs.size() > 1) return UsageError("view: one trace at a time", "view");
   const std::string& path = inputs[0];
+  std::string& output = options.output;
   if (output.empty()) output = DefaultOutput(path);
   if (absl::Status status = RefuseOutputOverInputs(output, inputs); !status.ok()) {
     PrintError(status.message());
     return kExitBadInput;
   }
 
-  absl::StatusOr<viewer::PageData> page = viewer::BuildPageData(path, options);
+  absl::StatusOr<viewer::PageData> page = viewer::BuildPageData(path, options.view);
   if (!page.ok()) {
     PrintError(page.status().message());
     return kExitBadInput;

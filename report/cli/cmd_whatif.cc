@@ -16,8 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "report/allocator/allocator_replay.h"
-#include "report/cli/arguments.h"
 #include "report/cli/commands.h"
+#include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/format/json.h"
 #include "report/format/printable.h"
@@ -29,7 +29,9 @@
 
 namespace gpumem::report {
 
-const char kWhatifUsage[] =
+namespace {
+
+constexpr char kSynopsis[] =
     R"usage(usage: gpumem whatif --device-memory SIZE [--allocator native|expandable|async|all]
                      [--top N] [--json] TRACE
 
@@ -38,17 +40,9 @@ PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) through models of PyTorch's all
 per allocator and device, whether the run would have fitted in SIZE, where it would have run out
 and what was live then by call site, what the allocator reserves at its peak, and the smallest
 device memory on which it fits (searched in 2 MiB steps).
-  --device-memory SIZE
-               what the allocator may reserve on each device: 8GiB, 8G, 1.5GiB, 8589934592 (the
-               limit torch.cuda.set_per_process_memory_fraction sets, fraction x total memory;
-               the CUDA context and memory other libraries allocate directly come on top)
-  --allocator native|expandable|async|all
-               native: PyTorch's caching allocator; expandable: the same with
-               expandable_segments:True; async: the cudaMallocAsync pool (default: all)
-  --top N      call sites shown at an out-of-memory error (default 10; 0: all)
-  --json       one JSON object instead of text (schema: report/whatif.schema.json)
-  -h, --help   print this text
+)usage";
 
+constexpr char kEpilogue[] = R"usage(
 A trace of a plain CUDA program (no PyTorch allocator in its stacks) is replayed as its own
 allocations served by the async pool model only: native and expandable model PyTorch's allocator,
 which such a program does not use. A trace recorded under PyTorch's caching allocator shows only
@@ -59,8 +53,6 @@ trace that is missing, not a trace, or not replayable, or standard output that c
 written.
 )usage";
 
-namespace {
-
 constexpr size_t kDefaultTop = 10;
 
 constexpr char kLimitNote[] =
@@ -68,12 +60,47 @@ constexpr char kLimitNote[] =
     "not counting the CUDA context or memory other libraries allocate directly";
 
 struct Options {
-  uint64_t device_memory = 0;
-  bool device_memory_given = false;
-  std::vector<AllocatorKind> kinds;  // empty: all that apply to the trace
+  std::optional<uint64_t> device_memory;  // required
+  std::vector<AllocatorKind> kinds;       // empty: all that apply to the trace
   size_t top = kDefaultTop;
   bool json = false;
 };
+
+// --allocator: one of kAllAllocators by name, or all.
+Flag AllocatorFlag(std::vector<AllocatorKind>* kinds) {
+  std::vector<std::string> words;
+  for (const AllocatorKind kind : kAllAllocators) words.push_back(AllocatorKindName(kind));
+  words.push_back("all");
+  return ChoiceOf({"--allocator"}, words,
+                  "native: PyTorch's caching allocator; expandable: the same with\n"
+                  "expandable_segments:True; async: the cudaMallocAsync pool (default: all)",
+                  [words, kinds](size_t chosen) {
+                    kinds->clear();
+                    AllocatorKind kind = AllocatorKind::kNative;
+                    if (ParseAllocatorKind(words[chosen], &kind)) kinds->push_back(kind);
+                  });
+}
+
+CommandLine WhatifCommandLine(Options* options) {
+  return CommandLine{
+      .command = "whatif",
+      .synopsis = kSynopsis,
+      .epilogue = kEpilogue,
+      .help_column = 15,
+      .flags = {
+          Size({"--device-memory"},
+               "what the allocator may reserve on each device: 8GiB, 8G, 1.5GiB, 8589934592 (the\n"
+               "limit torch.cuda.set_per_process_memory_fraction sets, fraction x total memory;\n"
+               "the CUDA context and memory other libraries allocate directly come on top)",
+               &options->device_memory)
+              .Required(),
+          AllocatorFlag(&options->kinds),
+          Number({"--top"}, "call sites shown at an out-of-memory error (default 10; 0: all)",
+                 &options->top),
+          Switch({"--json"}, "one JSON object instead of text (schema: report/whatif.schema.json)",
+                 &options->json),
+      }};
+}
 
 // One allocator's answer for one device.
 struct Answer {
@@ -188,7 +215,7 @@ void AppendDeviceText(const AllocatorAnswers& answers, size_t i, const TraceFile
 std::string TextAnswer(const std::string& path, const std::vector<AllocatorAnswers>& all,
                        const TraceFile& trace, CallSites& sites, const Options& options) {
   std::string out =
-      absl::StrCat("whatif: ", SizeText(options.device_memory), " per device: ", kLimitNote, "\n");
+      absl::StrCat("whatif: ", SizeText(*options.device_memory), " per device: ", kLimitNote, "\n");
   absl::StrAppend(&out, "trace: ", Printable(path), ": ", ModeDescription(all.front().limited.mode),
                   "\n");
   if (all.front().unlimited.devices.empty()) {
@@ -273,7 +300,7 @@ std::string JsonAnswer(const std::string& path, const std::vector<AllocatorAnswe
   }
   return absl::StrCat("{\"gpumem_whatif\":1,\"path\":", JsonString(path),
                       ",\"mode\":", JsonString(SummaryModeName(all.front().limited.mode)),
-                      ",\"device_memory\":", options.device_memory,
+                      ",\"device_memory\":", *options.device_memory,
                       ",\"limit_note\":", JsonString(kLimitNote),
                       ",\"step_bytes\":", kFitSearchStep, ",\"allocators\":[",
                       absl::StrJoin(allocators, ","), "]}\n");
@@ -304,50 +331,41 @@ absl::StatusOr<std::vector<AllocatorKind>> KindsFor(SummaryMode mode, const Opti
   return std::vector<AllocatorKind>(std::begin(kAllAllocators), std::end(kAllAllocators));
 }
 
+// Each allocator's answers for the trace at `path`, given its replays at the limit (`limited`,
+// one per kAllAllocators), or the error line.
+absl::StatusOr<std::vector<AllocatorAnswers>> AnswerAll(const std::string& path,
+                                                        std::vector<AllocatorReplayResult> limited,
+                                                        const Options& options) {
+  absl::StatusOr<std::vector<AllocatorKind>> kinds = KindsFor(limited.front().mode, options);
+  if (!kinds.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", kinds.status().message()));
+  std::vector<AllocatorAnswers> all;
+  for (const AllocatorKind kind : *kinds) {
+    AllocatorAnswers& answers = all.emplace_back();
+    answers.kind = kind;
+    answers.limited = std::move(limited[static_cast<size_t>(kind)]);
+    absl::StatusOr<AllocatorReplayResult> unlimited =
+        ReplayThroughAllocator(path, kind, kUnlimitedDeviceMemory);
+    absl::StatusOr<std::vector<uint64_t>> smallest =
+        unlimited.ok() ? SmallestFit(path, kind, *unlimited) : unlimited.status();
+    if (!smallest.ok()) return smallest.status();
+    answers.unlimited = *std::move(unlimited);
+    answers.smallest_fit = *std::move(smallest);
+  }
+  return all;
+}
+
 }  // namespace
+
+std::string WhatifUsage() { return UsageOf(WhatifCommandLine); }
 
 int RunWhatif(const std::vector<std::string>& args) {
   Options options;
-  ArgumentWalker walker(args);
-  std::string value;
-  bool missing = false;
-  while (walker.NextOption()) {
-    if (walker.TakesValue("--device-memory", &value, &missing)) {
-      if (missing) return UsageError("whatif: --device-memory needs a size", "whatif");
-      absl::StatusOr<uint64_t> size = ParseSize(value);
-      if (!size.ok())
-        return UsageError(absl::StrCat("whatif: --device-memory: ", size.status().message()),
-                          "whatif");
-      options.device_memory = *size;
-      options.device_memory_given = true;
-    } else if (walker.TakesValue("--allocator", &value, &missing)) {
-      AllocatorKind kind = AllocatorKind::kNative;
-      if (missing || (value != "all" && !ParseAllocatorKind(value, &kind))) {
-        return UsageError(absl::StrCat("whatif: --allocator: not native, expandable, async or "
-                                       "all: '",
-                                       value, "'"),
-                          "whatif");
-      }
-      options.kinds.clear();
-      if (value != "all") options.kinds.push_back(kind);
-    } else if (walker.TakesValue("--top", &value, &missing)) {
-      if (missing || !absl::SimpleAtoi(value, &options.top)) {
-        return UsageError(absl::StrCat("whatif: --top: not a number: '", value, "'"), "whatif");
-      }
-    } else if (walker.Is("--json")) {
-      options.json = true;
-    } else if (walker.Is("-h") || walker.Is("--help")) {
-      WriteOutput(kWhatifUsage);
-      return kExitOk;
-    } else {
-      return UsageError(absl::StrCat("whatif: unknown flag '", walker.option(), "'"), "whatif");
-    }
+  std::vector<std::string> inputs;
+  if (int done = kExitOk; !ParseCommandLine(WhatifCommandLine(&options), args, &inputs, &done)) {
+    return done;
   }
-  const std::vector<std::string>& inputs = walker.positional();
   if (inputs.size() != 1) return UsageError("whatif: give exactly one trace file", "whatif");
-  if (!options.device_memory_given) {
-    return UsageError("whatif: --device-memory SIZE is required", "whatif");
-  }
   const std::string& path = inputs[0];
   if (absl::Status status = RefuseOutputOverInputs(kStandardOutput, inputs); !status.ok()) {
     PrintError(status.message());
@@ -361,38 +379,22 @@ int RunWhatif(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   std::vector<AllocatorReplayResult> limited = ReplayThroughAllocators(
-      **file, {std::begin(kAllAllocators), std::end(kAllAllocators)}, options.device_memory);
+      **file, {std::begin(kAllAllocators), std::end(kAllAllocators)}, *options.device_memory);
   if ((*file)->end().damaged()) {
     PrintError((*file)->end().ErrorLine(path));
     return kExitBadInput;
   }
-  absl::StatusOr<std::vector<AllocatorKind>> kinds = KindsFor(limited.front().mode, options);
-  if (!kinds.ok()) {
-    PrintError(absl::StrCat(path, ": ", kinds.status().message()));
+  const absl::StatusOr<std::vector<AllocatorAnswers>> all =
+      AnswerAll(path, std::move(limited), options);
+  if (!all.ok()) {
+    PrintError(all.status().message());
     return kExitBadInput;
-  }
-  std::vector<AllocatorAnswers> all;
-  for (const AllocatorKind kind : *kinds) {
-    AllocatorAnswers& answers = all.emplace_back();
-    answers.kind = kind;
-    answers.limited = std::move(limited[static_cast<size_t>(kind)]);
-    absl::StatusOr<AllocatorReplayResult> unlimited =
-        ReplayThroughAllocator(path, kind, kUnlimitedDeviceMemory);
-    absl::StatusOr<std::vector<uint64_t>> smallest =
-        unlimited.ok() ? SmallestFit(path, kind, *unlimited) : unlimited.status();
-    if (!smallest.ok()) {
-      PrintError(smallest.status().message());
-      return kExitBadInput;
-    }
-    answers.unlimited = *std::move(unlimited);
-    answers.smallest_fit = *std::move(smallest);
   }
   Symbolizer symbolizer(file->get());
   CallSites sites(&symbolizer, GroupBy::kUser, false);
-  const std::string out = options.json ? JsonAnswer(path, all, **file, sites, options)
-                                       : TextAnswer(path, all, **file, sites, options);
-  WriteOutput(out);
-  for (const AllocatorAnswers& answers : all) {
+  WriteOutput(options.json ? JsonAnswer(path, *all, **file, sites, options)
+                           : TextAnswer(path, *all, **file, sites, options));
+  for (const AllocatorAnswers& answers : *all) {
     if (!answers.Fits()) return kExitCheckFailed;
   }
   return kExitOk;

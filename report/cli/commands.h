@@ -25,14 +25,15 @@ int RunSymbolize(const std::vector<std::string>& args);
 int RunWhatif(const std::vector<std::string>& args);
 int RunView(const std::vector<std::string>& args);  // report/cli/cmd_view.cc, in the gpumem binary
 
-extern const char kCheckUsage[];
-extern const char kDumpUsage[];
-extern const char kExportUsage[];
-extern const char kRecordUsage[];
-extern const char kReportUsage[];
-extern const char kSymbolizeUsage[];
-extern const char kWhatifUsage[];
-extern const char kViewUsage[];
+// Each command's --help text.
+std::string CheckUsage();
+std::string DumpUsage();
+std::string ExportUsage();
+std::string RecordUsage();
+std::string ReportUsage();
+std::string SymbolizeUsage();
+std::string WhatifUsage();
+std::string ViewUsage();
 
 // This machine's name ("localhost" if it has none).
 std::string HostName();

@@ -47,54 +47,53 @@ Exit status: 0 ok, 1 a check failed, 2 bad input or usage, or output that could 
 namespace gpumem::report {
 namespace {
 
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+  std::string (*usage)();
+};
+
+constexpr Command kCommands[] = {
+    {"record", RunRecord, RecordUsage},          {"dump", RunDump, DumpUsage},
+    {"report", RunReport, ReportUsage},          {"check", RunCheck, CheckUsage},
+    {"symbolize", RunSymbolize, SymbolizeUsage}, {"whatif", RunWhatif, WhatifUsage},
+    {"export", RunExport, ExportUsage},          {"view", RunView, ViewUsage},
+};
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& command : kCommands) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+// `gpumem help [COMMAND]`: gpumem's usage, or the command's.
+int Help(const std::vector<std::string>& rest) {
+  if (rest.empty() || rest[0].empty()) {
+    WriteOutput(kUsage);
+    return kExitOk;
+  }
+  const Command* command = FindCommand(rest[0]);
+  if (command == nullptr) return UsageError("help: unknown command '" + rest[0] + "'", "");
+  WriteOutput(command->usage());
+  return kExitOk;
+}
+
 int Dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::fputs(kUsage, stderr);
     return kExitBadInput;
   }
-  const std::string& command = args[0];
+  const std::string& name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (command == "record") return RunRecord(rest);
-  if (command == "dump") return RunDump(rest);
-  if (command == "report") return RunReport(rest);
-  if (command == "check") return RunCheck(rest);
-  if (command == "symbolize") return RunSymbolize(rest);
-  if (command == "whatif") return RunWhatif(rest);
-  if (command == "export") return RunExport(rest);
-  if (command == "view") return RunView(rest);
-  if (command == "--version" || command == "version") {
+  if (const Command* command = FindCommand(name); command != nullptr) return command->run(rest);
+  if (name == "--version" || name == "version") {
     WriteOutput(absl::StrCat("gpumem ", gpumem::kVersion, "\n"));
     return kExitOk;
   }
-  if (command == "-h" || command == "--help" || command == "help") {
-    const std::string topic = rest.empty() ? "" : rest[0];
-    if (topic == "record") {
-      WriteOutput(kRecordUsage);
-    } else if (topic == "dump") {
-      WriteOutput(kDumpUsage);
-    } else if (topic == "report") {
-      WriteOutput(kReportUsage);
-    } else if (topic == "check") {
-      WriteOutput(kCheckUsage);
-    } else if (topic == "symbolize") {
-      WriteOutput(kSymbolizeUsage);
-    } else if (topic == "export") {
-      WriteOutput(kExportUsage);
-    } else if (topic == "whatif") {
-      WriteOutput(kWhatifUsage);
-    } else if (topic == "view") {
-      WriteOutput(kViewUsage);
-    } else if (topic.empty()) {
-      WriteOutput(kUsage);
-    } else {
-      return UsageError("help: unknown command '" + topic + "'", "");
-    }
-    return kExitOk;
-  }
-  if (!command.empty() && command[0] == '-') {
-    return UsageError("unknown option '" + command + "'", "");
-  }
-  return UsageError("unknown command '" + command + "'", "");
+  if (name == "-h" || name == "--help" || name == "help") return Help(rest);
+  if (!name.empty() && name[0] == '-') return UsageError("unknown option '" + name + "'", "");
+  return UsageError("unknown command '" + name + "'", "");
 }
 
 }  // namespace

@@ -175,6 +175,139 @@ void AppendSymbolizedFrame(const SymbolizedFrame& symbolized, std::string* line)
                   "]");
 }
 
+void AppendDevice(const Device& device, std::string* line) {
+  absl::StrAppend(line, "device ordinal=", device.ordinal(), " name=", Quoted(device.name()),
+                  " total_memory=", device.total_memory());
+}
+
+void AppendThread(const Thread& thread, std::string* line) {
+  absl::StrAppend(line, "thread tid=", thread.tid(), " name=", Quoted(thread.name()));
+}
+
+void AppendSymbolization(const Symbolization& symbolization, std::string* line) {
+  absl::StrAppend(line, "symbolization host=", Quoted(symbolization.host()), " modules=[",
+                  absl::StrJoin(symbolization.module_id(), " "), "]");
+}
+
+void AppendKernelName(const KernelName& kernel, std::string* line) {
+  absl::StrAppend(line, "kernel_name id=", kernel.id(), " name=", Quoted(kernel.name()));
+}
+
+void AppendCupti(const CuptiStatus& cupti, std::string* line) {
+  absl::StrAppend(line, "cupti state=", CuptiStateName(cupti.state()),
+                  " detail=", Quoted(cupti.detail()),
+                  " kernel_timing=", cupti.kernel_timing() ? "true" : "false");
+}
+
+void AppendKernelTiming(const KernelTiming& timing, std::string* line) {
+  absl::StrAppend(line, "kernel_timing correlation=", timing.correlation_id(),
+                  " dev=", timing.device(), " start_ns=", timing.start_ns(),
+                  " end_ns=", timing.end_ns());
+}
+
+void AppendPythonCode(const PythonCode& code, std::string* line) {
+  absl::StrAppend(line, "python_code id=", code.id(), " filename=", Quoted(code.filename()),
+                  " function=", Quoted(code.function()), " first_line=", code.first_line());
+}
+
+void AppendPythonStatus(const PythonStatus& status, std::string* line) {
+  absl::StrAppend(line, "python_status version=", Quoted(status.version()),
+                  " supported=", status.supported() ? "true" : "false",
+                  " detail=", Quoted(status.detail()));
+}
+
+void AppendPoolUsage(const PoolUsage& pool, const Header& header, std::string* line) {
+  absl::StrAppend(line, "pool_usage pool=", Address(pool.pool()), " dev=", pool.device(),
+                  " reserved=", pool.reserved_bytes(), " used=", pool.used_bytes(),
+                  " t=", RelativeTime(pool.timestamp_ns(), header));
+}
+
+void AppendStreamCapture(const StreamCapture& capture, const Header& header, std::string* line) {
+  absl::StrAppend(line, "stream_capture seq=", capture.seq(), " tid=", capture.tid(),
+                  " capture=", capture.capture(), " stream=", Address(capture.stream()), " ",
+                  capture.ended() ? "ended" : "began");
+  if (capture.mode() != CAPTURE_MODE_UNKNOWN) {
+    absl::StrAppend(line, " mode=", CaptureModeName(capture.mode()));
+  }
+  absl::StrAppend(line, " result=", capture.result(),
+                  " t=", RelativeTime(capture.timestamp_ns(), header));
+}
+
+void AppendPythonHolder(const PythonHolder& holder, const Header& header, std::string* line) {
+  absl::StrAppend(line, "python_holder seq=", holder.seq(), " tid=", holder.tid(),
+                  " address=", Address(holder.address()), " size=", holder.size(),
+                  " stack=", holder.stack_id(), " how=", Quoted(holder.how()),
+                  " t=", RelativeTime(holder.timestamp_ns(), header));
+}
+
+void AppendProcessEnd(const ProcessEnd& end, std::string* line) {
+  absl::StrAppend(line, "process_end pid=", end.pid(), " exit_status=", end.exit_status(),
+                  " signal=", end.signal());
+  if (end.signal() != 0) absl::StrAppend(line, " (", strsignal(end.signal()), ")");
+  absl::StrAppend(line, " core_dumped=", end.core_dumped() ? "true" : "false");
+}
+
+// A packet with no data: padding, empty, or of a type this build does not know.
+void AppendNoData(const PacketPosition& position, const TracePacket& packet, std::string* line) {
+  if (!packet.padding().empty()) {
+    absl::StrAppend(line, "padding bytes=", packet.padding().size());
+  } else if (position.size == 0) {
+    absl::StrAppend(line, "empty");
+  } else {
+    absl::StrAppend(line, "unknown (", position.size, " bytes; a packet type from a newer schema)");
+  }
+}
+
+// The packet's type and fields.
+void AppendPacket(const PacketPosition& position, const TracePacket& packet, const TraceFile& trace,
+                  Symbolizer* symbolizer, std::string* line) {
+  const Header& header = trace.header();
+  switch (packet.data_case()) {
+    case TracePacket::kHeader:
+      return AppendHeader(packet.header(), line);
+    case TracePacket::kDevice:
+      return AppendDevice(packet.device(), line);
+    case TracePacket::kModule:
+      return AppendModule(packet.module(), line);
+    case TracePacket::kModuleUnload:
+      return AppendModuleUnload(packet.module_unload(), trace, line);
+    case TracePacket::kThread:
+      return AppendThread(packet.thread(), line);
+    case TracePacket::kStack:
+      return AppendStack(packet.stack(), symbolizer, line);
+    case TracePacket::kMemory:
+      return AppendMemory(packet.memory(), header, line);
+    case TracePacket::kFooter:
+      return AppendFooter(packet.footer(), header, line);
+    case TracePacket::kSymbolizedFrame:
+      return AppendSymbolizedFrame(packet.symbolized_frame(), line);
+    case TracePacket::kSymbolization:
+      return AppendSymbolization(packet.symbolization(), line);
+    case TracePacket::kKernelName:
+      return AppendKernelName(packet.kernel_name(), line);
+    case TracePacket::kLaunch:
+      return AppendLaunch(packet.launch(), trace, line);
+    case TracePacket::kCupti:
+      return AppendCupti(packet.cupti(), line);
+    case TracePacket::kKernelTiming:
+      return AppendKernelTiming(packet.kernel_timing(), line);
+    case TracePacket::kPythonCode:
+      return AppendPythonCode(packet.python_code(), line);
+    case TracePacket::kPythonStatus:
+      return AppendPythonStatus(packet.python_status(), line);
+    case TracePacket::kPoolUsage:
+      return AppendPoolUsage(packet.pool_usage(), header, line);
+    case TracePacket::kStreamCapture:
+      return AppendStreamCapture(packet.stream_capture(), header, line);
+    case TracePacket::kPythonHolder:
+      return AppendPythonHolder(packet.python_holder(), header, line);
+    case TracePacket::kProcessEnd:
+      return AppendProcessEnd(packet.process_end(), line);
+    case TracePacket::DATA_NOT_SET:
+      return AppendNoData(position, packet, line);
+  }
+}
+
 }  // namespace
 
 std::string FormatPacket(const PacketPosition& position, const TracePacket& packet,
@@ -185,120 +318,7 @@ std::string FormatPacket(const PacketPosition& position, const TracePacket& pack
                     " bytes): not a valid TracePacket, typically a write cut short by a crash");
     return line;
   }
-  const Header& header = trace.header();
-  switch (packet.data_case()) {
-    case TracePacket::kHeader:
-      AppendHeader(packet.header(), &line);
-      break;
-    case TracePacket::kDevice:
-      absl::StrAppend(&line, "device ordinal=", packet.device().ordinal(),
-                      " name=", Quoted(packet.device().name()),
-                      " total_memory=", packet.device().total_memory());
-      break;
-    case TracePacket::kModule:
-      AppendModule(packet.module(), &line);
-      break;
-    case TracePacket::kModuleUnload:
-      AppendModuleUnload(packet.module_unload(), trace, &line);
-      break;
-    case TracePacket::kThread:
-      absl::StrAppend(&line, "thread tid=", packet.thread().tid(),
-                      " name=", Quoted(packet.thread().name()));
-      break;
-    case TracePacket::kStack:
-      AppendStack(packet.stack(), symbolizer, &line);
-      break;
-    case TracePacket::kMemory:
-      AppendMemory(packet.memory(), header, &line);
-      break;
-    case TracePacket::kFooter:
-      AppendFooter(packet.footer(), header, &line);
-      break;
-    case TracePacket::kSymbolizedFrame:
-      AppendSymbolizedFrame(packet.symbolized_frame(), &line);
-      break;
-    case TracePacket::kSymbolization:
-      absl::StrAppend(&line, "symbolization host=", Quoted(packet.symbolization().host()),
-                      " modules=[", absl::StrJoin(packet.symbolization().module_id(), " "), "]");
-      break;
-    case TracePacket::kKernelName:
-      absl::StrAppend(&line, "kernel_name id=", packet.kernel_name().id(),
-                      " name=", Quoted(packet.kernel_name().name()));
-      break;
-    case TracePacket::kLaunch:
-      AppendLaunch(packet.launch(), trace, &line);
-      break;
-    case TracePacket::kCupti:
-      absl::StrAppend(&line, "cupti state=", CuptiStateName(packet.cupti().state()),
-                      " detail=", Quoted(packet.cupti().detail()),
-                      " kernel_timing=", packet.cupti().kernel_timing() ? "true" : "false");
-      break;
-    case TracePacket::kKernelTiming: {
-      const KernelTiming& timing = packet.kernel_timing();
-      absl::StrAppend(&line, "kernel_timing correlation=", timing.correlation_id(),
-                      " dev=", timing.device(), " start_ns=", timing.start_ns(),
-                      " end_ns=", timing.end_ns());
-      break;
-    }
-    case TracePacket::kPythonCode: {
-      const PythonCode& code = packet.python_code();
-      absl::StrAppend(&line, "python_code id=", code.id(), " filename=", Quoted(code.filename()),
-                      " function=", Quoted(code.function()), " first_line=", code.first_line());
-      break;
-    }
-    case TracePacket::kPythonStatus: {
-      const PythonStatus& status = packet.python_status();
-      absl::StrAppend(&line, "python_status version=", Quoted(status.version()),
-                      " supported=", status.supported() ? "true" : "false",
-                      " detail=", Quoted(status.detail()));
-      break;
-    }
-    case TracePacket::kPoolUsage: {
-      const PoolUsage& pool = packet.pool_usage();
-      absl::StrAppend(&line, "pool_usage pool=", Address(pool.pool()), " dev=", pool.device(),
-                      " reserved=", pool.reserved_bytes(), " used=", pool.used_bytes(),
-                      " t=", RelativeTime(pool.timestamp_ns(), header));
-      break;
-    }
-    case TracePacket::kStreamCapture: {
-      const StreamCapture& capture = packet.stream_capture();
-      absl::StrAppend(&line, "stream_capture seq=", capture.seq(), " tid=", capture.tid(),
-                      " capture=", capture.capture(), " stream=", Address(capture.stream()), " ",
-                      capture.ended() ? "ended" : "began");
-      if (capture.mode() != CAPTURE_MODE_UNKNOWN) {
-        absl::StrAppend(&line, " mode=", CaptureModeName(capture.mode()));
-      }
-      absl::StrAppend(&line, " result=", capture.result(),
-                      " t=", RelativeTime(capture.timestamp_ns(), header));
-      break;
-    }
-    case TracePacket::kPythonHolder: {
-      const PythonHolder& holder = packet.python_holder();
-      absl::StrAppend(&line, "python_holder seq=", holder.seq(), " tid=", holder.tid(),
-                      " address=", Address(holder.address()), " size=", holder.size(),
-                      " stack=", holder.stack_id(), " how=", Quoted(holder.how()),
-                      " t=", RelativeTime(holder.timestamp_ns(), header));
-      break;
-    }
-    case TracePacket::kProcessEnd: {
-      const ProcessEnd& end = packet.process_end();
-      absl::StrAppend(&line, "process_end pid=", end.pid(), " exit_status=", end.exit_status(),
-                      " signal=", end.signal());
-      if (end.signal() != 0) absl::StrAppend(&line, " (", strsignal(end.signal()), ")");
-      absl::StrAppend(&line, " core_dumped=", end.core_dumped() ? "true" : "false");
-      break;
-    }
-    case TracePacket::DATA_NOT_SET:
-      if (!packet.padding().empty()) {
-        absl::StrAppend(&line, "padding bytes=", packet.padding().size());
-      } else if (position.size == 0) {
-        absl::StrAppend(&line, "empty");
-      } else {
-        absl::StrAppend(&line, "unknown (", position.size,
-                        " bytes; a packet type from a newer schema)");
-      }
-      break;
-  }
+  AppendPacket(position, packet, trace, symbolizer, &line);
   return line;
 }
 
