@@ -255,76 +255,96 @@ void AppendCudaGraphsText(const TraceReplay& replay, std::string* out) {
 
 }  // namespace
 
-std::string ProcessReportText(ProcessReport& report, const ReportRequest& request) {
-  const TraceReplay& replay = report.replay;
-  const Findings& findings = report.findings;
-  CallSites& sites = *report.sites;
+namespace {
+
+// The process, how it ended and what the trace holds: the lines before the sections.
+void AppendProcessText(const TraceReplay& replay, std::string* out) {
   const TraceFile& trace = *replay.file;
-  const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
-  std::string out;
   const Header& header = trace.header();
-  absl::StrAppend(&out, "process: pid ", header.pid(), DescribeRank(header), " on ",
+  absl::StrAppend(out, "process: pid ", header.pid(), DescribeRank(header), " on ",
                   Printable(header.host()), ": ",
                   Printable(absl::StrJoin(header.command_line(), " ")), "\n");
-  absl::StrAppend(&out, "end: ", trace.end().Describe(), "\n");
+  absl::StrAppend(out, "end: ", trace.end().Describe(), "\n");
   if (const std::string note = trace.end().recording.UnrecordedNote(); !note.empty()) {
-    absl::StrAppend(&out, "note: ", note, "\n");
+    absl::StrAppend(out, "note: ", note, "\n");
   }
   if (trace.process_end()) {
-    absl::StrAppend(&out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
+    absl::StrAppend(out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
   }
-  absl::StrAppend(&out, "memory events: ", replay.memory_events,
+  absl::StrAppend(out, "memory events: ", replay.memory_events,
                   "; failed allocations: ", replay.failed_allocations,
                   "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
   if (replay.reserved_peak_bytes > 0) {
-    absl::StrAppend(&out, "VMM address space reserved (not memory use): at most ",
+    absl::StrAppend(out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
   }
-  AppendCudaGraphsText(replay, &out);
+  AppendCudaGraphsText(replay, out);
   if (replay.imported_mapped_peak_bytes > 0) {
-    absl::StrAppend(&out,
+    absl::StrAppend(out,
                     "mapped from other processes (their memory, counted in their traces): at most ",
                     FormatBytes(replay.imported_mapped_peak_bytes), "\n");
   }
   // What CUPTI's absence means for this trace (another tool held it, or it was not found).
   if (trace.cupti() && trace.cupti()->state() != CUPTI_ACTIVE) {
-    absl::StrAppend(&out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
+    absl::StrAppend(out, "CUPTI: ", CuptiStateName(trace.cupti()->state()), ": ",
                     Printable(trace.cupti()->detail()), "\n");
   }
+}
+
+// Each place's peak: when, how high, and what was live then by call site.
+void AppendPeakText(ProcessReport& report, size_t top, std::string* out) {
+  const TraceReplay& replay = report.replay;
+  const TraceFile& trace = *replay.file;
+  if (replay.places.empty()) absl::StrAppend(out, "\npeak: no memory allocated\n");
+  for (const PlaceUsage& place : replay.places) {
+    absl::StrAppendFormat(out, "\npeak, %s: %s (%d bytes) at seq %d, %.3f ms after start\n",
+                          PlaceName(place.place, trace), FormatBytes(place.peak_bytes),
+                          place.peak_bytes, place.peak_seq,
+                          MillisecondsSinceStart(place.peak_timestamp_ns, trace));
+    AppendSitesText(GroupSites(place.peak_sites, *report.sites, replay.stream_ordered_stacks,
+                               &replay.graph_stacks),
+                    top, place.peak_bytes, out);
+    AppendKernelsAtPeakText(report.findings.kernels, place.place, top, out);
+  }
+}
+
+// What was live at the end, per place, by holder and by call site.
+void AppendLeaksText(ProcessReport& report, size_t top, std::string* out) {
+  const TraceReplay& replay = report.replay;
+  const TraceFile& trace = *replay.file;
+  const bool clean = trace.end().complete();
+  bool any = false;
+  if (!clean) absl::StrAppend(out, "\nleaks: ", NotLeakedNote(trace.end().recording), "\n");
+  for (const PlaceUsage& place : replay.places) {
+    if (place.live.count == 0) continue;
+    any = true;
+    absl::StrAppend(out, "\nleaks, ", PlaceName(place.place, trace), ": ",
+                    Plural(place.live.count, "allocation", "allocations"), ", ",
+                    FormatBytes(place.live.bytes), " (", place.live.bytes, " bytes) ",
+                    clean ? "never freed" : "live when it stopped", "\n");
+    std::vector<Site> live = GroupSites(place.live_sites, *report.sites,
+                                        replay.stream_ordered_stacks, &replay.graph_stacks);
+    AppendHeldText(live, out);
+    AppendSitesText(live, top, 0, out);
+  }
+  if (!any) absl::StrAppend(out, "\nleaks: none: everything allocated was freed\n");
+}
+
+}  // namespace
+
+std::string ProcessReportText(ProcessReport& report, const ReportRequest& request) {
+  const Findings& findings = report.findings;
+  CallSites& sites = *report.sites;
+  const TraceFile& trace = *report.replay.file;
+  std::string out;
+  AppendProcessText(report.replay, &out);
   if (findings.summary) absl::StrAppend(&out, "\n", SummaryText(*findings.summary));
-  if (request.peak) {
-    if (replay.places.empty()) absl::StrAppend(&out, "\npeak: no memory allocated\n");
-    for (const PlaceUsage& place : replay.places) {
-      absl::StrAppendFormat(&out, "\npeak, %s: %s (%d bytes) at seq %d, %.3f ms after start\n",
-                            PlaceName(place.place, trace), FormatBytes(place.peak_bytes),
-                            place.peak_bytes, place.peak_seq,
-                            MillisecondsSinceStart(place.peak_timestamp_ns, trace));
-      AppendSitesText(GroupSites(place.peak_sites, sites, stream_ordered, &replay.graph_stacks),
-                      request.top, place.peak_bytes, &out);
-      AppendKernelsAtPeakText(findings.kernels, place.place, request.top, &out);
-    }
-  }
-  if (request.leaks) {
-    const bool clean = trace.end().complete();
-    bool any = false;
-    if (!clean) absl::StrAppend(&out, "\nleaks: ", NotLeakedNote(trace.end().recording), "\n");
-    for (const PlaceUsage& place : replay.places) {
-      if (place.live.count == 0) continue;
-      any = true;
-      absl::StrAppend(&out, "\nleaks, ", PlaceName(place.place, trace), ": ",
-                      Plural(place.live.count, "allocation", "allocations"), ", ",
-                      FormatBytes(place.live.bytes), " (", place.live.bytes, " bytes) ",
-                      clean ? "never freed" : "live when it stopped", "\n");
-      std::vector<Site> live =
-          GroupSites(place.live_sites, sites, stream_ordered, &replay.graph_stacks);
-      AppendHeldText(live, &out);
-      AppendSitesText(live, request.top, 0, &out);
-    }
-    if (!any) absl::StrAppend(&out, "\nleaks: none: everything allocated was freed\n");
-  }
+  if (request.peak) AppendPeakText(report, request.top, &out);
+  if (request.leaks) AppendLeaksText(report, request.top, &out);
   if (findings.oom) AppendOomText(*findings.oom, trace, sites, request.top, &out);
-  if (findings.growth)
+  if (findings.growth) {
     AppendGrowthText(*findings.growth, trace, sites, request.top, request.iteration_marker, &out);
+  }
   if (findings.fragmentation) absl::StrAppend(&out, FragmentationText(*findings.fragmentation));
   if (request.kernels) {
     absl::StrAppend(&out, "\n",
@@ -355,13 +375,11 @@ std::string JsonProcessEnd(const TraceFile& trace) {
 
 }  // namespace
 
-std::string ProcessReportJson(const std::string& path, ProcessReport& report,
-                              const ReportRequest& request) {
-  const TraceReplay& replay = report.replay;
-  const Findings& findings = report.findings;
-  CallSites& sites = *report.sites;
+namespace {
+
+// The process, how it ended and what the trace holds: the members before the sections.
+std::string JsonProcess(const std::string& path, const TraceReplay& replay) {
   const TraceFile& trace = *replay.file;
-  const absl::flat_hash_set<uint64_t>& stream_ordered = replay.stream_ordered_stacks;
   const Header& header = trace.header();
   std::vector<std::string> argv;
   for (const std::string& arg : header.command_line()) argv.push_back(JsonString(arg));
@@ -401,6 +419,63 @@ std::string ProcessReportJson(const std::string& path, ProcessReport& report,
                     ",\"cupti\":{\"state\":", JsonString(CuptiStateName(trace.cupti()->state())),
                     ",\"detail\":", JsonString(trace.cupti()->detail()), "}");
   }
+  return out;
+}
+
+// ",\"peak\":[...]": each place's peak and what was live then.
+std::string JsonPeak(ProcessReport& report, size_t top) {
+  const TraceReplay& replay = report.replay;
+  const TraceFile& trace = *replay.file;
+  const uint64_t start = trace.header().start_time_mono_ns();
+  std::vector<std::string> items;
+  for (const PlaceUsage& place : replay.places) {
+    items.push_back(absl::StrCat(
+        "{", JsonPlace(place.place, trace), ",\"peak_bytes\":", place.peak_bytes,
+        ",\"seq\":", place.peak_seq,
+        ",\"time_ns\":", place.peak_timestamp_ns >= start ? place.peak_timestamp_ns - start : 0,
+        ",\"allocations\":", place.allocated.count, ",\"allocated_bytes\":", place.allocated.bytes,
+        ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
+        JsonSites(GroupSites(place.peak_sites, *report.sites, replay.stream_ordered_stacks,
+                             &replay.graph_stacks),
+                  top, place.peak_bytes),
+        "}"));
+  }
+  return absl::StrCat(",\"peak\":[", absl::StrJoin(items, ","), "]");
+}
+
+// ",\"leaks\":{...}": what was live at the end, per place.
+std::string JsonLeaks(ProcessReport& report, size_t top) {
+  const TraceReplay& replay = report.replay;
+  const TraceFile& trace = *replay.file;
+  const RecordingEnd& end = trace.end().recording;
+  std::vector<std::string> items;
+  for (const PlaceUsage& place : replay.places) {
+    if (place.live.count == 0) continue;
+    std::vector<Site> live = GroupSites(place.live_sites, *report.sites,
+                                        replay.stream_ordered_stacks, &replay.graph_stacks);
+    Tally held;
+    for (const Site& site : live) {
+      if (site.holder != nullptr) held.Add(site.tally);
+    }
+    items.push_back(
+        absl::StrCat("{", JsonPlace(place.place, trace), ",\"bytes\":", place.live.bytes,
+                     ",\"count\":", place.live.count, ",\"sites\":", JsonSites(live, top, 0),
+                     ",\"held_bytes\":", held.bytes, ",\"held_count\":", held.count, "}"));
+  }
+  std::string out = absl::StrCat(",\"leaks\":{\"complete\":", end.complete() ? "true" : "false");
+  if (!end.complete()) absl::StrAppend(&out, ",\"note\":", JsonString(NotLeakedNote(end)));
+  absl::StrAppend(&out, ",\"places\":[", absl::StrJoin(items, ","), "]}");
+  return out;
+}
+
+}  // namespace
+
+std::string ProcessReportJson(const std::string& path, ProcessReport& report,
+                              const ReportRequest& request) {
+  const Findings& findings = report.findings;
+  CallSites& sites = *report.sites;
+  const TraceFile& trace = *report.replay.file;
+  std::string out = JsonProcess(path, report.replay);
   if (findings.summary) absl::StrAppend(&out, ",\"summary\":", SummaryJson(*findings.summary));
   if (request.kernels) {
     absl::StrAppend(&out, ",\"kernels\":",
@@ -408,42 +483,8 @@ std::string ProcessReportJson(const std::string& path, ProcessReport& report,
                       return JsonFrames(sites.Shown(stack_id));
                     }));
   }
-  if (request.peak) {
-    std::vector<std::string> items;
-    for (const PlaceUsage& place : replay.places) {
-      items.push_back(absl::StrCat(
-          "{", JsonPlace(place.place, trace), ",\"peak_bytes\":", place.peak_bytes,
-          ",\"seq\":", place.peak_seq, ",\"time_ns\":",
-          place.peak_timestamp_ns >= header.start_time_mono_ns()
-              ? place.peak_timestamp_ns - header.start_time_mono_ns()
-              : 0,
-          ",\"allocations\":", place.allocated.count, ",\"allocated_bytes\":",
-          place.allocated.bytes, ",\"call_sites\":", place.peak_sites.size(), ",\"sites\":",
-          JsonSites(GroupSites(place.peak_sites, sites, stream_ordered, &replay.graph_stacks),
-                    request.top, place.peak_bytes),
-          "}"));
-    }
-    absl::StrAppend(&out, ",\"peak\":[", absl::StrJoin(items, ","), "]");
-  }
-  if (request.leaks) {
-    std::vector<std::string> items;
-    for (const PlaceUsage& place : replay.places) {
-      if (place.live.count == 0) continue;
-      std::vector<Site> live =
-          GroupSites(place.live_sites, sites, stream_ordered, &replay.graph_stacks);
-      Tally held;
-      for (const Site& site : live) {
-        if (site.holder != nullptr) held.Add(site.tally);
-      }
-      items.push_back(absl::StrCat(
-          "{", JsonPlace(place.place, trace), ",\"bytes\":", place.live.bytes,
-          ",\"count\":", place.live.count, ",\"sites\":", JsonSites(live, request.top, 0),
-          ",\"held_bytes\":", held.bytes, ",\"held_count\":", held.count, "}"));
-    }
-    absl::StrAppend(&out, ",\"leaks\":{\"complete\":", end.complete() ? "true" : "false");
-    if (!end.complete()) absl::StrAppend(&out, ",\"note\":", JsonString(NotLeakedNote(end)));
-    absl::StrAppend(&out, ",\"places\":[", absl::StrJoin(items, ","), "]}");
-  }
+  if (request.peak) absl::StrAppend(&out, JsonPeak(report, request.top));
+  if (request.leaks) absl::StrAppend(&out, JsonLeaks(report, request.top));
   if (findings.oom) {
     absl::StrAppend(&out, ",\"oom\":", JsonOom(*findings.oom, trace, sites, request.top));
   }
