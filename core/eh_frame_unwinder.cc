@@ -341,161 +341,211 @@ bool RbpExpression(Cursor* cursor, int64_t* offset, bool* deref) {
   return expression.ok() && read() == length;
 }
 
-// Runs a CFA program from `location` until the row that covers `target`. `initial` is the row
-// after the CIE's instructions (what DW_CFA_restore returns to). False on what it cannot read.
-bool RunProgram(Cursor cursor, const Cie& cie, uint64_t location, uint64_t target,
-                const Row& initial, Row* row) {
-  constexpr int kMaxRemembered = 8;
-  Row remembered[kMaxRemembered];
-  int remembered_count = 0;
-  auto set_rule = [&](uint64_t reg, RegisterRule::Type type, int64_t offset) {
-    if (RegisterRule* rule = row->Of(reg)) *rule = {type, offset};
-  };
-  Row initial_copy = initial;  // DW_CFA_restore's source
-  auto restore = [&](uint64_t reg) {
-    if (RegisterRule* rule = row->Of(reg)) *rule = *initial_copy.Of(reg);
-  };
-  auto advance = [&](uint64_t delta) {
-    location += delta * cie.code_alignment;
-    return location <= target;
-  };
-  while (!cursor.AtEnd()) {
-    const uint8_t opcode = cursor.Fixed<uint8_t>();
+// What one CFA instruction leaves the run to do.
+enum class Step : uint8_t { kNext, kReachedTarget, kUnreadable };
+
+// One run of a CFA program, from `location` until the row that covers `target`. `initial` is the
+// row after the CIE's instructions (what DW_CFA_restore returns to). Each group of instructions
+// (moving the location, defining the CFA, a register's rule, the remembered rows) is a step of
+// its own.
+class CfaProgram {
+ public:
+  CfaProgram(Cursor cursor, const Cie& cie, uint64_t location, uint64_t target, const Row& initial,
+             Row* row)
+      : cursor_(cursor),
+        cie_(cie),
+        location_(location),
+        target_(target),
+        initial_(initial),  // a copy: the CIE's own run builds `initial` through `row`
+        row_(row) {}
+
+  // False on what it cannot read.
+  bool Run() {
+    while (!cursor_.AtEnd()) {
+      const Step step = Execute(cursor_.Fixed<uint8_t>());
+      if (step != Step::kNext) return step == Step::kReachedTarget;
+    }
+    return cursor_.ok();
+  }
+
+ private:
+  static constexpr int kMaxRemembered = 8;
+
+  Step Execute(uint8_t opcode) {
     const uint8_t operand = opcode & 0x3f;
     switch (opcode >> 6) {
       case 1:  // DW_CFA_advance_loc
-        if (!advance(operand)) return true;
-        continue;
+        return Advance(operand);
       case 2:  // DW_CFA_offset
-        set_rule(operand, RegisterRule::kAtOffset,
-                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        continue;
+        SetRule(operand, RegisterRule::kAtOffset, ScaledUleb());
+        return Step::kNext;
       case 3:  // DW_CFA_restore
-        restore(operand);
-        continue;
+        Restore(operand);
+        return Step::kNext;
       default:
         break;
     }
     switch (opcode) {
-      case 0x00:
-        break;    // DW_CFA_nop
+      case 0x00:  // DW_CFA_nop
+        return Step::kNext;
       case 0x01:  // DW_CFA_set_loc
-        location = cursor.Pointer(cie.fde_encoding);
-        if (location > target) return true;
-        break;
-      case 0x02:
-        if (!advance(cursor.Fixed<uint8_t>())) return true;
-        break;
-      case 0x03:
-        if (!advance(cursor.Fixed<uint16_t>())) return true;
-        break;
-      case 0x04:
-        if (!advance(cursor.Fixed<uint32_t>())) return true;
-        break;
-      case 0x05: {  // DW_CFA_offset_extended
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset,
-                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        break;
-      }
-      case 0x06:
-        restore(cursor.Uleb());
-        break;  // DW_CFA_restore_extended
-      case 0x07:
-        set_rule(cursor.Uleb(), RegisterRule::kUndefined, 0);
-        break;
-      case 0x08:
-        set_rule(cursor.Uleb(), RegisterRule::kUnchanged, 0);
-        break;
-      case 0x09: {  // DW_CFA_register
-        const uint64_t reg = cursor.Uleb();
-        cursor.Uleb();
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
-      }
+        location_ = cursor_.Pointer(cie_.fde_encoding);
+        return location_ > target_ ? Step::kReachedTarget : Step::kNext;
+      case 0x02:  // DW_CFA_advance_loc1
+        return Advance(cursor_.Fixed<uint8_t>());
+      case 0x03:  // DW_CFA_advance_loc2
+        return Advance(cursor_.Fixed<uint16_t>());
+      case 0x04:  // DW_CFA_advance_loc4
+        return Advance(cursor_.Fixed<uint32_t>());
       case 0x0a:  // DW_CFA_remember_state
-        if (remembered_count == kMaxRemembered) return false;
-        remembered[remembered_count++] = *row;
-        break;
+        if (remembered_count_ == kMaxRemembered) return Step::kUnreadable;
+        remembered_[remembered_count_++] = *row_;
+        return Step::kNext;
       case 0x0b:  // DW_CFA_restore_state: the whole row, CFA included (as GCC's epilogues need)
-        if (remembered_count == 0) return false;
-        *row = remembered[--remembered_count];
-        break;
-      case 0x0c:  // DW_CFA_def_cfa
-        row->cfa_register = cursor.Uleb();
-        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
-        break;
+        if (remembered_count_ == 0) return Step::kUnreadable;
+        *row_ = remembered_[--remembered_count_];
+        return Step::kNext;
+      case 0x0c:
       case 0x0d:
-        row->cfa_register = cursor.Uleb();
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
-        break;
       case 0x0e:
-        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
+      case 0x0f:
+      case 0x12:
+      case 0x13:
+        DefineCfa(opcode);
+        return Step::kNext;
+      case 0x2e:  // DW_CFA_GNU_args_size: only landing pads need it
+        cursor_.Uleb();
+        return Step::kNext;
+      default:
+        return DefineRegisterRule(opcode) ? Step::kNext : Step::kUnreadable;
+    }
+  }
+
+  Step Advance(uint64_t delta) {
+    location_ += delta * cie_.code_alignment;
+    return location_ <= target_ ? Step::kNext : Step::kReachedTarget;
+  }
+
+  // The CFA's register, offset or expression (DW_CFA_def_cfa*).
+  void DefineCfa(uint8_t opcode) {
+    switch (opcode) {
+      case 0x0c:  // DW_CFA_def_cfa
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_offset = static_cast<int64_t>(cursor_.Uleb());
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
+        break;
+      case 0x0d:  // DW_CFA_def_cfa_register
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
+        break;
+      case 0x0e:  // DW_CFA_def_cfa_offset
+        row_->cfa_offset = static_cast<int64_t>(cursor_.Uleb());
         break;
       case 0x0f: {  // DW_CFA_def_cfa_expression
         int64_t offset = 0;
         bool deref = false;
-        const bool known = RbpExpression(&cursor, &offset, &deref) && deref;
-        row->cfa_is_expression = !known;
-        row->cfa_at_rbp_offset = known;
-        row->cfa_register = kRbp;
-        row->cfa_offset = offset;
-        break;
-      }
-      case 0x10: {  // DW_CFA_expression: the register is saved at the address it computes
-        const uint64_t reg = cursor.Uleb();
-        int64_t offset = 0;
-        bool deref = false;
-        const bool known = RbpExpression(&cursor, &offset, &deref) && !deref;
-        set_rule(reg, known ? RegisterRule::kAtRbpOffset : RegisterRule::kOther, offset);
-        break;
-      }
-      case 0x11: {  // DW_CFA_offset_extended_sf
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset, cursor.Sleb() * cie.data_alignment);
+        const bool known = RbpExpression(&cursor_, &offset, &deref) && deref;
+        row_->cfa_is_expression = !known;
+        row_->cfa_at_rbp_offset = known;
+        row_->cfa_register = kRbp;
+        row_->cfa_offset = offset;
         break;
       }
       case 0x12:  // DW_CFA_def_cfa_sf
-        row->cfa_register = cursor.Uleb();
-        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_offset = cursor_.Sleb() * cie_.data_alignment;
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
         break;
-      case 0x13:
-        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
+      case 0x13:  // DW_CFA_def_cfa_offset_sf
+        row_->cfa_offset = cursor_.Sleb() * cie_.data_alignment;
         break;
+      default:
+        break;
+    }
+  }
+
+  // The extended instructions that give one register its rule; false for an unknown opcode.
+  bool DefineRegisterRule(uint8_t opcode) {
+    switch (opcode) {
+      case 0x05: {  // DW_CFA_offset_extended
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, ScaledUleb());
+        return true;
+      }
+      case 0x06:  // DW_CFA_restore_extended
+        Restore(cursor_.Uleb());
+        return true;
+      case 0x07:  // DW_CFA_undefined
+        SetRule(cursor_.Uleb(), RegisterRule::kUndefined, 0);
+        return true;
+      case 0x08:  // DW_CFA_same_value
+        SetRule(cursor_.Uleb(), RegisterRule::kUnchanged, 0);
+        return true;
+      case 0x09: {  // DW_CFA_register
+        const uint64_t reg = cursor_.Uleb();
+        cursor_.Uleb();
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
+      }
+      case 0x10: {  // DW_CFA_expression: the register is saved at the address it computes
+        const uint64_t reg = cursor_.Uleb();
+        int64_t offset = 0;
+        bool deref = false;
+        const bool known = RbpExpression(&cursor_, &offset, &deref) && !deref;
+        SetRule(reg, known ? RegisterRule::kAtRbpOffset : RegisterRule::kOther, offset);
+        return true;
+      }
+      case 0x11: {  // DW_CFA_offset_extended_sf
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, cursor_.Sleb() * cie_.data_alignment);
+        return true;
+      }
       case 0x14:    // DW_CFA_val_offset
       case 0x15: {  // DW_CFA_val_offset_sf
-        const uint64_t reg = cursor.Uleb();
+        const uint64_t reg = cursor_.Uleb();
         if (opcode == 0x14) {
-          cursor.Uleb();
+          cursor_.Uleb();
         } else {
-          cursor.Sleb();
+          cursor_.Sleb();
         }
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
       }
       case 0x16: {  // DW_CFA_val_expression
-        const uint64_t reg = cursor.Uleb();
-        cursor.Skip(cursor.Uleb());
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
+        const uint64_t reg = cursor_.Uleb();
+        cursor_.Skip(cursor_.Uleb());
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
       }
-      case 0x2e:
-        cursor.Uleb();
-        break;      // DW_CFA_GNU_args_size: only landing pads need it
       case 0x2f: {  // DW_CFA_GNU_negative_offset_extended
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset,
-                 -static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        break;
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, -ScaledUleb());
+        return true;
       }
       default:
         return false;
     }
   }
-  return cursor.ok();
-}
+
+  // An unsigned factored offset, scaled by the CIE's data alignment.
+  int64_t ScaledUleb() { return static_cast<int64_t>(cursor_.Uleb()) * cie_.data_alignment; }
+
+  void SetRule(uint64_t reg, RegisterRule::Type type, int64_t offset) {
+    if (RegisterRule* rule = row_->Of(reg)) *rule = {type, offset};
+  }
+  void Restore(uint64_t reg) {
+    if (RegisterRule* rule = row_->Of(reg)) *rule = *initial_.Of(reg);
+  }
+
+  Cursor cursor_;
+  const Cie& cie_;
+  uint64_t location_;
+  const uint64_t target_;
+  Row initial_;
+  Row* row_;
+  Row remembered_[kMaxRemembered];
+  int remembered_count_ = 0;
+};
 
 using FindObjectFn = int (*)(void*, dl_find_object*);
 FindObjectFn g_find_object = nullptr;  // glibc 2.35's lock-free lookup of an address's module
@@ -557,11 +607,12 @@ Rule ComputeRule(uintptr_t pc) {
   if (!cursor.ok() || pc < pc_begin || pc - pc_begin >= pc_range) return fail(kNoFde);
 
   Row initial;
-  if (!RunProgram(Cursor(cie.instructions, cie.end), cie, 0, ~uint64_t{0}, initial, &initial)) {
+  if (!CfaProgram(Cursor(cie.instructions, cie.end), cie, 0, ~uint64_t{0}, initial, &initial)
+           .Run()) {
     return fail(kUnreadableProgram);
   }
   Row row = initial;
-  if (!RunProgram(cursor, cie, pc_begin, pc, initial, &row)) return fail(kUnreadableProgram);
+  if (!CfaProgram(cursor, cie, pc_begin, pc, initial, &row).Run()) return fail(kUnreadableProgram);
 
   Rule rule;
   if (row.return_address.type == RegisterRule::kUndefined) {
