@@ -341,161 +341,211 @@ bool RbpExpression(Cursor* cursor, int64_t* offset, bool* deref) {
   return expression.ok() && read() == length;
 }
 
-// Runs a CFA program from `location` until the row that covers `target`. `initial` is the row
-// after the CIE's instructions (what DW_CFA_restore returns to). False on what it cannot read.
-bool RunProgram(Cursor cursor, const Cie& cie, uint64_t location, uint64_t target,
-                const Row& initial, Row* row) {
-  constexpr int kMaxRemembered = 8;
-  Row remembered[kMaxRemembered];
-  int remembered_count = 0;
-  auto set_rule = [&](uint64_t reg, RegisterRule::Type type, int64_t offset) {
-    if (RegisterRule* rule = row->Of(reg)) *rule = {type, offset};
-  };
-  Row initial_copy = initial;  // DW_CFA_restore's source
-  auto restore = [&](uint64_t reg) {
-    if (RegisterRule* rule = row->Of(reg)) *rule = *initial_copy.Of(reg);
-  };
-  auto advance = [&](uint64_t delta) {
-    location += delta * cie.code_alignment;
-    return location <= target;
-  };
-  while (!cursor.AtEnd()) {
-    const uint8_t opcode = cursor.Fixed<uint8_t>();
+// What one CFA instruction leaves the run to do.
+enum class Step : uint8_t { kNext, kReachedTarget, kUnreadable };
+
+// One run of a CFA program, from `location` until the row that covers `target`. `initial` is the
+// row after the CIE's instructions (what DW_CFA_restore returns to). Each group of instructions
+// (moving the location, defining the CFA, a register's rule, the remembered rows) is a step of
+// its own.
+class CfaProgram {
+ public:
+  CfaProgram(Cursor cursor, const Cie& cie, uint64_t location, uint64_t target, const Row& initial,
+             Row* row)
+      : cursor_(cursor),
+        cie_(cie),
+        location_(location),
+        target_(target),
+        initial_(initial),  // a copy: the CIE's own run builds `initial` through `row`
+        row_(row) {}
+
+  // False on what it cannot read.
+  bool Run() {
+    while (!cursor_.AtEnd()) {
+      const Step step = Execute(cursor_.Fixed<uint8_t>());
+      if (step != Step::kNext) return step == Step::kReachedTarget;
+    }
+    return cursor_.ok();
+  }
+
+ private:
+  static constexpr int kMaxRemembered = 8;
+
+  Step Execute(uint8_t opcode) {
     const uint8_t operand = opcode & 0x3f;
     switch (opcode >> 6) {
       case 1:  // DW_CFA_advance_loc
-        if (!advance(operand)) return true;
-        continue;
+        return Advance(operand);
       case 2:  // DW_CFA_offset
-        set_rule(operand, RegisterRule::kAtOffset,
-                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        continue;
+        SetRule(operand, RegisterRule::kAtOffset, ScaledUleb());
+        return Step::kNext;
       case 3:  // DW_CFA_restore
-        restore(operand);
-        continue;
+        Restore(operand);
+        return Step::kNext;
       default:
         break;
     }
     switch (opcode) {
-      case 0x00:
-        break;    // DW_CFA_nop
+      case 0x00:  // DW_CFA_nop
+        return Step::kNext;
       case 0x01:  // DW_CFA_set_loc
-        location = cursor.Pointer(cie.fde_encoding);
-        if (location > target) return true;
-        break;
-      case 0x02:
-        if (!advance(cursor.Fixed<uint8_t>())) return true;
-        break;
-      case 0x03:
-        if (!advance(cursor.Fixed<uint16_t>())) return true;
-        break;
-      case 0x04:
-        if (!advance(cursor.Fixed<uint32_t>())) return true;
-        break;
-      case 0x05: {  // DW_CFA_offset_extended
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset,
-                 static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        break;
-      }
-      case 0x06:
-        restore(cursor.Uleb());
-        break;  // DW_CFA_restore_extended
-      case 0x07:
-        set_rule(cursor.Uleb(), RegisterRule::kUndefined, 0);
-        break;
-      case 0x08:
-        set_rule(cursor.Uleb(), RegisterRule::kUnchanged, 0);
-        break;
-      case 0x09: {  // DW_CFA_register
-        const uint64_t reg = cursor.Uleb();
-        cursor.Uleb();
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
-      }
+        location_ = cursor_.Pointer(cie_.fde_encoding);
+        return location_ > target_ ? Step::kReachedTarget : Step::kNext;
+      case 0x02:  // DW_CFA_advance_loc1
+        return Advance(cursor_.Fixed<uint8_t>());
+      case 0x03:  // DW_CFA_advance_loc2
+        return Advance(cursor_.Fixed<uint16_t>());
+      case 0x04:  // DW_CFA_advance_loc4
+        return Advance(cursor_.Fixed<uint32_t>());
       case 0x0a:  // DW_CFA_remember_state
-        if (remembered_count == kMaxRemembered) return false;
-        remembered[remembered_count++] = *row;
-        break;
+        if (remembered_count_ == kMaxRemembered) return Step::kUnreadable;
+        remembered_[remembered_count_++] = *row_;
+        return Step::kNext;
       case 0x0b:  // DW_CFA_restore_state: the whole row, CFA included (as GCC's epilogues need)
-        if (remembered_count == 0) return false;
-        *row = remembered[--remembered_count];
-        break;
-      case 0x0c:  // DW_CFA_def_cfa
-        row->cfa_register = cursor.Uleb();
-        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
-        break;
+        if (remembered_count_ == 0) return Step::kUnreadable;
+        *row_ = remembered_[--remembered_count_];
+        return Step::kNext;
+      case 0x0c:
       case 0x0d:
-        row->cfa_register = cursor.Uleb();
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
-        break;
       case 0x0e:
-        row->cfa_offset = static_cast<int64_t>(cursor.Uleb());
+      case 0x0f:
+      case 0x12:
+      case 0x13:
+        DefineCfa(opcode);
+        return Step::kNext;
+      case 0x2e:  // DW_CFA_GNU_args_size: only landing pads need it
+        cursor_.Uleb();
+        return Step::kNext;
+      default:
+        return DefineRegisterRule(opcode) ? Step::kNext : Step::kUnreadable;
+    }
+  }
+
+  Step Advance(uint64_t delta) {
+    location_ += delta * cie_.code_alignment;
+    return location_ <= target_ ? Step::kNext : Step::kReachedTarget;
+  }
+
+  // The CFA's register, offset or expression (DW_CFA_def_cfa*).
+  void DefineCfa(uint8_t opcode) {
+    switch (opcode) {
+      case 0x0c:  // DW_CFA_def_cfa
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_offset = static_cast<int64_t>(cursor_.Uleb());
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
+        break;
+      case 0x0d:  // DW_CFA_def_cfa_register
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
+        break;
+      case 0x0e:  // DW_CFA_def_cfa_offset
+        row_->cfa_offset = static_cast<int64_t>(cursor_.Uleb());
         break;
       case 0x0f: {  // DW_CFA_def_cfa_expression
         int64_t offset = 0;
         bool deref = false;
-        const bool known = RbpExpression(&cursor, &offset, &deref) && deref;
-        row->cfa_is_expression = !known;
-        row->cfa_at_rbp_offset = known;
-        row->cfa_register = kRbp;
-        row->cfa_offset = offset;
-        break;
-      }
-      case 0x10: {  // DW_CFA_expression: the register is saved at the address it computes
-        const uint64_t reg = cursor.Uleb();
-        int64_t offset = 0;
-        bool deref = false;
-        const bool known = RbpExpression(&cursor, &offset, &deref) && !deref;
-        set_rule(reg, known ? RegisterRule::kAtRbpOffset : RegisterRule::kOther, offset);
-        break;
-      }
-      case 0x11: {  // DW_CFA_offset_extended_sf
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset, cursor.Sleb() * cie.data_alignment);
+        const bool known = RbpExpression(&cursor_, &offset, &deref) && deref;
+        row_->cfa_is_expression = !known;
+        row_->cfa_at_rbp_offset = known;
+        row_->cfa_register = kRbp;
+        row_->cfa_offset = offset;
         break;
       }
       case 0x12:  // DW_CFA_def_cfa_sf
-        row->cfa_register = cursor.Uleb();
-        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
-        row->cfa_is_expression = row->cfa_at_rbp_offset = false;
+        row_->cfa_register = cursor_.Uleb();
+        row_->cfa_offset = cursor_.Sleb() * cie_.data_alignment;
+        row_->cfa_is_expression = row_->cfa_at_rbp_offset = false;
         break;
-      case 0x13:
-        row->cfa_offset = cursor.Sleb() * cie.data_alignment;
+      case 0x13:  // DW_CFA_def_cfa_offset_sf
+        row_->cfa_offset = cursor_.Sleb() * cie_.data_alignment;
         break;
+      default:
+        break;
+    }
+  }
+
+  // The extended instructions that give one register its rule; false for an unknown opcode.
+  bool DefineRegisterRule(uint8_t opcode) {
+    switch (opcode) {
+      case 0x05: {  // DW_CFA_offset_extended
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, ScaledUleb());
+        return true;
+      }
+      case 0x06:  // DW_CFA_restore_extended
+        Restore(cursor_.Uleb());
+        return true;
+      case 0x07:  // DW_CFA_undefined
+        SetRule(cursor_.Uleb(), RegisterRule::kUndefined, 0);
+        return true;
+      case 0x08:  // DW_CFA_same_value
+        SetRule(cursor_.Uleb(), RegisterRule::kUnchanged, 0);
+        return true;
+      case 0x09: {  // DW_CFA_register
+        const uint64_t reg = cursor_.Uleb();
+        cursor_.Uleb();
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
+      }
+      case 0x10: {  // DW_CFA_expression: the register is saved at the address it computes
+        const uint64_t reg = cursor_.Uleb();
+        int64_t offset = 0;
+        bool deref = false;
+        const bool known = RbpExpression(&cursor_, &offset, &deref) && !deref;
+        SetRule(reg, known ? RegisterRule::kAtRbpOffset : RegisterRule::kOther, offset);
+        return true;
+      }
+      case 0x11: {  // DW_CFA_offset_extended_sf
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, cursor_.Sleb() * cie_.data_alignment);
+        return true;
+      }
       case 0x14:    // DW_CFA_val_offset
       case 0x15: {  // DW_CFA_val_offset_sf
-        const uint64_t reg = cursor.Uleb();
+        const uint64_t reg = cursor_.Uleb();
         if (opcode == 0x14) {
-          cursor.Uleb();
+          cursor_.Uleb();
         } else {
-          cursor.Sleb();
+          cursor_.Sleb();
         }
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
       }
       case 0x16: {  // DW_CFA_val_expression
-        const uint64_t reg = cursor.Uleb();
-        cursor.Skip(cursor.Uleb());
-        set_rule(reg, RegisterRule::kOther, 0);
-        break;
+        const uint64_t reg = cursor_.Uleb();
+        cursor_.Skip(cursor_.Uleb());
+        SetRule(reg, RegisterRule::kOther, 0);
+        return true;
       }
-      case 0x2e:
-        cursor.Uleb();
-        break;      // DW_CFA_GNU_args_size: only landing pads need it
       case 0x2f: {  // DW_CFA_GNU_negative_offset_extended
-        const uint64_t reg = cursor.Uleb();
-        set_rule(reg, RegisterRule::kAtOffset,
-                 -static_cast<int64_t>(cursor.Uleb()) * cie.data_alignment);
-        break;
+        const uint64_t reg = cursor_.Uleb();
+        SetRule(reg, RegisterRule::kAtOffset, -ScaledUleb());
+        return true;
       }
       default:
         return false;
     }
   }
-  return cursor.ok();
-}
+
+  // An unsigned factored offset, scaled by the CIE's data alignment.
+  int64_t ScaledUleb() { return static_cast<int64_t>(cursor_.Uleb()) * cie_.data_alignment; }
+
+  void SetRule(uint64_t reg, RegisterRule::Type type, int64_t offset) {
+    if (RegisterRule* rule = row_->Of(reg)) *rule = {type, offset};
+  }
+  void Restore(uint64_t reg) {
+    if (RegisterRule* rule = row_->Of(reg)) *rule = *initial_.Of(reg);
+  }
+
+  Cursor cursor_;
+  const Cie& cie_;
+  uint64_t location_;
+  const uint64_t target_;
+  Row initial_;
+  Row* row_;
+  Row remembered_[kMaxRemembered];
+  int remembered_count_ = 0;
+};
 
 using FindObjectFn = int (*)(void*, dl_find_object*);
 FindObjectFn g_find_object = nullptr;  // glibc 2.35's lock-free lookup of an address's module
@@ -557,11 +607,12 @@ Rule ComputeRule(uintptr_t pc) {
   if (!cursor.ok() || pc < pc_begin || pc - pc_begin >= pc_range) return fail(kNoFde);
 
   Row initial;
-  if (!RunProgram(Cursor(cie.instructions, cie.end), cie, 0, ~uint64_t{0}, initial, &initial)) {
+  if (!CfaProgram(Cursor(cie.instructions, cie.end), cie, 0, ~uint64_t{0}, initial, &initial)
+           .Run()) {
     return fail(kUnreadableProgram);
   }
   Row row = initial;
-  if (!RunProgram(cursor, cie, pc_begin, pc, initial, &row)) return fail(kUnreadableProgram);
+  if (!CfaProgram(cursor, cie, pc_begin, pc, initial, &row).Run()) return fail(kUnreadableProgram);
 
   Rule rule;
   if (row.return_address.type == RegisterRule::kUndefined) {
@@ -759,6 +810,184 @@ StackBounds ThreadStack() {
   return {locals.stack_low, locals.stack_high};
 }
 
+// The memo an unwind fills: a way of its stack pointer's set, emptied until the unwind completes.
+struct MemoToFill {
+  Memo* memo = nullptr;
+  MemoSet* set = nullptr;
+  int way = -1;
+};
+
+// Replays a memo of this stack pointer whose every read still holds and returns its depth; else
+// picks the way this unwind will fill and returns -1.
+__attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memos, uintptr_t sp,
+                                                           uintptr_t bp, int capacity,
+                                                           void** frames, ReplayNote** note,
+                                                           MemoToFill* fill) {
+  const int set_index = MemoSetIndex(sp);
+  MemoSet* set = &memos->sets[set_index];
+  Memo* ways = &memos->memos[set_index * kMemoWays];
+  bool sp_seen = false;
+  for (int way = 0; way < kMemoWays; ++way) {
+    if (set->sp[way] != sp) continue;
+    sp_seen = true;
+    Memo& candidate = ways[way];
+    const bool noted = note != nullptr && candidate.note.word[0] != 0;
+    const int replayed = Replay(candidate, sp, bp, capacity, frames, !noted);
+    if (replayed >= 0) {
+      self_timing::Count(self_timing::kUnwindReplayed);
+      if (note != nullptr) *note = &candidate.note;
+      return replayed;
+    }
+  }
+  self_timing::Count(sp_seen ? self_timing::kUnwindMemoChanged : self_timing::kUnwindMemoAbsent);
+  // An empty way, else the next in turn: two paths through one stack pointer (sibling call sites
+  // of the same depth) both stay.
+  int way_to_fill = -1;
+  for (int way = 0; way < kMemoWays && way_to_fill < 0; ++way) {
+    if (set->sp[way] == 0) way_to_fill = way;
+  }
+  if (way_to_fill < 0) way_to_fill = static_cast<int>(set->next_victim++ % kMemoWays);
+  fill->memo = &ways[way_to_fill];
+  fill->set = set;
+  fill->way = way_to_fill;
+  set->sp[way_to_fill] = 0;  // rewritten by SaveMemo, kept only if the unwind completes
+  fill->memo->sp = 0;
+  fill->memo->reads = 0;
+  return -1;
+}
+
+// One unwind's walk up the thread's stack by the cached rules, logging each stack word it reads
+// into `memo` (when there is one) so that a later unwind from the same registers can replay it.
+class StackWalk {
+ public:
+  StackWalk(uintptr_t stack_high, uintptr_t sp, uintptr_t bp, Memo* memo)
+      : stack_high_(stack_high), sp_(sp), bp_(bp), memo_(memo), memo_fits_(memo != nullptr) {}
+
+  // The return addresses from the frame whose rule `pc` looks up, at most `capacity`; -1 when a
+  // rule cannot be followed.
+  __attribute__((always_inline)) int Run(uintptr_t pc, void** frames, int capacity) {
+    const uintptr_t stop_start = g_stop_start.load(std::memory_order_relaxed);
+    const uintptr_t stop_size = g_stop_size.load(std::memory_order_relaxed);
+    int depth = 0;
+    uintptr_t lookup = pc;  // then return address - 1: the call, not what follows it
+    while (depth < capacity) {
+      const Rule rule = Rule::Unpack(CachedRule(lookup));
+      if (rule.kind == kEndOfStack) break;
+      if (rule.kind != kFrame) return -1;
+      uintptr_t return_address = 0;
+      if (!StepToCaller(rule, lookup, &return_address)) return -1;
+      if (return_address == 0) break;
+      frames[depth++] = reinterpret_cast<void*>(return_address);
+      if (return_address - stop_start < stop_size) break;
+      lookup = return_address - 1;
+    }
+    return depth;
+  }
+
+  // Whether every read was logged (a memo holds kMaxMemoReads).
+  bool memo_fits() const { return memo_fits_; }
+  // Whether some rule read the starting rbp: a replay must then find the same.
+  bool start_bp_used() const { return start_bp_used_; }
+
+ private:
+  // Moves sp and bp to the caller's as `rule` says and reads the return address there. False,
+  // noted, when a read would leave the stack.
+  __attribute__((always_inline)) bool StepToCaller(const Rule& rule, uintptr_t lookup,
+                                                   uintptr_t* return_address) {
+    uintptr_t cfa =
+        (rule.cfa == kCfaRspOffset ? sp_ : UseBp()) + static_cast<intptr_t>(rule.cfa_offset);
+    if (rule.cfa == kCfaAtRbpOffset) {
+      if (!Readable(cfa)) {
+        NoteUnsupported(lookup, kOutsideStack, 3);
+        return false;
+      }
+      cfa = Load(cfa);
+    }
+    const uintptr_t return_address_at = cfa + static_cast<intptr_t>(rule.return_address_offset);
+    if (cfa <= sp_ || cfa > stack_high_ || !Readable(return_address_at)) {
+      NoteUnsupported(lookup, kOutsideStack, static_cast<uint8_t>(rule.cfa));
+      return false;
+    }
+    *return_address = Load(return_address_at);
+    if (rule.rbp != kRbpUnchanged) {
+      const uintptr_t rbp_at =
+          (rule.rbp == kRbpAtCfaOffset ? cfa : UseBp()) + static_cast<intptr_t>(rule.rbp_offset);
+      if (!Readable(rbp_at)) {
+        NoteUnsupported(lookup, kOutsideStack, 4);
+        return false;
+      }
+      bp_ = *reinterpret_cast<const uintptr_t*>(rbp_at);
+      bp_is_start_ = false;
+      bp_read_pending_ = true;
+      bp_read_address_ = rbp_at;
+    }
+    sp_ = cfa;
+    return true;
+  }
+
+  bool Readable(uintptr_t address) const {
+    return address >= sp_ && address <= stack_high_ - sizeof(uintptr_t);
+  }
+  void Log(uintptr_t address, uintptr_t value) {
+    if (!memo_fits_) return;
+    if (memo_->reads == kMaxMemoReads) {
+      memo_fits_ = false;
+      return;
+    }
+    memo_->read[memo_->reads++] = {address, value};
+  }
+  uintptr_t Load(uintptr_t address) {
+    const uintptr_t value = *reinterpret_cast<const uintptr_t*>(address);
+    Log(address, value);
+    return value;
+  }
+  // rbp is logged only once a rule uses it: a saved rbp that nothing uses does not change the
+  // stack, and in code built without frame pointers it holds data that differs call to call.
+  uintptr_t UseBp() {
+    if (bp_is_start_) {
+      start_bp_used_ = true;
+    } else if (bp_read_pending_) {
+      Log(bp_read_address_, bp_);
+      bp_read_pending_ = false;
+    }
+    return bp_;
+  }
+
+  const uintptr_t stack_high_;
+  uintptr_t sp_;
+  uintptr_t bp_;
+  Memo* const memo_;
+  bool memo_fits_;           // and, at the end, no deeper than kMaxMemoFrames
+  bool bp_is_start_ = true;  // still the starting register
+  bool start_bp_used_ = false;
+  bool bp_read_pending_ = false;  // the read that gave bp its value, not logged yet
+  uintptr_t bp_read_address_ = 0;
+};
+
+// Keeps a completed walk from `start_sp`/`start_bp` in its memo when it fits; the stack pointer is
+// written last, so that a replay never finds a memo half-written.
+__attribute__((always_inline)) inline void SaveMemo(const MemoToFill& fill, const StackWalk& walk,
+                                                    uintptr_t start_sp, uintptr_t start_bp,
+                                                    void** frames, int depth, int capacity,
+                                                    ReplayNote** note) {
+  if (fill.memo == nullptr) return;
+  if (!walk.memo_fits() || depth > kMaxMemoFrames) {
+    self_timing::Count(self_timing::kUnwindTooDeepToReplay);
+    return;
+  }
+  Memo* memo = fill.memo;
+  memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));
+  memo->bp = start_bp;
+  memo->bp_used = walk.start_bp_used();
+  memo->generation = g_rules_generation.load(std::memory_order_relaxed);
+  memo->capacity = static_cast<uint16_t>(capacity);
+  memo->depth = static_cast<uint16_t>(depth);
+  memo->note = {};
+  memo->sp = start_sp;  // last: the memo is whole
+  fill.set->sp[fill.way] = start_sp;
+  if (note != nullptr) *note = &memo->note;
+}
+
 #endif
 
 }  // namespace
@@ -800,130 +1029,14 @@ GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, 
   if (anchor > sp && g_anchor_offset.load(std::memory_order_relaxed) != anchor - sp) {
     g_anchor_offset.store(anchor - sp, std::memory_order_relaxed);
   }
-  ThreadMemoTable* memos = ThreadMemos();
-  Memo* memo = nullptr;
-  int way_to_fill = -1;
-  MemoSet* set = nullptr;
-  if (memos != nullptr) {
-    const int set_index = MemoSetIndex(sp);
-    set = &memos->sets[set_index];
-    Memo* ways = &memos->memos[set_index * kMemoWays];
-    bool sp_seen = false;
-    for (int way = 0; way < kMemoWays; ++way) {
-      if (set->sp[way] != sp) continue;
-      sp_seen = true;
-      Memo& candidate = ways[way];
-      const bool noted = note != nullptr && candidate.note.word[0] != 0;
-      const int replayed = Replay(candidate, sp, bp, capacity, frames, !noted);
-      if (replayed >= 0) {
-        self_timing::Count(self_timing::kUnwindReplayed);
-        if (note != nullptr) *note = &candidate.note;
-        return replayed;
-      }
-    }
-    self_timing::Count(sp_seen ? self_timing::kUnwindMemoChanged : self_timing::kUnwindMemoAbsent);
-    // An empty way, else the next in turn: two paths through one stack pointer (sibling call
-    // sites of the same depth) both stay.
-    way_to_fill = -1;
-    for (int way = 0; way < kMemoWays && way_to_fill < 0; ++way) {
-      if (set->sp[way] == 0) way_to_fill = way;
-    }
-    if (way_to_fill < 0) way_to_fill = static_cast<int>(set->next_victim++ % kMemoWays);
-    memo = &ways[way_to_fill];
-    set->sp[way_to_fill] = 0;  // rewritten below, kept only if the unwind completes
-    memo->sp = 0;
-    memo->reads = 0;
+  MemoToFill fill;
+  if (ThreadMemoTable* memos = ThreadMemos()) {
+    const int replayed = ReplayOrPickMemo(memos, sp, bp, capacity, frames, note, &fill);
+    if (replayed >= 0) return replayed;
   }
-  const uintptr_t start_sp = sp;
-  const uintptr_t start_bp = bp;
-  bool memo_fits = memo != nullptr;  // and, at the end, no deeper than kMaxMemoFrames
-  auto readable = [&](uintptr_t address) {
-    return address >= sp && address <= bounds.high - sizeof(uintptr_t);
-  };
-  auto log = [&](uintptr_t address, uintptr_t value) {
-    if (!memo_fits) return;
-    if (memo->reads == kMaxMemoReads) {
-      memo_fits = false;
-      return;
-    }
-    memo->read[memo->reads++] = {address, value};
-  };
-  auto load = [&](uintptr_t address) {
-    const uintptr_t value = *reinterpret_cast<const uintptr_t*>(address);
-    log(address, value);
-    return value;
-  };
-  // rbp is logged only once a rule uses it: a saved rbp that nothing uses does not change the
-  // stack, and in code built without frame pointers it holds data that differs call to call.
-  bool bp_is_start = true;  // still the starting register
-  bool start_bp_used = false;
-  bool bp_read_pending = false;  // the read that gave bp its value, not logged yet
-  uintptr_t bp_read_address = 0;
-  auto use_bp = [&] {
-    if (bp_is_start) {
-      start_bp_used = true;
-    } else if (bp_read_pending) {
-      log(bp_read_address, bp);
-      bp_read_pending = false;
-    }
-    return bp;
-  };
-  const uintptr_t stop_start = g_stop_start.load(std::memory_order_relaxed);
-  const uintptr_t stop_size = g_stop_size.load(std::memory_order_relaxed);
-  int depth = 0;
-  uintptr_t lookup = pc;  // then return address - 1: the call, not what follows it
-  while (depth < capacity) {
-    const Rule rule = Rule::Unpack(CachedRule(lookup));
-    if (rule.kind == kEndOfStack) break;
-    if (rule.kind != kFrame) return -1;
-    uintptr_t cfa =
-        (rule.cfa == kCfaRspOffset ? sp : use_bp()) + static_cast<intptr_t>(rule.cfa_offset);
-    if (rule.cfa == kCfaAtRbpOffset) {
-      if (!readable(cfa)) {
-        NoteUnsupported(lookup, kOutsideStack, 3);
-        return -1;
-      }
-      cfa = load(cfa);
-    }
-    const uintptr_t return_address_at = cfa + static_cast<intptr_t>(rule.return_address_offset);
-    if (cfa <= sp || cfa > bounds.high || !readable(return_address_at)) {
-      NoteUnsupported(lookup, kOutsideStack, static_cast<uint8_t>(rule.cfa));
-      return -1;
-    }
-    const uintptr_t return_address = load(return_address_at);
-    if (rule.rbp != kRbpUnchanged) {
-      const uintptr_t rbp_at =
-          (rule.rbp == kRbpAtCfaOffset ? cfa : use_bp()) + static_cast<intptr_t>(rule.rbp_offset);
-      if (!readable(rbp_at)) {
-        NoteUnsupported(lookup, kOutsideStack, 4);
-        return -1;
-      }
-      bp = *reinterpret_cast<const uintptr_t*>(rbp_at);
-      bp_is_start = false;
-      bp_read_pending = true;
-      bp_read_address = rbp_at;
-    }
-    sp = cfa;
-    if (return_address == 0) break;
-    frames[depth++] = reinterpret_cast<void*>(return_address);
-    if (return_address - stop_start < stop_size) break;
-    lookup = return_address - 1;
-  }
-  if (memo != nullptr && !(memo_fits && depth <= kMaxMemoFrames)) {
-    self_timing::Count(self_timing::kUnwindTooDeepToReplay);
-  }
-  if (memo_fits && depth <= kMaxMemoFrames) {
-    memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));
-    memo->bp = start_bp;
-    memo->bp_used = start_bp_used;
-    memo->generation = g_rules_generation.load(std::memory_order_relaxed);
-    memo->capacity = static_cast<uint16_t>(capacity);
-    memo->depth = static_cast<uint16_t>(depth);
-    memo->note = {};
-    memo->sp = start_sp;  // last: the memo is whole
-    set->sp[way_to_fill] = start_sp;
-    if (note != nullptr) *note = &memo->note;
-  }
+  StackWalk walk(bounds.high, sp, bp, fill.memo);
+  const int depth = walk.Run(pc, frames, capacity);
+  if (depth >= 0) SaveMemo(fill, walk, sp, bp, frames, depth, capacity, note);
   return depth;
 }
 

@@ -239,133 +239,152 @@ void TraceReader::AddSkippedToMessage() {
   end_.message = end_.message.empty() ? path_ + ": " + skipped : end_.message + "; also " + skipped;
 }
 
-TraceReader::Frame TraceReader::ReadFrame(Packet* out) {
+// Inlined: ReadFrame takes nearly every packet this way.
+__attribute__((always_inline)) inline bool TraceReader::TakeShortPacket(Packet* out) {
   // Nearly every packet: the tag right here, a one-byte length, the whole packet in the buffer
   // and inside the file. It is taken at once; anything else (zeros, a longer length, the end of
-  // the buffer, damage, the header) goes the careful way below.
-  if (packets_read_ != 0 && limit_ - pos_ >= 2 &&
-      static_cast<uint8_t>(buffer_[pos_]) == kPacketTag) {
-    const auto length = static_cast<uint8_t>(buffer_[pos_ + 1]);
-    const size_t total = 2 + size_t{length};
-    if (length < 0x80 && limit_ - pos_ >= total && Position() + total <= file_size_) {
-      out->bytes = std::string_view(buffer_.data() + pos_ + 2, length);
-      out->offset = Position();
-      pos_ += total;
-      ++packets_read_;
-      return Frame::kPacket;
-    }
+  // the buffer, damage, the header) goes the careful way of ReadFrame.
+  if (packets_read_ == 0 || limit_ - pos_ < 2 ||
+      static_cast<uint8_t>(buffer_[pos_]) != kPacketTag) {
+    return false;
   }
+  const auto length = static_cast<uint8_t>(buffer_[pos_ + 1]);
+  const size_t total = 2 + size_t{length};
+  if (length >= 0x80 || limit_ - pos_ < total || Position() + total > file_size_) return false;
+  TakePacket(out, Position(), buffer_.data() + pos_ + 2, length, total);
+  return true;
+}
+
+__attribute__((always_inline)) inline void TraceReader::TakePacket(Packet* out, uint64_t offset,
+                                                                   const char* body,
+                                                                   uint64_t length, size_t total) {
+  out->bytes = std::string_view(body, length);
+  out->offset = offset;
+  pos_ += total;
+  ++packets_read_;
+}
+
+TraceReader::Frame TraceReader::ReadFrame(Packet* out) {
+  if (TakeShortPacket(out)) return Frame::kPacket;
   const bool first = packets_read_ == 0;
   for (;;) {
     const uint64_t last_packet_end = Position();
-    if (Fill(1) == 0 || !SkipZeros()) {
-      if (end_.kind == TraceEnd::Kind::kIoError) return Frame::kDamaged;
-      if (first) {
-        Fail(TraceEnd::Kind::kEmpty, 0,
-             "empty trace: the recorded process wrote nothing (" + std::to_string(file_size_) +
-                 " zero bytes)");
-        return Frame::kDamaged;
-      }
-      if (last_packet_end < file_size_) {
-        end_.kind = TraceEnd::Kind::kZeroTail;
-        end_.zero_tail_offset = last_packet_end;
-        end_.zero_tail_bytes = file_size_ - last_packet_end;
-      }
-      AddSkippedToMessage();
-      return Frame::kEndOfFile;
-    }
+    if (Fill(1) == 0 || !SkipZeros()) return EndOfPackets(first, last_packet_end);
 
     const uint64_t offset = Position();
     const uint64_t rest = file_size_ - offset;
-    // Built only on failure: the success path allocates nothing.
-    auto at = [offset] { return " at byte " + std::to_string(offset); };
-    auto not_a_trace = [&](const std::string& why) {
-      Fail(TraceEnd::Kind::kNotATrace, offset, "not a gpumem trace (" + why + at() + ")");
-      return Frame::kDamaged;
-    };
-    TraceEnd::Kind damage = TraceEnd::Kind::kCorrupt;
-    std::string what;  // set when the packet at `offset` is damaged
-    uint64_t length = 0;
-    size_t varint_bytes = 0;
-    const uint8_t tag = static_cast<uint8_t>(buffer_[pos_]);
-    if (tag != kPacketTag) {
-      if (first) return not_a_trace("no header packet");
-      what = "corrupt data" + at() + ": byte " + ByteText(tag) +
-             " is neither zero padding nor a packet tag (last " + std::to_string(rest) +
-             " bytes not read)";
-    } else {
-      const size_t available = Fill(1 + kMaxVarintBytes);
-      switch (DecodeVarint(buffer_.data() + pos_ + 1, available - 1, &length, &varint_bytes)) {
-        case VarintResult::kOk:
-          if (length > rest - 1 - varint_bytes) {
-            damage = TraceEnd::Kind::kTorn;
-            what = "torn packet" + at() + ": its length (" + std::to_string(length) +
-                   " bytes) runs past the end of the file (last " + std::to_string(rest) +
-                   " bytes unreadable)";
-          } else if (length > kMaxPacketBytes) {
-            what = "corrupt data" + at() + ": packet length " + std::to_string(length) +
-                   " is beyond protobuf's 2 GiB limit (last " + std::to_string(rest) +
-                   " bytes not read)";
-          }
-          break;
-        case VarintResult::kTruncated:  // Fill() stopped short: the file ends inside the varint
-          if (first) return not_a_trace("file too short to hold a header");
-          damage = TraceEnd::Kind::kTorn;
-          what = "torn packet" + at() + ": the file ends inside its length (last " +
-                 std::to_string(rest) + " bytes unreadable)";
-          break;
-        case VarintResult::kTooLong:
-          what = "corrupt data" + at() + ": malformed packet length (last " + std::to_string(rest) +
-                 " bytes not read)";
-          break;
-      }
-    }
-
-    if (what.empty()) {
-      const size_t total = static_cast<size_t>(1 + varint_bytes + length);
+    FrameCheck check = CheckFrame(offset, rest);
+    if (first && check.ends_in_length) return NotATrace(offset, "file too short to hold a header");
+    if (check.what.empty()) {
+      const size_t total = static_cast<size_t>(1 + check.varint_bytes + check.length);
       if (Fill(total) < total) {  // the file shrank while we read it
-        damage = TraceEnd::Kind::kTorn;
-        what = "torn packet" + at() + ": the file ended while reading it (last " +
-               std::to_string(rest) + " bytes unreadable)";
+        check.damage = TraceEnd::Kind::kTorn;
+        check.what = "torn packet" + AtByte(offset) + ": the file ended while reading it (last " +
+                     std::to_string(rest) + " bytes unreadable)";
       } else {
-        const char* body = buffer_.data() + pos_ + 1 + varint_bytes;
-        if (first && !StartsLikeHeader(body, length, length)) {
-          return not_a_trace("no header packet");
+        const char* body = buffer_.data() + pos_ + 1 + check.varint_bytes;
+        if (first && !StartsLikeHeader(body, check.length, check.length)) {
+          return NotATrace(offset, "no header packet");
         }
-        out->bytes = std::string_view(body, length);
-        out->offset = offset;
-        pos_ += total;
-        ++packets_read_;
+        TakePacket(out, offset, body, check.length, total);
         return Frame::kPacket;
       }
     }
 
     if (first) {
-      // A header cut short is still a trace (what there is of it must look like a header).
-      if (damage != TraceEnd::Kind::kTorn) return not_a_trace("no header packet");
-      const size_t have = Fill(std::min<uint64_t>(rest, kChunkBytes));
-      const size_t prefix = 1 + varint_bytes;
-      if (have <= prefix ||
-          !StartsLikeHeader(buffer_.data() + pos_ + prefix, have - prefix, length)) {
-        return not_a_trace("no header packet");
-      }
-    } else {
-      // A torn packet is normally the last thing in the file; anything intact after the damage
-      // must be a longer chain to count, so the remains of a cut packet are not taken for one.
-      uint64_t resume = 0;
-      const int min_packets = damage == TraceEnd::Kind::kTorn ? 2 : 1;
-      if (FindNextIntactPacket(offset, min_packets, &resume)) {
-        if (end_.skipped_regions++ == 0) end_.first_skipped_offset = offset;
-        end_.skipped_bytes += resume - offset;
-        buffer_offset_ = resume;
-        pos_ = limit_ = 0;
-        continue;
-      }
+      if (!IsCutHeader(check, rest)) return NotATrace(offset, "no header packet");
+    } else if (SkipToIntactPacket(offset, check.damage)) {
+      continue;
     }
-    Fail(damage, offset, what);
+    Fail(check.damage, offset, check.what);
     AddSkippedToMessage();
     return Frame::kDamaged;
   }
+}
+
+TraceReader::Frame TraceReader::EndOfPackets(bool first, uint64_t last_packet_end) {
+  if (end_.kind == TraceEnd::Kind::kIoError) return Frame::kDamaged;
+  if (first) {
+    Fail(TraceEnd::Kind::kEmpty, 0,
+         "empty trace: the recorded process wrote nothing (" + std::to_string(file_size_) +
+             " zero bytes)");
+    return Frame::kDamaged;
+  }
+  if (last_packet_end < file_size_) {
+    end_.kind = TraceEnd::Kind::kZeroTail;
+    end_.zero_tail_offset = last_packet_end;
+    end_.zero_tail_bytes = file_size_ - last_packet_end;
+  }
+  AddSkippedToMessage();
+  return Frame::kEndOfFile;
+}
+
+// Built only on failure: the success path allocates nothing.
+std::string TraceReader::AtByte(uint64_t offset) { return " at byte " + std::to_string(offset); }
+
+TraceReader::FrameCheck TraceReader::CheckFrame(uint64_t offset, uint64_t rest) {
+  FrameCheck check;
+  const uint8_t tag = static_cast<uint8_t>(buffer_[pos_]);
+  if (tag != kPacketTag) {
+    check.what = "corrupt data" + AtByte(offset) + ": byte " + ByteText(tag) +
+                 " is neither zero padding nor a packet tag (last " + std::to_string(rest) +
+                 " bytes not read)";
+    return check;
+  }
+  const size_t available = Fill(1 + kMaxVarintBytes);
+  switch (
+      DecodeVarint(buffer_.data() + pos_ + 1, available - 1, &check.length, &check.varint_bytes)) {
+    case VarintResult::kOk:
+      if (check.length > rest - 1 - check.varint_bytes) {
+        check.damage = TraceEnd::Kind::kTorn;
+        check.what = "torn packet" + AtByte(offset) + ": its length (" +
+                     std::to_string(check.length) + " bytes) runs past the end of the file (last " +
+                     std::to_string(rest) + " bytes unreadable)";
+      } else if (check.length > kMaxPacketBytes) {
+        check.what = "corrupt data" + AtByte(offset) + ": packet length " +
+                     std::to_string(check.length) + " is beyond protobuf's 2 GiB limit (last " +
+                     std::to_string(rest) + " bytes not read)";
+      }
+      break;
+    case VarintResult::kTruncated:  // Fill() stopped short: the file ends inside the varint
+      check.ends_in_length = true;
+      check.damage = TraceEnd::Kind::kTorn;
+      check.what = "torn packet" + AtByte(offset) + ": the file ends inside its length (last " +
+                   std::to_string(rest) + " bytes unreadable)";
+      break;
+    case VarintResult::kTooLong:
+      check.what = "corrupt data" + AtByte(offset) + ": malformed packet length (last " +
+                   std::to_string(rest) + " bytes not read)";
+      break;
+  }
+  return check;
+}
+
+TraceReader::Frame TraceReader::NotATrace(uint64_t offset, const std::string& why) {
+  Fail(TraceEnd::Kind::kNotATrace, offset, "not a gpumem trace (" + why + AtByte(offset) + ")");
+  return Frame::kDamaged;
+}
+
+bool TraceReader::IsCutHeader(const FrameCheck& check, uint64_t rest) {
+  // A header cut short is still a trace (what there is of it must look like a header).
+  if (check.damage != TraceEnd::Kind::kTorn) return false;
+  const size_t have = Fill(std::min<uint64_t>(rest, kChunkBytes));
+  const size_t prefix = 1 + check.varint_bytes;
+  return have > prefix &&
+         StartsLikeHeader(buffer_.data() + pos_ + prefix, have - prefix, check.length);
+}
+
+bool TraceReader::SkipToIntactPacket(uint64_t offset, TraceEnd::Kind damage) {
+  // A torn packet is normally the last thing in the file; anything intact after the damage must
+  // be a longer chain to count, so the remains of a cut packet are not taken for one.
+  uint64_t resume = 0;
+  const int min_packets = damage == TraceEnd::Kind::kTorn ? 2 : 1;
+  if (!FindNextIntactPacket(offset, min_packets, &resume)) return false;
+  if (end_.skipped_regions++ == 0) end_.first_skipped_offset = offset;
+  end_.skipped_bytes += resume - offset;
+  buffer_offset_ = resume;
+  pos_ = limit_ = 0;
+  return true;
 }
 
 }  // namespace gpumem

@@ -88,7 +88,32 @@ class TraceReader {
  private:
   enum class Frame { kPacket, kEndOfFile, kDamaged };
 
+  // What framing found at one offset: an intact packet's length (what empty), or its damage.
+  struct FrameCheck {
+    TraceEnd::Kind damage = TraceEnd::Kind::kCorrupt;
+    std::string what;  // one line saying what is damaged; empty for an intact frame
+    uint64_t length = 0;
+    size_t varint_bytes = 0;
+    bool ends_in_length = false;  // the file ends inside the length varint
+  };
+
+  // The next packet, the end of the file, or damage (end_ says which).
   Frame ReadFrame(Packet* out);
+  // The packet at the current position when it is the common case (one-byte length, all in the
+  // buffer); false for anything else, having read nothing.
+  bool TakeShortPacket(Packet* out);
+  void TakePacket(Packet* out, uint64_t offset, const char* body, uint64_t length, size_t total);
+  // Only zeros are left after `last_packet_end`: the end of the file, or an empty trace.
+  Frame EndOfPackets(bool first, uint64_t last_packet_end);
+  // The tag and length at the current position, `offset` in the file, `rest` bytes before its end.
+  FrameCheck CheckFrame(uint64_t offset, uint64_t rest);
+  static std::string AtByte(uint64_t offset);
+  Frame NotATrace(uint64_t offset, const std::string& why);
+  // Whether damage at the start of the file is a header cut short (still a trace).
+  bool IsCutHeader(const FrameCheck& check, uint64_t rest);
+  // After damage at `offset`, moves to the next intact packet if there is one (noting what was
+  // skipped); false if there is none.
+  bool SkipToIntactPacket(uint64_t offset, TraceEnd::Kind damage);
   // After damage at `damaged`, the first later offset where at least `min_packets` intact packets
   // follow one another (or fewer, then the end of the file). False if there is none.
   bool FindNextIntactPacket(uint64_t damaged, int min_packets, uint64_t* resume);

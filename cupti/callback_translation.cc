@@ -74,6 +74,103 @@ uint64_t Out(const T* pointer, int32_t result) {
   }
 }
 
+// An allocation's size and address from cuMemAlloc's parameters and its kin (bytesize, dptr or
+// pp); the stream and pool where the call has them.
+template <typename Params>
+void FillAllocation(const Params& params, int32_t result, MemoryRecord* record) {
+  record->size = params.bytesize;
+  if constexpr (requires { params.pp; }) {
+    record->address = Out(params.pp, result);
+    record->device = -1;  // pinned host memory
+  } else {
+    record->address = Out(params.dptr, result);
+  }
+  if constexpr (requires { params.hStream; }) record->stream = Handle(params.hStream);
+  if constexpr (requires { params.pool; }) record->pool = Handle(params.pool);
+}
+
+// The allocations of device, managed, pinned host and pool memory; false for another callback.
+bool TranslateMemoryAllocation(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
+                               int32_t result, MemoryRecord* record) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2:
+      FillAllocation(ParamsOf<cuMemAlloc_v2_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      const auto& params = ParamsOf<cuMemAllocPitch_v2_params>(data);
+      record->size = params.WidthInBytes * params.Height;
+      record->address = Out(params.dptr, result);
+      record->pitch = Out(params.pPitch, result);
+      if (record->pitch != 0) record->size = record->pitch * params.Height;
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+      FillAllocation(ParamsOf<cuMemAllocManaged_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2:
+      FillAllocation(ParamsOf<cuMemAllocHost_v2_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc:
+      FillAllocation(ParamsOf<cuMemHostAlloc_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+      FillAllocation(ParamsOf<cuMemAllocAsync_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+      FillAllocation(ParamsOf<cuMemAllocAsync_ptsz_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+      FillAllocation(ParamsOf<cuMemAllocFromPoolAsync_params>(data), result, record);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+      FillAllocation(ParamsOf<cuMemAllocFromPoolAsync_ptsz_params>(data), result, record);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The virtual memory management calls that make an address range, a physical allocation, a
+// mapping or an imported handle; false for another callback.
+bool TranslateVmmAllocation(CUpti_CallbackId cbid, const CUpti_CallbackData& data, int32_t result,
+                            MemoryRecord* record) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle:
+      // As interposition: a failed import made no handle and is not recorded.
+      if (result != 0) return false;
+      record->handle = Out(ParamsOf<cuMemImportFromShareableHandle_params>(data).handle, result);
+      record->device = -1;  // the exporter's device
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
+      const auto& params = ParamsOf<cuMemAddressReserve_params>(data);
+      record->size = params.size;
+      record->address = Out(params.ptr, result);
+      record->device = -1;  // address space is not any one device's
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+      const auto& params = ParamsOf<cuMemCreate_params>(data);
+      record->size = params.size;
+      record->handle = Out(params.handle, result);
+      if (params.prop != nullptr && params.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        record->device = params.prop->location.id;
+      }
+      return true;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      const auto& params = ParamsOf<cuMemMap_params>(data);
+      record->size = params.size;
+      record->address = result == 0 ? params.ptr : 0;
+      record->handle = params.handle;
+      record->offset = params.offset;
+      record->device = -1;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 CallbackInfo Classify(CUpti_CallbackId cbid) {
@@ -224,107 +321,8 @@ bool TranslateAllocation(CUpti_CallbackId cbid, const CUpti_CallbackData& data,
   record->result = CallResult(data);
   record->action = record->result == 0 ? proto::Action::kAlloc : proto::Action::kAllocFailed;
   record->device = kDeviceOfContext;
-  const int32_t result = record->result;
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle:
-      // As interposition: a failed import made no handle and is not recorded.
-      if (result != 0) return false;
-      record->handle = Out(ParamsOf<cuMemImportFromShareableHandle_params>(data).handle, result);
-      record->device = -1;  // the exporter's device
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
-      const auto& params = ParamsOf<cuMemAlloc_v2_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
-      const auto& params = ParamsOf<cuMemAllocPitch_v2_params>(data);
-      record->size = params.WidthInBytes * params.Height;
-      record->address = Out(params.dptr, result);
-      record->pitch = Out(params.pPitch, result);
-      if (record->pitch != 0) record->size = record->pitch * params.Height;
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
-      const auto& params = ParamsOf<cuMemAllocManaged_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
-      const auto& params = ParamsOf<cuMemAllocHost_v2_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.pp, result);
-      record->device = -1;
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
-      const auto& params = ParamsOf<cuMemHostAlloc_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.pp, result);
-      record->device = -1;
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync: {
-      const auto& params = ParamsOf<cuMemAllocAsync_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      record->stream = Handle(params.hStream);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
-      const auto& params = ParamsOf<cuMemAllocAsync_ptsz_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      record->stream = Handle(params.hStream);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync: {
-      const auto& params = ParamsOf<cuMemAllocFromPoolAsync_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      record->stream = Handle(params.hStream);
-      record->pool = Handle(params.pool);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
-      const auto& params = ParamsOf<cuMemAllocFromPoolAsync_ptsz_params>(data);
-      record->size = params.bytesize;
-      record->address = Out(params.dptr, result);
-      record->stream = Handle(params.hStream);
-      record->pool = Handle(params.pool);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
-      const auto& params = ParamsOf<cuMemAddressReserve_params>(data);
-      record->size = params.size;
-      record->address = Out(params.ptr, result);
-      record->device = -1;  // address space is not any one device's
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-      const auto& params = ParamsOf<cuMemCreate_params>(data);
-      record->size = params.size;
-      record->handle = Out(params.handle, result);
-      if (params.prop != nullptr && params.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-        record->device = params.prop->location.id;
-      }
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
-      const auto& params = ParamsOf<cuMemMap_params>(data);
-      record->size = params.size;
-      record->address = result == 0 ? params.ptr : 0;
-      record->handle = params.handle;
-      record->offset = params.offset;
-      record->device = -1;
-      break;
-    }
-    default:
-      return false;
-  }
-  return true;
+  return TranslateMemoryAllocation(cbid, data, record->result, record) ||
+         TranslateVmmAllocation(cbid, data, record->result, record);
 }
 
 bool FreeIsRecorded(CUpti_CallbackId cbid, const CUpti_CallbackData& data) {

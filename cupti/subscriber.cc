@@ -109,22 +109,11 @@ bool g_keep_memory_callbacks = false;       // GPUMEM_CUPTI_CATCH_ALL=1
 
 void StopAtExit() { Stop(); }
 
-}  // namespace
+// Start's steps. Each failing one says why in `text` and sets *failure to the state to report.
 
-CuptiState Start(const StartConfig& config) {
-  char detail[1024];
-  FixedText text(detail, sizeof(detail));
-  if (!config.cupti) {
-    return Report(CuptiState::kDisabled,
-                  "GPUMEM_CUPTI=0: no CUPTI subscriber; memory and launches are recorded by "
-                  "interposition alone",
-                  false);
-  }
-  if (config.loader.dlopen == nullptr || config.loader.dlsym == nullptr) {
-    return Report(CuptiState::kFailed, "the real dlopen/dlsym could not be found", false);
-  }
-
-  // 1. Load libcupti.
+// 1. Finds and loads libcupti and resolves the functions used: the path loaded, or null.
+const char* LoadCupti(const StartConfig& config, FixedText& text, CuptiFunctions* f,
+                      CuptiState* failure) {
   g_loaded.cupti[0] = g_loaded.runtime[0] = g_loaded.driver[0] = '\0';
   FindLoadedCudaLibraries(&g_loaded);
   g_candidates.Clear();
@@ -137,20 +126,23 @@ CuptiState Start(const StartConfig& config) {
       text.Append("GPUMEM_CUPTI_LIB=").Append(config.library_path).Append(": ");
     }
     text.Append(searched);
-    return Report(CuptiState::kNotFound, detail, false);
+    *failure = CuptiState::kNotFound;
+    return nullptr;
   }
   const char* path = g_candidates[index];
-  CuptiFunctions f;
-  ResolveAll(config.loader, handle, &f);
-  if ((f.subscribe == nullptr && f.subscribe_v2 == nullptr) || f.enable_callback == nullptr) {
+  ResolveAll(config.loader, handle, f);
+  if ((f->subscribe == nullptr && f->subscribe_v2 == nullptr) || f->enable_callback == nullptr) {
     text.Append(path).Append(": not a usable libcupti (no cuptiSubscribe / cuptiEnableCallback)");
     dlclose(handle);  // nothing of it ran
-    return Report(CuptiState::kFailed, detail, false);
+    *failure = CuptiState::kFailed;
+    return nullptr;
   }
-  driver::SetLoader(config.loader);
+  return path;
+}
 
-  // 2. Subscribe. CUPTI allows one subscriber per process.
-  SpinGuard guard(g_subscription_lock);
+// 2. Subscribes (CUPTI allows one subscriber per process): the subscriber, or null.
+CUpti_SubscriberHandle Subscribe(const CuptiFunctions& f, const char* path, FixedText& text,
+                                 CuptiState* failure) {
   CUpti_SubscriberHandle subscriber = nullptr;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
   CUptiResult result;
@@ -174,24 +166,124 @@ CuptiState Start(const StartConfig& config) {
         "calls gpumem does not wrap; memory (pool sizes included) and launches are still recorded "
         "by interposition. Loaded ");
     text.Append(path);
-    return Report(CuptiState::kOtherSubscriber, detail, false);
+    *failure = CuptiState::kOtherSubscriber;
+    return nullptr;
   }
   if (result != CUPTI_SUCCESS || subscriber == nullptr) {
     text.Append(path).Append(": cuptiSubscribe failed: ");
     AppendResult(text, f, result);
-    return Report(CuptiState::kFailed, detail, false);
+    *failure = CuptiState::kFailed;
+    return nullptr;
   }
+  return subscriber;
+}
 
-  // 3. The driver callbacks: launches and every memory API gpumem records.
+// 3. The driver callbacks: launches (unless `launches` is off) and every memory API gpumem
+// records. How many were enabled, of *wanted.
+size_t EnableDriverCallbacks(const CuptiFunctions& f, CUpti_SubscriberHandle subscriber,
+                             bool launches, size_t* wanted) {
   size_t enabled = 0;
-  size_t wanted = 0;
+  *wanted = 0;
   for (CUpti_CallbackId cbid : kDriverCallbacks) {
-    if (IsLaunchCallback(cbid) && !config.launches) continue;
-    ++wanted;
+    if (IsLaunchCallback(cbid) && !launches) continue;
+    ++*wanted;
     if (f.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS) {
       ++enabled;
     }
   }
+  return enabled;
+}
+
+// The activity records asked for that will not come.
+void AppendNoRecords(const StartConfig& config, FixedText& text) {
+  if (config.pools) text.Append(": no CUPTI memory-pool records");
+  if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
+}
+
+// 4b. Turns on the activity kinds asked for, once the buffer callbacks are registered: whether
+// kernel times will come.
+bool EnableActivityKinds(const StartConfig& config, const CuptiFunctions& f, FixedText& text) {
+  if (config.pools) {
+    const CUptiResult result = f.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+    g_pool_records = result == CUPTI_SUCCESS;
+    if (result != CUPTI_SUCCESS) {
+      text.Append("; no memory-pool records (");
+      AppendResult(text, f, result);
+      text.Append(")");
+    }
+  } else {
+    text.Append(kPoolsFromAttributes);
+  }
+  bool kernel_timing = false;
+  if (config.kernel_times) {
+    const CUptiResult result = f.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    kernel_timing = result == CUPTI_SUCCESS;
+    g_kernel_records = kernel_timing;
+    if (!kernel_timing) {
+      text.Append("; no kernel times (");
+      AppendResult(text, f, result);
+      text.Append(")");
+    }
+  }
+  return kernel_timing;
+}
+
+// 4. Activity records: memory pools always, kernel execution times when asked for. Whether kernel
+// times will come; `text` says what will not.
+bool EnableActivityRecords(const StartConfig& config, const CuptiFunctions& f, FixedText& text) {
+  if (f.register_callbacks == nullptr || f.activity_enable == nullptr ||
+      f.get_next_record == nullptr || f.flush_all == nullptr) {
+    text.Append("; no activity API");
+    AppendNoRecords(config, text);
+    return false;
+  }
+  if (!config.pools && !config.kernel_times) {
+    // Registering buffers with no activity kind on still costs every driver call a detour
+    // through libcupti.
+    text.Append(kPoolsFromAttributes);
+    return false;
+  }
+  SetGetNextRecord(f.get_next_record);
+  const CUptiResult result = f.register_callbacks(&BufferRequested, &BufferCompleted);
+  if (result != CUPTI_SUCCESS) {
+    text.Append("; cuptiActivityRegisterCallbacks failed (");
+    AppendResult(text, f, result);
+    text.Append(")");
+    AppendNoRecords(config, text);
+    return false;
+  }
+  g_activity_registered.store(true, std::memory_order_release);
+  // Flush before libcupti's own destructors can run: atexit handlers run before any library's.
+  static bool at_exit_registered = false;
+  if (!at_exit_registered) at_exit_registered = atexit(&StopAtExit) == 0;
+  return EnableActivityKinds(config, f, text);
+}
+
+}  // namespace
+
+CuptiState Start(const StartConfig& config) {
+  char detail[1024];
+  FixedText text(detail, sizeof(detail));
+  if (!config.cupti) {
+    return Report(CuptiState::kDisabled,
+                  "GPUMEM_CUPTI=0: no CUPTI subscriber; memory and launches are recorded by "
+                  "interposition alone",
+                  false);
+  }
+  if (config.loader.dlopen == nullptr || config.loader.dlsym == nullptr) {
+    return Report(CuptiState::kFailed, "the real dlopen/dlsym could not be found", false);
+  }
+  CuptiState failure = CuptiState::kFailed;
+  CuptiFunctions f;
+  const char* path = LoadCupti(config, text, &f, &failure);
+  if (path == nullptr) return Report(failure, detail, false);
+  driver::SetLoader(config.loader);
+
+  SpinGuard guard(g_subscription_lock);  // to the end: YieldSubscription may run on another thread
+  CUpti_SubscriberHandle subscriber = Subscribe(f, path, text, &failure);
+  if (subscriber == nullptr) return Report(failure, detail, false);
+  size_t wanted = 0;
+  const size_t enabled = EnableDriverCallbacks(f, subscriber, config.launches, &wanted);
   if (enabled == 0) {
     if (f.unsubscribe != nullptr) f.unsubscribe(subscriber);  // leave the slot to other tools
     text.Append(path).Append(": cuptiEnableCallback failed for every driver callback");
@@ -203,7 +295,6 @@ CuptiState Start(const StartConfig& config) {
   g_keep_memory_callbacks = config.keep_memory_callbacks;
   g_started_pid = getpid();
 
-  // 4. Activity records: memory pools always, kernel execution times when asked for.
   text.Append(path);
   if (enabled < wanted) {
     text.Append("; ")
@@ -212,55 +303,7 @@ CuptiState Start(const StartConfig& config) {
         .Append(static_cast<uint64_t>(kDriverCallbackCount))
         .Append(" driver callbacks could not be enabled");
   }
-  bool kernel_timing = false;
-  if (f.register_callbacks == nullptr || f.activity_enable == nullptr ||
-      f.get_next_record == nullptr || f.flush_all == nullptr) {
-    text.Append("; no activity API");
-    if (config.pools) text.Append(": no CUPTI memory-pool records");
-    if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
-    return Report(CuptiState::kActive, detail, false);
-  }
-  if (!config.pools && !config.kernel_times) {
-    // Registering buffers with no activity kind on still costs every driver call a detour
-    // through libcupti.
-    text.Append(kPoolsFromAttributes);
-    return Report(CuptiState::kActive, detail, false);
-  }
-  SetGetNextRecord(f.get_next_record);
-  result = f.register_callbacks(&BufferRequested, &BufferCompleted);
-  if (result != CUPTI_SUCCESS) {
-    text.Append("; cuptiActivityRegisterCallbacks failed (");
-    AppendResult(text, f, result);
-    text.Append(")");
-    if (config.pools) text.Append(": no CUPTI memory-pool records");
-    if (config.kernel_times) text.Append(config.pools ? ", no kernel times" : ": no kernel times");
-    return Report(CuptiState::kActive, detail, false);
-  }
-  g_activity_registered.store(true, std::memory_order_release);
-  // Flush before libcupti's own destructors can run: atexit handlers run before any library's.
-  static bool at_exit_registered = false;
-  if (!at_exit_registered) at_exit_registered = atexit(&StopAtExit) == 0;
-  if (config.pools) {
-    result = f.activity_enable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
-    g_pool_records = result == CUPTI_SUCCESS;
-    if (result != CUPTI_SUCCESS) {
-      text.Append("; no memory-pool records (");
-      AppendResult(text, f, result);
-      text.Append(")");
-    }
-  } else {
-    text.Append(kPoolsFromAttributes);
-  }
-  if (config.kernel_times) {
-    result = f.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    kernel_timing = result == CUPTI_SUCCESS;
-    g_kernel_records = kernel_timing;
-    if (!kernel_timing) {
-      text.Append("; no kernel times (");
-      AppendResult(text, f, result);
-      text.Append(")");
-    }
-  }
+  const bool kernel_timing = EnableActivityRecords(config, f, text);
   return Report(CuptiState::kActive, detail, kernel_timing);
 }
 

@@ -1,5 +1,5 @@
-// Analyzer throughput: how fast ReplayTrace() (report/replay/replay.h, one thread) goes through a long
-// trace, and that its peak RSS does not grow with the trace.
+// Analyzer throughput: how fast ReplayTrace() (report/replay/replay.h, one thread) goes through a
+// long trace, and that its peak RSS does not grow with the trace.
 //
 // For N events (default 50,000,000) and N/10, a child process records a synthetic trace with
 // gpumem's own recorder (core/recorder.h: the real encoder, sink, Stack, Thread, Device and footer
@@ -37,8 +37,8 @@
 
 #include "core/recorder.h"
 #include "core/trace_ids.h"
-#include "report/trace/event_stream.h"
 #include "report/replay/replay.h"
+#include "report/trace/event_stream.h"
 #include "report/trace/trace_file.h"
 
 namespace {
@@ -465,54 +465,49 @@ void Usage() {
       static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   uint64_t events = kDefaultEvents;
   bool compare = false;
   int runs = 3;
   std::string trace;
   std::string generate;
+};
+
+// False, having printed the usage, on an argument it does not take.
+bool ParseOptions(int argc, char** argv, Options* options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--compare") {
-      compare = true;
+      options->compare = true;
     } else if (arg == "--runs" && i + 1 < argc) {
-      runs = atoi(argv[++i]);
-      if (runs < 1 || runs > 100) {
+      options->runs = atoi(argv[++i]);
+      if (options->runs < 1 || options->runs > 100) {
         Usage();
-        return 2;
+        return false;
       }
     } else if (arg == "--window" && i + 1 < argc) {
       g_window = strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--trace" && i + 1 < argc) {
-      trace = argv[++i];
+      options->trace = argv[++i];
     } else if (arg == "--gpumem" && i + 1 < argc) {
       g_gpumem = argv[++i];
     } else if (arg == "--generate" && i + 1 < argc) {
-      generate = argv[++i];
+      options->generate = argv[++i];
     } else {
       char* end = nullptr;
-      events = strtoull(argv[i], &end, 10);
-      if (end == argv[i] || *end != '\0' || events < 10 || events > kMaxEvents) {
+      options->events = strtoull(argv[i], &end, 10);
+      if (end == argv[i] || *end != '\0' || options->events < 10 || options->events > kMaxEvents) {
         Usage();
-        return 2;
+        return false;
       }
     }
   }
-  printf(
-      "analyzer_throughput: ReplayTrace() on one thread (streaming, reorder window %zu events), "
-      "%s\n",
-      g_window, CpuModel().c_str());
-  if (!generate.empty()) {  // a trace to keep, for profiling the analyzer on its own
-    return InChild([&] { return Generate(generate, events) == 0; }) ? 0 : 1;
-  }
-  if (!trace.empty()) {
-    printf("trace %s\n", trace.c_str());
-    Measurement replay;
-    return MeasureTrace(trace, runs, compare, &replay) ? 0 : 1;
-  }
+  return true;
+}
 
+// g_dir under $TMPDIR (or /tmp), removed at exit or on a signal, and g_trace in it; false, having
+// said why, when there is not room for a trace of `events` or no directory could be made.
+bool MakeBenchDirectory(uint64_t events) {
   const char* tmp = getenv("TMPDIR");
   const std::string tmp_dir = tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp";
   struct statvfs space {};
@@ -522,45 +517,43 @@ int main(int argc, char** argv) {
     fprintf(stderr, "analyzer_throughput: %s needs %s free for a trace of %llu events\n",
             tmp_dir.c_str(), Mib(static_cast<double>(needed)).c_str(),
             static_cast<unsigned long long>(events));
-    return 2;
+    return false;
   }
   snprintf(g_dir, sizeof(g_dir), "%s/gpumem-analyzer-bench-XXXXXX", tmp_dir.c_str());
   if (mkdtemp(g_dir) == nullptr) {
     fprintf(stderr, "analyzer_throughput: mkdtemp in %s: %s\n", tmp_dir.c_str(), strerror(errno));
-    return 2;
+    return false;
   }
   atexit(RemoveFiles);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   snprintf(g_trace, sizeof(g_trace), "%s/bench.trace", g_dir);
-  const std::string path = g_trace;
+  return true;
+}
 
-  printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks\n",
-         kThreads, kThreads * kLivePerThread, kStacks);
-  std::vector<Measurement> replays;
-  for (const uint64_t n : {events / 10, events}) {
-    const auto start = std::chrono::steady_clock::now();
-    if (!InChild([&] { return Generate(path, n) == 0; })) {
-      fprintf(stderr, "analyzer_throughput: recording the trace failed\n");
-      return 1;
-    }
-    struct stat info {};
-    stat(path.c_str(), &info);
-    const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
-    printf("trace of %llu events: %s, %.1f bytes/event, recorded in %.1f s\n",
-           static_cast<unsigned long long>(n), Mib(static_cast<double>(file_bytes)).c_str(),
-           static_cast<double>(file_bytes) / static_cast<double>(n), Seconds(start));
-    Measurement replay;
-    const bool measured = MeasureTrace(path, runs, compare && n == events / 10, &replay);
-    unlink(path.c_str());
-    if (!measured) {
-      fprintf(stderr, "analyzer_throughput: reading the trace failed\n");
-      return 1;
-    }
-    replays.push_back(replay);
+// Records a trace of `n` events at `path`, times it and deletes it; false, having said why, when
+// recording or reading failed.
+bool RecordAndMeasure(const std::string& path, uint64_t n, int runs, bool compare,
+                      Measurement* replay) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!InChild([&] { return Generate(path, n) == 0; })) {
+    fprintf(stderr, "analyzer_throughput: recording the trace failed\n");
+    return false;
   }
-  const Measurement& small = replays[0];
-  const Measurement& large = replays[1];
+  struct stat info {};
+  stat(path.c_str(), &info);
+  const uint64_t file_bytes = static_cast<uint64_t>(info.st_size);
+  printf("trace of %llu events: %s, %.1f bytes/event, recorded in %.1f s\n",
+         static_cast<unsigned long long>(n), Mib(static_cast<double>(file_bytes)).c_str(),
+         static_cast<double>(file_bytes) / static_cast<double>(n), Seconds(start));
+  const bool measured = MeasureTrace(path, runs, compare, replay);
+  unlink(path.c_str());
+  if (!measured) fprintf(stderr, "analyzer_throughput: reading the trace failed\n");
+  return measured;
+}
+
+// The rate on the large trace, and how peak memory grew from the small one to it.
+void PrintResult(const Measurement& small, const Measurement& large) {
   const double rate = static_cast<double>(large.events) / large.seconds;
   printf(
       "result: %.2f M events/s on %llu events (target >= 10 M/s: %s); peak RSS %s at %llu "
@@ -580,5 +573,37 @@ int main(int argc, char** argv) {
     printf("result: `gpumem report` (replay, peak, leaks, kernels) %.2f M events/s\n",
            g_report_rate / 1e6);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!ParseOptions(argc, argv, &options)) return 2;
+  printf(
+      "analyzer_throughput: ReplayTrace() on one thread (streaming, reorder window %zu events), "
+      "%s\n",
+      g_window, CpuModel().c_str());
+  if (!options.generate.empty()) {  // a trace to keep, for profiling the analyzer on its own
+    return InChild([&] { return Generate(options.generate, options.events) == 0; }) ? 0 : 1;
+  }
+  if (!options.trace.empty()) {
+    printf("trace %s\n", options.trace.c_str());
+    Measurement replay;
+    return MeasureTrace(options.trace, options.runs, options.compare, &replay) ? 0 : 1;
+  }
+
+  if (!MakeBenchDirectory(options.events)) return 2;
+  const std::string path = g_trace;
+  printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks\n",
+         kThreads, kThreads * kLivePerThread, kStacks);
+  const uint64_t small_events = options.events / 10;
+  Measurement small;
+  Measurement large;
+  if (!RecordAndMeasure(path, small_events, options.runs, options.compare, &small) ||
+      !RecordAndMeasure(path, options.events, options.runs, false, &large)) {
+    return 1;
+  }
+  PrintResult(small, large);
   return 0;
 }

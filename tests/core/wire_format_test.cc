@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -196,16 +197,9 @@ TEST(WireWriter, StopsAtTheEndOfItsBuffer) {
   EXPECT_LE(writer.size(), sizeof(buffer));
 }
 
-// The recorder itself, in this process: every packet it writes parses with libprotobuf, and the
-// whole file parses as one Trace message (what `protoc --decode` needs).
-TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("wire_format_test-" + std::to_string(getpid()) + ".trace"))
-                         .string();
-  setenv("GPUMEM_OUTPUT", path.c_str(), 1);
-  unsetenv("GPUMEM_SESSION_PID");
-  recorder::Init(LoaderFunctions{&dlopen, &dlsym});
-
+// Records, through the recorder's own calls, a device, a pitched allocation with its stack and a
+// failed allocation; returns the allocation.
+MemoryRecord RecordADeviceAndTwoAllocations() {
   MemoryRecord alloc;
   alloc.seq = recorder::NextSeq();
   alloc.api = proto::Api::kCuMemAllocPitch;
@@ -229,16 +223,37 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   failed.free_bytes = 1;
   failed.total_bytes = 2;
   recorder::RecordMemory(failed);
-  recorder::Finish();
+  return alloc;
+}
 
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  std::filesystem::remove(path);
-  Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(bytes.str()));
-  ASSERT_GE(trace.packet_size(), 5);
-  const Header& header = trace.packet(0).header();
+// The packets after the header, by kind.
+struct RecordedPackets {
+  std::vector<MemoryEvent> events;
+  const Device* device = nullptr;
+  const Footer* footer = nullptr;
+  bool saw_stack = false;  // the allocation's stack, with frames
+  bool saw_thread = false;
+  bool saw_own_module = false;
+};
+
+RecordedPackets Collect(const Trace& trace, uint64_t stack_id) {
+  RecordedPackets seen;
+  for (const TracePacket& packet : trace.packet()) {
+    if (packet.has_memory()) seen.events.push_back(packet.memory());
+    if (packet.has_device()) seen.device = &packet.device();
+    if (packet.has_footer()) seen.footer = &packet.footer();
+    if (packet.has_thread())
+      seen.saw_thread |= packet.thread().tid() == static_cast<uint32_t>(gettid());
+    if (packet.has_stack())
+      seen.saw_stack |= packet.stack().id() == stack_id && packet.stack().frame_size() > 0;
+    if (packet.has_module())
+      seen.saw_own_module |=
+          packet.module().path() == std::filesystem::canonical("/proc/self/exe").string();
+  }
+  return seen;
+}
+
+void ExpectHeader(const Header& header, const std::string& path) {
   EXPECT_EQ(header.format_version(), proto::kFormatVersion);
   EXPECT_EQ(header.pid(), static_cast<uint32_t>(getpid()));
   EXPECT_FALSE(header.command_line().empty());
@@ -247,22 +262,11 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   for (const Option& option : header.option())
     saw_option |= option.name() == "GPUMEM_OUTPUT" && option.value() == path;
   EXPECT_TRUE(saw_option) << header.ShortDebugString();
+}
 
-  std::vector<MemoryEvent> events;
-  const Device* device = nullptr;
-  const Footer* footer = nullptr;
-  bool saw_stack = false, saw_thread = false, saw_own_module = false;
-  for (const TracePacket& packet : trace.packet()) {
-    if (packet.has_memory()) events.push_back(packet.memory());
-    if (packet.has_device()) device = &packet.device();
-    if (packet.has_footer()) footer = &packet.footer();
-    if (packet.has_thread()) saw_thread |= packet.thread().tid() == static_cast<uint32_t>(gettid());
-    if (packet.has_stack())
-      saw_stack |= packet.stack().id() == alloc.stack_id && packet.stack().frame_size() > 0;
-    if (packet.has_module())
-      saw_own_module |=
-          packet.module().path() == std::filesystem::canonical("/proc/self/exe").string();
-  }
+// The two events RecordADeviceAndTwoAllocations wrote, field by field.
+void ExpectEvents(const std::vector<MemoryEvent>& events, const MemoryRecord& alloc,
+                  const Header& header) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].seq(), alloc.seq);
   EXPECT_EQ(events[0].api(), CU_MEM_ALLOC_PITCH);
@@ -281,19 +285,45 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
   EXPECT_EQ(events[1].size(), ~uint64_t{0});
   EXPECT_EQ(events[1].free_bytes(), 1u);
   EXPECT_EQ(events[1].total_bytes(), 2u);
-  ASSERT_NE(device, nullptr);
-  EXPECT_EQ(device->ordinal(), 3);
-  EXPECT_EQ(device->name(), "Test GPU <&>");
-  EXPECT_EQ(device->total_memory(), 85017493504ull);
-  EXPECT_TRUE(saw_thread);
-  EXPECT_TRUE(saw_own_module);
+}
+
+// The recorder itself, in this process: every packet it writes parses with libprotobuf, and the
+// whole file parses as one Trace message (what `protoc --decode` needs).
+TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("wire_format_test-" + std::to_string(getpid()) + ".trace"))
+                         .string();
+  setenv("GPUMEM_OUTPUT", path.c_str(), 1);
+  unsetenv("GPUMEM_SESSION_PID");
+  recorder::Init(LoaderFunctions{&dlopen, &dlsym});
+  const MemoryRecord alloc = RecordADeviceAndTwoAllocations();
+  recorder::Finish();
+
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  std::filesystem::remove(path);
+  Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(bytes.str()));
+  ASSERT_GE(trace.packet_size(), 5);
+  const Header& header = trace.packet(0).header();
+  ExpectHeader(header, path);
+
+  const RecordedPackets seen = Collect(trace, alloc.stack_id);
+  ExpectEvents(seen.events, alloc, header);
+  ASSERT_NE(seen.device, nullptr);
+  EXPECT_EQ(seen.device->ordinal(), 3);
+  EXPECT_EQ(seen.device->name(), "Test GPU <&>");
+  EXPECT_EQ(seen.device->total_memory(), 85017493504ull);
+  EXPECT_TRUE(seen.saw_thread);
+  EXPECT_TRUE(seen.saw_own_module);
   EXPECT_NE(alloc.stack_id, 0u);  // libunwind is installed wherever the tests run
-  EXPECT_TRUE(saw_stack);
-  ASSERT_NE(footer, nullptr);
-  EXPECT_TRUE(footer->clean_exit());
-  EXPECT_EQ(footer->events(), 2u);
-  EXPECT_EQ(footer->events_dropped(), 0u);
-  EXPECT_EQ(footer->bytes_written(),
+  EXPECT_TRUE(seen.saw_stack);
+  ASSERT_NE(seen.footer, nullptr);
+  EXPECT_TRUE(seen.footer->clean_exit());
+  EXPECT_EQ(seen.footer->events(), 2u);
+  EXPECT_EQ(seen.footer->events_dropped(), 0u);
+  EXPECT_EQ(seen.footer->bytes_written(),
             bytes.str().size() - trace.packet().rbegin()->ByteSizeLong() - 2);
 }
 
@@ -303,16 +333,26 @@ TEST(Recorder, WritesATraceThatLibprotobufParsesFieldByField) {
 namespace gpumem {
 namespace {
 
-// Every field number core/trace_ids.h (generated from trace.proto) gives for the launch and Python
-// packets (added after the memory ones) names the same field in the schema.
-TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
-  struct Mirror {
-    const google::protobuf::Descriptor* message;
-    const char* field;
-    uint32_t number;
-  };
-  namespace l = proto::launch_field;
-  const Mirror mirrors[] = {
+// A field number core/trace_ids.h (generated from trace.proto) gives, and the field it names.
+struct FieldMirror {
+  const google::protobuf::Descriptor* message;
+  const char* field;
+  uint32_t number;
+};
+
+// Each mirrored number names the same field in the schema.
+void ExpectFieldNumbers(std::initializer_list<FieldMirror> mirrors) {
+  for (const FieldMirror& mirror : mirrors) {
+    const auto* field = mirror.message->FindFieldByName(mirror.field);
+    ASSERT_NE(field, nullptr) << mirror.message->name() << "." << mirror.field;
+    EXPECT_EQ(field->number(), static_cast<int>(mirror.number))
+        << mirror.message->name() << "." << mirror.field;
+  }
+}
+
+// The field numbers of the packets added after the memory ones.
+TEST(TraceIds, PacketFieldsMirrorTheSchema) {
+  ExpectFieldNumbers({
       {TracePacket::descriptor(), "kernel_name", proto::packet_field::kKernelName},
       {TracePacket::descriptor(), "launch", proto::packet_field::kLaunch},
       {TracePacket::descriptor(), "cupti", proto::packet_field::kCupti},
@@ -321,6 +361,14 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {TracePacket::descriptor(), "python_code", proto::packet_field::kPythonCode},
       {TracePacket::descriptor(), "python_status", proto::packet_field::kPythonStatus},
       {TracePacket::descriptor(), "python_holder", proto::packet_field::kPythonHolder},
+      {TracePacket::descriptor(), "stream_capture", proto::packet_field::kStreamCapture},
+  });
+}
+
+// The field numbers of kernel names and launches.
+TEST(TraceIds, LaunchFieldsMirrorTheSchema) {
+  namespace l = proto::launch_field;
+  ExpectFieldNumbers({
       {KernelName::descriptor(), "id", proto::kernel_name_field::kId},
       {KernelName::descriptor(), "name", proto::kernel_name_field::kName},
       {LaunchEvent::descriptor(), "seq", l::kSeq},
@@ -344,6 +392,12 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {LaunchEvent::descriptor(), "pointer_args", l::kPointerArgs},
       {LaunchEvent::descriptor(), "from_cupti", l::kFromCupti},
       {LaunchEvent::descriptor(), "params_unknown", l::kParamsUnknown},
+  });
+}
+
+// The field numbers of CUPTI's status, kernel times and pool usage.
+TEST(TraceIds, CuptiFieldsMirrorTheSchema) {
+  ExpectFieldNumbers({
       {CuptiStatus::descriptor(), "state", proto::cupti_field::kState},
       {CuptiStatus::descriptor(), "detail", proto::cupti_field::kDetail},
       {CuptiStatus::descriptor(), "kernel_timing", proto::cupti_field::kKernelTiming},
@@ -357,6 +411,12 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {PoolUsage::descriptor(), "used_bytes", proto::pool_usage_field::kUsedBytes},
       {PoolUsage::descriptor(), "timestamp_ns", proto::pool_usage_field::kTimestampNs},
       {PoolUsage::descriptor(), "correlation_id", proto::pool_usage_field::kCorrelationId},
+  });
+}
+
+// The field numbers of Python stacks, code and holders.
+TEST(TraceIds, PythonFieldsMirrorTheSchema) {
+  ExpectFieldNumbers({
       {Stack::descriptor(), "python_code", proto::stack_field::kPythonCode},
       {Stack::descriptor(), "python_line", proto::stack_field::kPythonLine},
       {Stack::descriptor(), "python_group", proto::stack_field::kPythonGroup},
@@ -375,6 +435,12 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {PythonHolder::descriptor(), "size", proto::python_holder_field::kSize},
       {PythonHolder::descriptor(), "stack_id", proto::python_holder_field::kStackId},
       {PythonHolder::descriptor(), "how", proto::python_holder_field::kHow},
+  });
+}
+
+// The field numbers of the footer.
+TEST(TraceIds, FooterFieldsMirrorTheSchema) {
+  ExpectFieldNumbers({
       {Footer::descriptor(), "events", proto::footer_field::kEvents},
       {Footer::descriptor(), "events_dropped", proto::footer_field::kEventsDropped},
       {Footer::descriptor(), "stacks", proto::footer_field::kStacks},
@@ -386,8 +452,14 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {Footer::descriptor(), "hook_conflicts", proto::footer_field::kHookConflicts},
       {Footer::descriptor(), "stop_reason", proto::footer_field::kStopReason},
       {Footer::descriptor(), "stopped_at_seq", proto::footer_field::kStoppedAtSeq},
+      {Footer::descriptor(), "events_reentrant", proto::footer_field::kEventsReentrant},
+  });
+}
+
+// The field numbers of stream captures and the capture of a memory event.
+TEST(TraceIds, StreamCaptureFieldsMirrorTheSchema) {
+  ExpectFieldNumbers({
       {MemoryEvent::descriptor(), "capture", proto::memory_field::kCapture},
-      {TracePacket::descriptor(), "stream_capture", proto::packet_field::kStreamCapture},
       {StreamCapture::descriptor(), "seq", proto::stream_capture_field::kSeq},
       {StreamCapture::descriptor(), "timestamp_ns", proto::stream_capture_field::kTimestampNs},
       {StreamCapture::descriptor(), "tid", proto::stream_capture_field::kTid},
@@ -396,14 +468,11 @@ TEST(TraceIds, LaunchAndPythonFieldsMirrorTheSchema) {
       {StreamCapture::descriptor(), "mode", proto::stream_capture_field::kMode},
       {StreamCapture::descriptor(), "ended", proto::stream_capture_field::kEnded},
       {StreamCapture::descriptor(), "result", proto::stream_capture_field::kResult},
-      {Footer::descriptor(), "events_reentrant", proto::footer_field::kEventsReentrant},
-  };
-  for (const Mirror& mirror : mirrors) {
-    const auto* field = mirror.message->FindFieldByName(mirror.field);
-    ASSERT_NE(field, nullptr) << mirror.message->name() << "." << mirror.field;
-    EXPECT_EQ(field->number(), static_cast<int>(mirror.number))
-        << mirror.message->name() << "." << mirror.field;
-  }
+  });
+}
+
+// The enum values the recorder writes by number.
+TEST(TraceIds, EnumValuesMirrorTheSchema) {
   EXPECT_EQ(static_cast<int>(proto::LaunchApi::kCuGraphLaunch), CU_GRAPH_LAUNCH);
   EXPECT_EQ(static_cast<int>(proto::CuptiState::kFailed), CUPTI_FAILED);
   EXPECT_EQ(static_cast<int>(proto::RecordingStop::kDiskFull), DISK_FULL);

@@ -204,26 +204,16 @@ __attribute__((constructor)) void RegisterKernels() {
   atexit([] { __cudaUnregisterFatBinary(fat_cubin_handle); });
 }
 
-}  // namespace
-
-int main() {
-  CHECK(cudaSetDevice(0));
-  CHECK(cudaFree(nullptr));  // creates the primary context and makes it current for the driver
+// The three buffers every launch works on.
+struct Buffers {
   float* a = nullptr;
   float* b = nullptr;
   float* out = nullptr;
-  CHECK(cudaMalloc(reinterpret_cast<void**>(&a), kBufferBytes));
-  CHECK(cudaMalloc(reinterpret_cast<void**>(&b), kBufferBytes));
-  CHECK(cudaMalloc(reinterpret_cast<void**>(&out), kBufferBytes));
+};
 
-  CUmodule module = nullptr;
-  CUfunction fill = nullptr;
-  CUfunction add = nullptr;
-  CHECK(cuModuleLoadData(&module, kModulePtx));
-  CHECK(cuModuleGetFunction(&fill, module, "fill"));
-  CHECK(cuModuleGetFunction(&add, module, "add"));
-
-  // fill: through the pointer the driver hands out (as libraries that never link libcuda do).
+// fill, 3 launches: through the pointer the driver hands out (as libraries that never link libcuda
+// do).
+void FillThroughEntryPoint(CUfunction fill, const Buffers& buffers) {
   PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
   cudaDriverEntryPointQueryResult status{};
   CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", reinterpret_cast<void**>(&launch_kernel),
@@ -235,32 +225,37 @@ int main() {
   const struct {
     float* buffer;
     float value;
-  } kFills[] = {{a, 1.0f}, {b, 2.0f}, {out, 0.0f}};
+  } kFills[] = {{buffers.a, 1.0f}, {buffers.b, 2.0f}, {buffers.out, 0.0f}};
   for (const auto& f : kFills) {
     float* buffer = f.buffer;
     float value = f.value;
     void* args[] = {&buffer, &n, &value};
     CHECK(launch_kernel(fill, 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
   }
+}
 
-  // add: the exported symbol, arguments by pointer.
-  // The last one adds `a` to itself: the same pointer in two parameters is one touched buffer.
-  void* add_args[] = {&a, &b, &out, &n};
-  void* add_in_place_args[] = {&a, &a, &out, &n};
+// add, 100 launches: the exported symbol, arguments by pointer. The last one adds `a` to itself:
+// the same pointer in two parameters is one touched buffer.
+void AddByPointer(CUfunction add, Buffers buffers) {
+  unsigned n = kElements;
+  void* add_args[] = {&buffers.a, &buffers.b, &buffers.out, &n};
+  void* add_in_place_args[] = {&buffers.a, &buffers.a, &buffers.out, &n};
   for (int i = 0; i < 100; ++i) {
     CHECK(cuLaunchKernel(add, 4096, 1, 1, 256, 1, 1, 0, nullptr,
                          i < 99 ? add_args : add_in_place_args, nullptr));
   }
+}
 
-  // add: cuLaunchKernelEx, arguments packed in one buffer as the driver lays them out. Its size is
-  // the parameters' (28 bytes), not the padded struct's: a larger buffer is
-  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
+// add, 10 launches: cuLaunchKernelEx, arguments packed in one buffer as the driver lays them out.
+// Its size is the parameters' (28 bytes), not the padded struct's: a larger buffer is
+// CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
+void AddPackedEx(CUfunction add, const Buffers& buffers) {
   struct AddArguments {
     float* a;
     float* b;
     float* out;
     unsigned n;
-  } packed{a, b, out, n};
+  } packed{buffers.a, buffers.b, buffers.out, kElements};
   size_t packed_size = offsetof(AddArguments, n) + sizeof(packed.n);
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE,
                    &packed_size, CU_LAUNCH_PARAM_END};
@@ -270,17 +265,26 @@ int main() {
   config.blockDimX = 256;
   config.blockDimY = config.blockDimZ = 1;
   for (int i = 0; i < 10; ++i) CHECK(cuLaunchKernelEx(&config, add, nullptr, extra));
+}
 
-  // fill: cooperative; 256 blocks of 256 threads fit on any device able to run this.
-  float* cooperative_buffer = a;
+// fill, 1 launch: cooperative; 256 blocks of 256 threads fit on any device able to run this.
+void FillCooperative(CUfunction fill, float* buffer) {
+  unsigned n = kElements;
   float four = 4.0f;
-  void* fill_args[] = {&cooperative_buffer, &n, &four};
+  void* fill_args[] = {&buffer, &n, &four};
   CHECK(cuLaunchCooperativeKernel(fill, 256, 1, 1, 256, 1, 1, 0, nullptr, fill_args));
+}
 
-  // add: a one-node graph, launched 5 times.
+// add: a one-node graph, launched 5 times. The graph is destroyed by the caller, at the end.
+struct Graph {
   CUgraph graph = nullptr;
-  CUgraphExec graph_exec = nullptr;
-  CHECK(cuGraphCreate(&graph, 0));
+  CUgraphExec exec = nullptr;
+};
+Graph AddThroughGraph(CUfunction add, Buffers buffers) {
+  Graph graph;
+  CHECK(cuGraphCreate(&graph.graph, 0));
+  unsigned n = kElements;
+  void* add_args[] = {&buffers.a, &buffers.b, &buffers.out, &n};
   CUDA_KERNEL_NODE_PARAMS node{};
   node.func = add;
   node.gridDimX = 4096;
@@ -289,32 +293,58 @@ int main() {
   node.blockDimY = node.blockDimZ = 1;
   node.kernelParams = add_args;
   CUgraphNode add_node = nullptr;
-  CHECK(cuGraphAddKernelNode(&add_node, graph, nullptr, 0, &node));
-  CHECK(cuGraphInstantiate(&graph_exec, graph, 0));
-  for (int i = 0; i < 5; ++i) CHECK(cuGraphLaunch(graph_exec, nullptr));
+  CHECK(cuGraphAddKernelNode(&add_node, graph.graph, nullptr, 0, &node));
+  CHECK(cuGraphInstantiate(&graph.exec, graph.graph, 0));
+  for (int i = 0; i < 5; ++i) CHECK(cuGraphLaunch(graph.exec, nullptr));
+  return graph;
+}
 
-  // scale: 7 launches of the runtime-registered kernel; 1024 x 256 threads, one per element.
-  for (int i = 0; i < 7; ++i) scale(dim3(kElements / 256), dim3(256), out, 0.5f);
-  CHECK(cudaDeviceSynchronize());
-
-  // out = (4 + 2) * 0.5^7 where kernels run; the fake device runs none.
+// out = (4 + 2) * 0.5^7 where kernels run; the fake device runs none.
+void CheckResult(const float* out) {
   char device_name[256] = "";
   CHECK(cuDeviceGetName(device_name, sizeof(device_name), 0));
-  if (strcmp(device_name, "gpumem fake device") != 0) {
-    std::vector<float> result(kElements);
-    CHECK(cudaMemcpy(result.data(), out, kBufferBytes, cudaMemcpyDeviceToHost));
-    for (float value : result) {
-      if (value != 6.0f / 128) Fail("wrong result: the kernels did not run as launched");
-    }
-    printf("launch_kernels: results checked on %s\n", device_name);
+  if (strcmp(device_name, "gpumem fake device") == 0) return;
+  std::vector<float> result(kElements);
+  CHECK(cudaMemcpy(result.data(), out, kBufferBytes, cudaMemcpyDeviceToHost));
+  for (float value : result) {
+    if (value != 6.0f / 128) Fail("wrong result: the kernels did not run as launched");
   }
+  printf("launch_kernels: results checked on %s\n", device_name);
+}
 
-  CHECK(cuGraphExecDestroy(graph_exec));
-  CHECK(cuGraphDestroy(graph));
+}  // namespace
+
+int main() {
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaFree(nullptr));  // creates the primary context and makes it current for the driver
+  Buffers buffers;
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.a), kBufferBytes));
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.b), kBufferBytes));
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&buffers.out), kBufferBytes));
+
+  CUmodule module = nullptr;
+  CUfunction fill = nullptr;
+  CUfunction add = nullptr;
+  CHECK(cuModuleLoadData(&module, kModulePtx));
+  CHECK(cuModuleGetFunction(&fill, module, "fill"));
+  CHECK(cuModuleGetFunction(&add, module, "add"));
+
+  FillThroughEntryPoint(fill, buffers);
+  AddByPointer(add, buffers);
+  AddPackedEx(add, buffers);
+  FillCooperative(fill, buffers.a);
+  const Graph graph = AddThroughGraph(add, buffers);
+  // scale: 7 launches of the runtime-registered kernel; 1024 x 256 threads, one per element.
+  for (int i = 0; i < 7; ++i) scale(dim3(kElements / 256), dim3(256), buffers.out, 0.5f);
+  CHECK(cudaDeviceSynchronize());
+  CheckResult(buffers.out);
+
+  CHECK(cuGraphExecDestroy(graph.exec));
+  CHECK(cuGraphDestroy(graph.graph));
   CHECK(cuModuleUnload(module));
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
-  CHECK(cudaFree(out));
+  CHECK(cudaFree(buffers.a));
+  CHECK(cudaFree(buffers.b));
+  CHECK(cudaFree(buffers.out));
   printf("launch_kernels: 126 launches\n");
   return 0;
 }
