@@ -105,9 +105,14 @@ void AppendEscaped(absl::string_view bytes, TextEscape style, std::string* out) 
     uint32_t code = 0;
     const size_t length = Utf8SequenceLength(bytes, i, &code);
     if (length == 0) {
-      // The backslash of \xNN is itself escaped in JSON: the string holds the text \xNN.
-      absl::StrAppendFormat(out, style == TextEscape::kJson ? "\\\\x%02x" : "\\x%02x",
-                            static_cast<unsigned char>(bytes[i]));
+      // The backslash of \xNN is itself escaped in JSON: the string holds the text \xNN. Two
+      // calls: absl checks a constant format string at compile time, and a ternary is not one.
+      const unsigned char stray = static_cast<unsigned char>(bytes[i]);
+      if (style == TextEscape::kJson) {
+        absl::StrAppendFormat(out, "\\\\x%02x", stray);
+      } else {
+        absl::StrAppendFormat(out, "\\x%02x", stray);
+      }
       ++i;
       continue;
     }
