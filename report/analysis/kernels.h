@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -81,6 +82,8 @@ class KernelAnalysis final : public ReplayObserver {
   void Finished(const Replay& replay) override;
 
   const KernelReport& report() const { return report_; }
+  // The report, moved out once the replay is over.
+  KernelReport TakeReport() { return std::move(report_); }
 
  private:
   struct Use {

@@ -200,7 +200,7 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   if (wants_kernels) {
     const bool regroup = request.group_by != GroupBy::kStack && kernels.report().launches > 0;
     report.findings.kernels =
-        regroup ? RegroupKernels(kernels.report(), *report.sites) : kernels.report();
+        regroup ? RegroupKernels(kernels.report(), *report.sites) : kernels.TakeReport();
   }
   report.second_pass = analyses.Finish(path, &report.findings);
   report.timeline = analyses.TakeTimeline(path, *report.replay.file);
