@@ -1062,6 +1062,54 @@ void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintpt
   });
 }
 
+void RecordFrameworkOom(const FrameworkOomRecord& oom, uintptr_t caller_pc) {
+  if (!EnsureOpen()) return;
+  const uint64_t seq = NextSeq();
+  // Python frames only, as for holders: the native ones are the observer's ctypes call.
+  const uint64_t stack_id = CaptureStackOfDepth(caller_pc, /*depth=*/0, /*python_skip=*/1);
+  ThreadState* thread = CurrentThread();
+  uint8_t buffer[kMaxOomMessage + 256];
+  wire::Writer writer(buffer, sizeof(buffer));
+  const size_t packet = writer.BeginNested(proto::trace_field::kPacket);
+  const size_t message = writer.BeginNested(proto::packet_field::kFrameworkOom);
+  namespace f = proto::framework_oom_field;
+  writer.Varint(f::kSeq, seq);
+  writer.Varint(f::kTimestampNs, MonotonicNs());
+  writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+  writer.Int32(f::kDevice, oom.device);
+  writer.Varint(f::kSource, static_cast<uint64_t>(oom.source));
+  writer.Varint(f::kRequested, oom.requested);
+  writer.Bool(f::kRequestedFromMessage, oom.requested_from_message);
+  writer.Varint(f::kAllocated, oom.allocated);
+  writer.Varint(f::kReserved, oom.reserved);
+  writer.Varint(f::kLimit, oom.limit);
+  writer.Varint(f::kDeviceFree, oom.device_free);
+  writer.Varint(f::kStackId, stack_id);
+  if (oom.message != nullptr) {
+    writer.Bytes(f::kMessage, oom.message, strnlen(oom.message, kMaxOomMessage));
+  }
+  writer.EndNested(message);
+  writer.EndNested(packet);
+  if (!writer.overflowed()) g_file_sink.AppendPacket(writer.data(), writer.size());
+}
+
+void RecordBackwardPass(uint64_t pass, bool ended, uintptr_t caller_pc) {
+  if (!EnsureOpen()) return;
+  const uint64_t seq = NextSeq();
+  const uint64_t stack_id =
+      ended ? 0 : CaptureStackOfDepth(caller_pc, /*depth=*/0, /*python_skip=*/1);
+  ThreadState* thread = CurrentThread();
+  WriteSmallPacket(proto::packet_field::kBackwardPass, [&](wire::Writer& writer) {
+    namespace f = proto::backward_pass_field;
+    writer.Varint(f::kSeq, seq);
+    writer.Varint(f::kTimestampNs, MonotonicNs());
+    writer.Varint(f::kTid, thread != nullptr ? thread->tid : static_cast<uint32_t>(gettid()));
+    writer.Varint(f::kPass, pass);
+    writer.Bool(f::kEnded, ended);
+    writer.Varint(f::kStackId, stack_id);
+  });
+}
+
 GPUMEM_HOT bool DeviceKnown(int ordinal) {
   if (ordinal < 0 || ordinal >= 64) return true;
   return (g.devices_written.load(std::memory_order_relaxed) >> ordinal) & 1;

@@ -107,6 +107,23 @@ void RecordStreamCapture(uint64_t capture, uint64_t stream, proto::CaptureMode m
 // A Python reference taken to recorded memory (gpumem's Python observer, through the exported
 // gpumem_note_python_holder): its stack is the caller's, less the observer's own Python frame.
 void RecordPythonHolder(uint64_t address, uint64_t size, const char* how, uintptr_t caller_pc);
+// An out-of-memory error the framework raised (gpumem's Python observer, through the exported
+// gpumem_note_out_of_memory); its stack is the caller's, less the observer's own Python frame.
+inline constexpr size_t kMaxOomMessage = 2048;  // bytes of the message kept
+struct FrameworkOomRecord {
+  int32_t device = -1;
+  proto::OomSource source = proto::OomSource::kUnknown;
+  uint64_t requested = 0;
+  bool requested_from_message = false;
+  uint64_t allocated = 0;
+  uint64_t reserved = 0;
+  uint64_t limit = 0;
+  uint64_t device_free = 0;
+  const char* message = nullptr;  // NUL-terminated, or nullptr
+};
+void RecordFrameworkOom(const FrameworkOomRecord& oom, uintptr_t caller_pc);
+// A backward pass began (its stack: the caller's, less the observer's frame) or ended.
+void RecordBackwardPass(uint64_t pass, bool ended, uintptr_t caller_pc);
 // Writes a Device packet the first time `ordinal` is announced.
 bool DeviceKnown(int ordinal);
 void RecordDevice(int ordinal, const char* name, uint64_t total_memory);

@@ -240,6 +240,23 @@ void AppendPythonHolder(const PythonHolder& holder, const Header& header, std::s
                   " t=", RelativeTime(holder.timestamp_ns(), header));
 }
 
+void AppendFrameworkOom(const FrameworkOom& oom, const Header& header, std::string* line) {
+  absl::StrAppend(line, "framework_oom seq=", oom.seq(), " tid=", oom.tid(), " dev=", oom.device(),
+                  " source=", OomSourceName(oom.source()), " requested=", oom.requested(),
+                  oom.requested_from_message() ? " (from message)" : "",
+                  " allocated=", oom.allocated(), " reserved=", oom.reserved(),
+                  " limit=", oom.limit(), " free=", oom.device_free(), " stack=", oom.stack_id(),
+                  " t=", RelativeTime(oom.timestamp_ns(), header));
+  if (!oom.message().empty()) absl::StrAppend(line, " message=", Quoted(oom.message()));
+}
+
+void AppendBackwardPass(const BackwardPass& pass, const Header& header, std::string* line) {
+  absl::StrAppend(line, "backward_pass seq=", pass.seq(), " tid=", pass.tid(),
+                  " pass=", pass.pass(), " ", pass.ended() ? "ended" : "began");
+  if (!pass.ended()) absl::StrAppend(line, " stack=", pass.stack_id());
+  absl::StrAppend(line, " t=", RelativeTime(pass.timestamp_ns(), header));
+}
+
 void AppendProcessEnd(const ProcessEnd& end, std::string* line) {
   absl::StrAppend(line, "process_end pid=", end.pid(), " exit_status=", end.exit_status(),
                   " signal=", end.signal());
@@ -301,6 +318,10 @@ void AppendPacket(const PacketPosition& position, const TracePacket& packet, con
       return AppendStreamCapture(packet.stream_capture(), header, line);
     case TracePacket::kPythonHolder:
       return AppendPythonHolder(packet.python_holder(), header, line);
+    case TracePacket::kFrameworkOom:
+      return AppendFrameworkOom(packet.framework_oom(), header, line);
+    case TracePacket::kBackwardPass:
+      return AppendBackwardPass(packet.backward_pass(), header, line);
     case TracePacket::kProcessEnd:
       return AppendProcessEnd(packet.process_end(), line);
     case TracePacket::DATA_NOT_SET:

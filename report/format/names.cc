@@ -212,4 +212,19 @@ std::string CaptureModeName(CaptureMode mode) {
   return "mode" + std::to_string(static_cast<int>(mode));
 }
 
+std::string OomSourceName(OomSource source) {
+  switch (source) {
+    case OOM_SOURCE_UNKNOWN:
+      return "unknown";
+    case OOM_OBSERVER:
+      return "observer";
+    case OOM_EXCEPTION:
+      return "exception";
+    case OomSource_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case OomSource_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return "source" + std::to_string(static_cast<int>(source));
+}
+
 }  // namespace gpumem::report

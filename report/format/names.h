@@ -37,6 +37,9 @@ std::string KindName(MemoryKind kind);
 // know).
 std::string CaptureModeName(CaptureMode mode);
 
+// "observer", "exception" ("unknown", or "source<N>" for values this build does not know).
+std::string OomSourceName(OomSource source);
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_FORMAT_NAMES_H_

@@ -250,6 +250,12 @@ void TraceFile::Record(const PacketPosition& position, const TracePacket& packet
     case TracePacket::kStreamCapture:
       stream_captures_.push_back(packet.stream_capture());
       break;
+    case TracePacket::kFrameworkOom:
+      framework_ooms_.push_back(packet.framework_oom());
+      break;
+    case TracePacket::kBackwardPass:
+      backward_passes_.push_back(packet.backward_pass());
+      break;
     case TracePacket::kLaunch:
       ++launch_event_count_;
       break;

@@ -135,6 +135,10 @@ class TraceFile {
   const std::vector<Device>& devices() const { return devices_; }
   // Every stream capture's begin and end, in trace order (CUDA graphs the program captured).
   const std::vector<StreamCapture>& stream_captures() const { return stream_captures_; }
+  // The framework's out-of-memory errors (FrameworkOom packets), in trace order.
+  const std::vector<FrameworkOom>& framework_ooms() const { return framework_ooms_; }
+  // Every backward pass's begin and end (BackwardPass packets), in trace order.
+  const std::vector<BackwardPass>& backward_passes() const { return backward_passes_; }
   const std::vector<ModuleRecord>& modules() const { return modules_; }  // in load order
   const Thread* FindThread(uint32_t tid) const;
   const StackRecord* FindStack(uint64_t id) const;
@@ -201,6 +205,8 @@ class TraceFile {
   absl::flat_hash_map<uint64_t, StackRecord> stacks_;
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
   std::vector<StreamCapture> stream_captures_;
+  std::vector<FrameworkOom> framework_ooms_;
+  std::vector<BackwardPass> backward_passes_;
   std::optional<CuptiStatus> cupti_;
   absl::flat_hash_map<uint64_t, PythonCode> python_codes_;
   std::optional<PythonStatus> python_status_;

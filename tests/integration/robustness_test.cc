@@ -64,11 +64,12 @@ TEST(Robustness, ExportsOnlyHooksAndNeedsOnlyLibc) {
   std::istringstream names(exported);
   for (std::string name; std::getline(names, name);) {
     // cu*/cuda* hooks (cuptiSubscribe too: gpumem hands CUPTI over to a tool that asks for it),
-    // dlsym, CUPTI's injection entry point (CUDA_INJECTION64_PATH), and the entry point of
-    // gpumem's Python observer, called through ctypes (a gpumem_ name replaces nothing in the
-    // host). The benchmarks' pause exists only in libgpumem_bench.so.
+    // dlsym, CUPTI's injection entry point (CUDA_INJECTION64_PATH), and the entry points of
+    // gpumem's Python observer, called through ctypes (a gpumem_note_ name replaces nothing in
+    // the host). The benchmarks' pause exists only in libgpumem_bench.so.
     bool hook = name == "dlsym" || name == "InitializeInjection" || name.rfind("cu", 0) == 0 ||
-                name == "gpumem_note_python_holder";
+                name == "gpumem_note_python_holder" || name == "gpumem_note_out_of_memory" ||
+                name == "gpumem_note_backward";
     EXPECT_TRUE(hook) << "exported non-hook symbol: " << name;
   }
   std::string bench_exports =
