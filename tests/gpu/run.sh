@@ -13,6 +13,10 @@
 #   tests/gpu/run.sh compat OUT_DIR   the compatibility matrix (tests/gpu/compat.sh), recorded and
 #                                     checked: apart from `record`, so each fits in one device
 #                                     command; `check` reads it from OUT_DIR/compat
+#   tests/gpu/run.sh speed OUT_DIR    how long `gpumem report` takes on real PyTorch traces, before
+#                                     and after symbolization (OUT_DIR/speed.txt)
+#   tests/gpu/run.sh bundled OUT_DIR  records samples/traces/ again, from a copy of the checkout at
+#                                     /opt/gpumem (paths that exist nowhere else), into OUT_DIR/bundled
 #   tests/gpu/run.sh check OUT_DIR    check OUT_DIR against the samples' expected answers and
 #                                     PyTorch's own numbers (needs the full build; any machine)
 #   tests/gpu/run.sh                  all three, into a temporary directory (exit 77: no GPU,
@@ -205,6 +209,48 @@ bench() {
   GPUMEM_BENCH_STACK_DEPTH=0 GPUMEM_BENCH_CUDA_LIBS=$cuda_libs \
     tests/bench/run_alloc_cost.sh "$build" 7 20000 async >>"$out/bench.txt" 2>&1
   cat "$out/bench.txt"
+}
+
+# `gpumem report` on two PyTorch traces at tensor level (transformer, 10 and 40 steps), recorded
+# without symbols, then symbolized as `gpumem record` does at exit (tests/gpu/report_speed.py).
+speed() {
+  local out=$1/speed steps
+  rm -rf "${out:?}" && mkdir -p "$out"
+  for steps in 10 40; do
+    PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors --no-symbolize \
+      -o "$out/transformer_$steps.trace" -- env -u LD_LIBRARY_PATH $python \
+      samples/pytorch/train_transformer.py $steps >"$out/transformer_$steps.out" 2>&1
+  done
+  LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $python \
+    tests/gpu/report_speed.py "$build/bin/gpumem" 3 "$out"/transformer_*[0-9].trace \
+    >"$1/speed.txt" 2>&1
+  cat "$1/speed.txt"
+  rm -f "$out"/*.trace  # large; the figures are in speed.txt
+}
+
+# samples/traces/ recorded again by `gpumem record` (which symbolizes them at exit, with every
+# binary at hand), from a copy of the checkout at /opt/gpumem: OUT_DIR/bundled/NAME.trace.
+bundled() {
+  local out=$1/bundled here=$PWD
+  rm -rf "${out:?}" /opt/gpumem && mkdir -p "$out" /opt/gpumem
+  cp -a . /opt/gpumem/ && cd /opt/gpumem || return 1
+  local gpumem="$build/bin/gpumem" mode
+  export LD_LIBRARY_PATH=$PWD/$build/lib/deps
+  $gpumem record -o "$out/leak_loop.trace" -- "$build/bin/leak_loop" >"$out/leak_loop.log" 2>&1
+  $gpumem record -o "$out/static_cudart.trace" -- "$build/bin/static_cudart" \
+    >"$out/static_cudart.log" 2>&1
+  for mode in default expandable async; do
+    local conf=
+    [[ $mode == expandable ]] && conf=expandable_segments:True
+    [[ $mode == async ]] && conf=backend:cudaMallocAsync
+    PYTORCH_CUDA_ALLOC_CONF=$conf $gpumem record -o "$out/train_mlp-$mode.trace" -- \
+      env -u LD_LIBRARY_PATH $python samples/pytorch/train_mlp.py >"$out/train_mlp-$mode.log" 2>&1
+  done
+  PYTORCH_CUDA_ALLOC_CONF= $gpumem record -o "$out/oom_capped.trace" -- \
+    env -u LD_LIBRARY_PATH $python samples/pytorch/oom_capped.py >"$out/oom_capped.log" 2>&1
+  unset LD_LIBRARY_PATH
+  cd "$here" || return 1
+  ls -l "$out"
 }
 
 # CUDA calls on 16 KiB thread stacks and from a signal handler on an 8 KiB sigaltstack
@@ -408,6 +454,8 @@ case ${1:-all} in
   allocators) allocators "$2" ;;
   exports) exports "$2" ;;
   small_stacks) small_stacks "$2" ;;
+  speed) speed "$2" ;;
+  bundled) bundled "$2" ;;
   compat)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     compat_record "$2"
