@@ -1,6 +1,7 @@
 #include "core/real_loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 namespace gpumem {
 namespace {
@@ -40,7 +41,59 @@ void* RealDlsym(void* handle, const char* name) {
   return real != nullptr ? real(handle, name) : nullptr;
 }
 
-void* NextSymbol(const char* name) { return RealDlsym(RTLD_NEXT, name); }
+namespace {
+
+// Whether `address` lies in libgpumem itself.
+bool InOwnLibrary(const void* address) {
+  Dl_info own{}, found{};
+  return dladdr(reinterpret_cast<const void*>(&InOwnLibrary), &own) != 0 &&
+         dladdr(address, &found) != 0 && found.dli_fbase == own.dli_fbase;
+}
+
+// `name` as the object at `path` (already loaded) and its dependencies see it; nullptr when that
+// is nothing or gpumem's own.
+void* SymbolSeenFrom(const char* path, const char* name) {
+  void* handle = RealDlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* found = RealDlsym(handle, name);
+  dlclose(handle);  // RTLD_NOLOAD took a reference
+  return found != nullptr && !InOwnLibrary(found) ? found : nullptr;
+}
+
+// The loaded objects' paths (at most kMaxObjects; the main program and the vDSO have none).
+constexpr size_t kMaxObjects = 256;
+struct LoadedObjects {
+  const char* paths[kMaxObjects];
+  size_t count = 0;
+};
+
+int AddLoadedObject(dl_phdr_info* info, size_t, void* data) {
+  auto* objects = static_cast<LoadedObjects*>(data);
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' && objects->count < kMaxObjects) {
+    objects->paths[objects->count++] = info->dlpi_name;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void* NextSymbol(const char* name, uintptr_t caller) {
+  void* found = RealDlsym(RTLD_NEXT, name);
+  if (found != nullptr) return found;
+  Dl_info info{};
+  if (caller != 0 && dladdr(reinterpret_cast<void*>(caller), &info) != 0 &&
+      info.dli_fname != nullptr && info.dli_fname[0] != '\0') {
+    found = SymbolSeenFrom(info.dli_fname, name);
+    if (found != nullptr) return found;
+  }
+  // Collected first, opened after: dlopen must not run inside dl_iterate_phdr (the loader's lock).
+  LoadedObjects objects;
+  dl_iterate_phdr(AddLoadedObject, &objects);
+  for (size_t i = 0; i < objects.count && found == nullptr; ++i) {
+    found = SymbolSeenFrom(objects.paths[i], name);
+  }
+  return found;
+}
 
 void* RealDlopen(const char* file, int flags) {
   if (g_real_dlopen == nullptr) {
@@ -52,4 +105,3 @@ void* RealDlopen(const char* file, int flags) {
 }
 
 }  // namespace gpumem
-

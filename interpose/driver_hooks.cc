@@ -8,12 +8,12 @@
 #include <atomic>
 
 #include "core/hot_path.h"
+#include "core/real_loader.h"
 #include "interpose/capture_bodies.h"
 #include "interpose/driver_table.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
 #include "interpose/launch_bodies.h"
-#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {
@@ -317,10 +317,10 @@ struct ChainWrapper<Body, R (*)(Args...), kSlot> {
 };
 
 template <typename Fn>
-Fn ExportedReal(size_t slot, const char* symbol) {
+Fn ExportedReal(size_t slot, const char* symbol, uintptr_t caller) {
   void* real = g_exported_real[slot].load(std::memory_order_acquire);
   if (real == nullptr) {
-    real = NextSymbol(symbol);
+    real = NextSymbol(symbol, caller);
     g_exported_real[slot].store(real, std::memory_order_release);
   }
   return reinterpret_cast<Fn>(real);
@@ -361,11 +361,11 @@ CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph*);
 
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default"))) GPUMEM_HOT
 
-#define GPUMEM_DEFINE_EXPORT(id, slot, symbol, params, args)                    \
-  GPUMEM_EXPORT CUresult symbol params {                                        \
-    auto real = gpumem::ExportedReal<decltype(&symbol)>(gpumem::slot, #symbol); \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                     \
-    return gpumem::id##Body(real, GPUMEM_CALLER(), GPUMEM_UNPAREN args);        \
+#define GPUMEM_DEFINE_EXPORT(id, slot, symbol, params, args)                                     \
+  GPUMEM_EXPORT CUresult symbol params {                                                         \
+    auto real = gpumem::ExportedReal<decltype(&symbol)>(gpumem::slot, #symbol, GPUMEM_CALLER()); \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                      \
+    return gpumem::id##Body(real, GPUMEM_CALLER(), GPUMEM_UNPAREN args);                         \
   }
 #define GPUMEM_UNPAREN(...) __VA_ARGS__
 

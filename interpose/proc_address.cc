@@ -6,10 +6,10 @@
 
 #include <atomic>
 
+#include "core/real_loader.h"
 #include "core/recorder.h"
 #include "interpose/driver_table.h"
 #include "interpose/hook_guard.h"
-#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {
@@ -114,7 +114,8 @@ void* WrapDriverSymbol(const char* name, void* real) {
 // cuGetProcAddress to _v2, so the 4-argument original is defined under its real name by label.
 extern "C" __attribute__((visibility("default"))) CUresult gpumem_cuGetProcAddress_v1(
     const char* symbol, void** function, int cuda_version, cuuint64_t flags) {
-  auto real = reinterpret_cast<gpumem::GetProcAddressV1>(gpumem::NextSymbol("cuGetProcAddress"));
+  auto real = reinterpret_cast<gpumem::GetProcAddressV1>(gpumem::NextSymbol(
+      "cuGetProcAddress", reinterpret_cast<uintptr_t>(__builtin_return_address(0))));
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult result = real(symbol, function, cuda_version, flags);
   if (result == CUDA_SUCCESS && function != nullptr) {
@@ -127,7 +128,8 @@ extern "C" __attribute__((visibility("default"))) CUresult gpumem_cuGetProcAddre
 extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     const char* symbol, void** function, int cuda_version, cuuint64_t flags,
     CUdriverProcAddressQueryResult* status) {
-  auto real = reinterpret_cast<gpumem::GetProcAddressV2>(gpumem::NextSymbol("cuGetProcAddress_v2"));
+  auto real = reinterpret_cast<gpumem::GetProcAddressV2>(gpumem::NextSymbol(
+      "cuGetProcAddress_v2", reinterpret_cast<uintptr_t>(__builtin_return_address(0))));
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult result = real(symbol, function, cuda_version, flags, status);
   if (result == CUDA_SUCCESS && function != nullptr) {

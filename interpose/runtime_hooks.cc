@@ -6,9 +6,9 @@
 #include <atomic>
 
 #include "core/hot_path.h"
+#include "core/real_loader.h"
 #include "interpose/events.h"
 #include "interpose/hook_guard.h"
-#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {
@@ -17,10 +17,10 @@ using proto::Api;
 using Kind = proto::MemoryKind;
 
 template <typename Fn>
-Fn Next(std::atomic<void*>& slot, const char* name) {
+Fn Next(std::atomic<void*>& slot, const char* name, uintptr_t caller) {
   void* real = slot.load(std::memory_order_acquire);
   if (real == nullptr) {
-    real = NextSymbol(name);
+    real = NextSymbol(name, caller);
     slot.store(real, std::memory_order_release);
   }
   return reinterpret_cast<Fn>(real);
@@ -43,9 +43,9 @@ using gpumem::RecordAllocation;
 #define GPUMEM_EXPORT extern "C" __attribute__((visibility("default"))) GPUMEM_HOT
 #define GPUMEM_CALLER() reinterpret_cast<uintptr_t>(__builtin_return_address(0))
 // The function shadowed by the one being defined; cudaErrorInitializationError if there is none.
-#define GPUMEM_REAL(function)                                          \
-  static std::atomic<void*> real_slot{nullptr};                        \
-  auto real = gpumem::Next<decltype(&function)>(real_slot, #function); \
+#define GPUMEM_REAL(function)                                                           \
+  static std::atomic<void*> real_slot{nullptr};                                         \
+  auto real = gpumem::Next<decltype(&function)>(real_slot, #function, GPUMEM_CALLER()); \
   if (real == nullptr) return cudaErrorInitializationError
 
 GPUMEM_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {

@@ -81,6 +81,28 @@ TEST(Robustness, ExportsOnlyHooksAndNeedsOnlyLibc) {
   EXPECT_NE(needed.find("libc.so.6"), std::string::npos) << needed;
 }
 
+// libcudart loaded RTLD_LOCAL (by a plugin that needs it): out of RTLD_NEXT's reach, the hook
+// finds the real cudaMalloc in the caller's scope, and the allocation succeeds and is recorded.
+TEST(Robustness, ReachesALibcudartLoadedLocally) {
+  TempDir dir;
+  std::string trace = dir.File("local.trace");
+  ProgramRun plain = RunProgram({BuildPath("tests/programs/local_cudart_main"),
+                                 BuildPath("tests/programs/libdlopen_plugin.so")},
+                                {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ProgramRun run = RunProgram({BuildPath("tests/programs/local_cudart_main"),
+                               BuildPath("tests/programs/libdlopen_plugin.so")},
+                              RecordingEnvironment(trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto sorted = report::ReadMemoryEventsBySeq(trace);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  size_t allocations = 0;
+  for (const auto& event : sorted->events) {
+    if (event.action() == ALLOC && event.size() == (1u << 20)) ++allocations;
+  }
+  EXPECT_EQ(allocations, 1u);
+}
+
 // A library dlopen'd, used and dlclose'd during the run: its frames symbolize against the module
 // that was loaded then, and the trace says when it went away.
 TEST(Robustness, ModuleMapFollowsDlopenAndDlclose) {
