@@ -11,9 +11,8 @@ Under gpumem (libgpumem.so preloaded) it tells gpumem, through libgpumem.so's en
   An out-of-memory error is seen twice where it can be: by the caching allocator's
   out-of-memory observer hook (the request and the limit, also when no driver call failed, as
   under a set_per_process_memory_fraction cap), and as the torch.OutOfMemoryError raised (its
-  message, and the stack it was raised in): on CPython 3.12+ through sys.monitoring's RAISE
-  events, caught or not; before 3.12 only an uncaught one, through sys.excepthook and
-  threading.excepthook. Each torch.autograd.backward / grad call is noted when it begins (the
+  message, and the stack it was raised in): on CPython 3.12+ when the error is made, caught or
+  not; before 3.12 only an uncaught one, through sys.excepthook and threading.excepthook. Each torch.autograd.backward / grad call is noted when it begins (the
   line that called it, e.g. `loss.backward()`) and ends: PyTorch's autograd threads, which
   allocate the gradients, carry no Python frames.
 
@@ -21,14 +20,13 @@ Anywhere else it does nothing. Then it runs the sitecustomize this one shadows, 
 
 Cost: every call site is looked at once and switched off unless it calls list.append in the
 program's own code (not the standard library's, not an installed package's); an append site that
-has not appended a CUDA tensor in its first 64 calls is switched off too. Once torch is imported,
-every exception raised costs one call and one type comparison per frame it passes through
-(tests/bench/run_python_raise_cost.sh).
+has not appended a CUDA tensor in its first 64 calls is switched off too. PyTorch's hooks cost
+nothing to other exceptions (tests/bench/run_python_raise_cost.sh) and two calls into gpumem per
+backward pass.
 """
 
 import sys
 
-_MONITORING_TOOL = []  # [] until claimed; then [the sys.monitoring tool id, or None]
 _MAX_REPLAYED_FRAMES = 128  # as many Python frames as gpumem keeps per stack
 _SIZE_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
@@ -50,26 +48,6 @@ def _entry_point(name, argument_types):
     return function
 
 
-def _monitoring_tool():
-    """gpumem's sys.monitoring tool id (CPython 3.12+), claimed once; None when none is free."""
-    if not _MONITORING_TOOL:
-        tool = None
-        for candidate in (4, 3):  # ids no standard tool claims (debugger 0, coverage 1, profiler 2)
-            try:
-                sys.monitoring.use_tool_id(candidate, "gpumem")
-                tool = candidate
-                break
-            except ValueError:
-                continue
-        _MONITORING_TOOL.append(tool)
-    return _MONITORING_TOOL[0]
-
-
-def _add_events(tool, events):
-    monitoring = sys.monitoring
-    monitoring.set_events(tool, monitoring.get_events(tool) | events)
-
-
 def _watch_list_appends():
     import ctypes
 
@@ -78,10 +56,17 @@ def _watch_list_appends():
     note = _entry_point("gpumem_note_python_holder", (ctypes.c_uint64, ctypes.c_uint64))
     if note is None:
         return  # not under gpumem
-    tool = _monitoring_tool()
+    monitoring = sys.monitoring
+    tool = None
+    for candidate in (4, 3):  # ids no standard tool claims (debugger 0, coverage 1, profiler 2)
+        try:
+            monitoring.use_tool_id(candidate, "gpumem")
+            tool = candidate
+            break
+        except ValueError:
+            continue
     if tool is None:
         return
-    monitoring = sys.monitoring
     append = list.append
     disable = monitoring.DISABLE
     # Only the program's own code: lists that libraries fill and drop every step (the optimizer's
@@ -151,7 +136,7 @@ def _watch_list_appends():
     monitoring.register_callback(tool, events.CALL, on_call)
     monitoring.register_callback(tool, events.C_RETURN, on_c_return)
     # C_RETURN comes only with C_RAISE (no callback: an append that raised took no reference).
-    _add_events(tool, events.CALL | events.C_RETURN | events.C_RAISE)
+    monitoring.set_events(tool, events.CALL | events.C_RETURN | events.C_RAISE)
 
 
 class _TorchImportWatcher(object):
@@ -194,6 +179,10 @@ class _TorchImportWatcher(object):
                 pass
             watcher.on_import(module)
 
+        # Named as importlib's own frames, so that a traceback of a failed `import torch` is cut
+        # as it would be without this frame (Python trims importlib's frames).
+        exec_module_then_hook.__code__ = exec_module_then_hook.__code__.replace(
+            co_filename="<frozen importlib._bootstrap_external>")
         loader.exec_module = exec_module_then_hook
 
 
@@ -270,30 +259,31 @@ def _watch_oom_errors(torch, note_oom):
     def details(error):
         return _oom_error_details(torch.cuda, error)
 
-    tool = _monitoring_tool() if sys.version_info >= (3, 12) else None
-    if tool is not None:
-        _watch_raises(tool, oom_type, details, note_oom)
+    if sys.version_info >= (3, 12):
+        _watch_created(oom_type, details, note_oom)
     else:
         _watch_uncaught(oom_type, details, note_oom)
 
 
-def _watch_raises(tool, oom_type, details, note_oom):
-    """Notes each OutOfMemoryError where it is raised, caught or not. RAISE cannot be switched
-    off where it fires, so the callback does as little as it can for every other exception."""
-    monitoring = sys.monitoring
+def _watch_created(oom_type, details, note_oom):
+    """From 3.12 on, CPython makes the exception object where it is raised (PyErr_SetString from
+    C++ too), so OutOfMemoryError's __init__ runs under the stack that raised it, caught or not:
+    noted there. Every other exception costs nothing (sys.monitoring's RAISE events would cost
+    each one a callback in every frame it unwinds through: tests/bench/run_python_raise_cost.sh).
+    One made otherwise (unpickled, copied) is noted too."""
+    import functools
 
-    def on_raise(code, offset, error):
-        if type(error) is oom_type:
-            try:
-                # RAISE fires again in each frame the error unwinds through, and at each `raise
-                # error` of it: only the first time, when its traceback has one entry.
-                if error.__traceback__ is None or error.__traceback__.tb_next is None:
-                    note_oom(*details(error))
-            except Exception:
-                pass
+    initialize = oom_type.__init__
 
-    monitoring.register_callback(tool, monitoring.events.RAISE, on_raise)
-    _add_events(tool, monitoring.events.RAISE)
+    @functools.wraps(initialize)
+    def __init__(self, *args, **kwargs):
+        initialize(self, *args, **kwargs)
+        try:
+            note_oom(*details(self))
+        except Exception:
+            pass
+
+    oom_type.__init__ = __init__
 
 
 def _watch_uncaught(oom_type, details, note_oom):

@@ -116,19 +116,26 @@ Recorded ParseDump(const std::string& dump) {
   return recorded;
 }
 
+// torch_oom.py in `mode`, with `extra` in its environment, under gpumem recording `trace` (none:
+// without gpumem).
+ProgramRun RunScript(const std::string& python, const std::string& mode,
+                     const std::map<std::string, std::string>& extra, const std::string& trace) {
+  std::map<std::string, std::string> environment = ScriptEnvironment();
+  // (merge keeps ScriptEnvironment's LD_LIBRARY_PATH.)
+  if (!trace.empty()) environment.merge(RecordingEnvironment(trace));
+  for (const auto& [name, value] : extra) environment[name] = value;
+  return RunProgram({python, Script(), mode}, environment);
+}
+
 // torch_oom.py in `mode` under gpumem, and what `gpumem dump` shows of it.
 Recorded RunUnderGpumem(const std::string& python, const std::string& mode,
                         const std::map<std::string, std::string>& extra = {}) {
   TempDir dir;
   const std::string trace = dir.File("observer.trace");
-  std::map<std::string, std::string> environment = ScriptEnvironment();
-  environment.merge(RecordingEnvironment(trace));  // keeps ScriptEnvironment's LD_LIBRARY_PATH
-  for (const auto& [name, value] : extra) environment[name] = value;
-  Recorded recorded;
-  const ProgramRun run = RunProgram({python, Script(), mode}, environment);
+  const ProgramRun run = RunScript(python, mode, extra, trace);
   const ProgramRun dump = RunProgram({BuildPath("bin/gpumem"), "dump", "--symbolize", trace});
   EXPECT_EQ(dump.exit_code, 0) << dump.err;
-  recorded = ParseDump(dump.out);
+  Recorded recorded = ParseDump(dump.out);
   recorded.run = run;
   return recorded;
 }
@@ -146,7 +153,7 @@ std::string WithoutGpumemLines(const std::string& text) {
 // The program behaves under gpumem as without it: exit status, output, error output.
 void ExpectSameAsWithoutGpumem(const std::string& python, const std::string& mode,
                                const ProgramRun& under_gpumem, int exit_code) {
-  const ProgramRun plain = RunProgram({python, Script(), mode}, ScriptEnvironment());
+  const ProgramRun plain = RunScript(python, mode, {}, "");
   EXPECT_EQ(plain.exit_code, exit_code) << plain.out << plain.err;
   EXPECT_EQ(under_gpumem.exit_code, plain.exit_code) << under_gpumem.err;
   EXPECT_EQ(under_gpumem.out, plain.out);
@@ -260,6 +267,21 @@ TEST(PythonObserver, ManyOrdinaryExceptionsAddNothing) {
     EXPECT_EQ(recorded.From("exception").size(), testing::PythonAtLeast(python, 12) ? 1u : 0u);
     EXPECT_EQ(recorded.ooms.size(),
               recorded.From("observer").size() + recorded.From("exception").size());
+  }
+}
+
+TEST(PythonObserver, AFailedImportOfTorchEndsTheProgramAsWithoutGpumem) {
+  for (const std::string& python : Interpreters()) {
+    SCOPED_TRACE(python);
+    // The observer's frame in the import is cut from the traceback with importlib's own.
+    const std::map<std::string, std::string> broken = {{"FAKE_TORCH_BROKEN", "1"}};
+    TempDir dir;
+    const ProgramRun under_gpumem = RunScript(python, "caught", broken, dir.File("broken.trace"));
+    const ProgramRun plain = RunScript(python, "caught", broken, "");
+    EXPECT_EQ(plain.exit_code, 1);
+    EXPECT_NE(plain.err.find("_not_installed"), std::string::npos) << plain.err;
+    EXPECT_EQ(under_gpumem.exit_code, plain.exit_code);
+    EXPECT_EQ(WithoutGpumemLines(under_gpumem.err), plain.err);
   }
 }
 

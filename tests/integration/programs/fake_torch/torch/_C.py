@@ -94,7 +94,7 @@ class _CachingAllocator(object):
         for observer in list(self.observers):
             observer(0, size, total if limit is None else limit, free)
         allowed = "" if limit is None else "%s allowed; " % _format_size(limit)
-        raise OutOfMemoryError(
+        _raise_from_native_code(OutOfMemoryError, (
             "CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which "
             "%s is free. %sOf the allocated memory %s is allocated by PyTorch, and %s is reserved "
             "by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
@@ -102,7 +102,17 @@ class _CachingAllocator(object):
             "documentation for Memory Management  "
             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
             % (_format_size(size), _format_size(total), _format_size(free), allowed,
-               _format_size(self.allocated), _format_size(self.reserved - self.allocated)))
+               _format_size(self.allocated), _format_size(self.reserved - self.allocated))))
+
+
+def _raise_from_native_code(error_type, message):
+    """Raises as PyTorch's bindings do, with PyErr_SetString: CPython makes the exception object
+    (3.12+: at once; before: when a handler first needs it), no `raise` statement does."""
+    set_error = ctypes.pythonapi.PyErr_SetString
+    set_error.argtypes = (ctypes.py_object, ctypes.c_char_p)
+    set_error.restype = None
+    set_error(error_type, message.encode())  # ctypes raises the error it set
+    raise SystemError("PyErr_SetString raised nothing")
 
 
 allocator = _CachingAllocator()

@@ -11,7 +11,14 @@ on machines without a GPU or PyTorch. Only what the observer relies on, and as P
 - Tensor.backward calls torch.autograd.backward by attribute lookup; the gradients are allocated
   on a native thread named pt_autograd_0, with no Python frames, as PyTorch's autograd device
   threads do (libfake_autograd_engine.so, whose path is in FAKE_TORCH_ENGINE).
+
+FAKE_TORCH_BROKEN=1 makes `import torch` fail, as an installation missing a part does.
 """
+
+import os
+
+if os.environ.get("FAKE_TORCH_BROKEN") == "1":
+    from torch import _not_installed  # noqa: F401 (fails, as a missing part of PyTorch would)
 
 from torch._C import OutOfMemoryError
 from torch._tensor import Tensor, empty, zeros
