@@ -21,7 +21,8 @@ if os.environ.get("FAKE_TORCH_BROKEN") == "1":
     from torch import _not_installed  # noqa: F401 (fails, as a missing part of PyTorch would)
 
 from torch._C import OutOfMemoryError
-from torch._tensor import Tensor, empty, zeros
+from torch._tensor import Tensor, dtype, empty, float32, uint8, zeros
 from torch import autograd, cuda
 
-__all__ = ["OutOfMemoryError", "Tensor", "autograd", "cuda", "empty", "zeros"]
+__all__ = ["OutOfMemoryError", "Tensor", "autograd", "cuda", "dtype", "empty", "float32", "uint8",
+           "zeros"]

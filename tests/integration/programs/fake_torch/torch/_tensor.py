@@ -7,13 +7,22 @@ import torch
 from torch import _C, cuda
 
 
+class dtype(object):
+    def __init__(self, itemsize):
+        self.itemsize = itemsize
+
+
+float32 = dtype(4)
+uint8 = dtype(1)
+
+
 class Tensor(object):
     is_cuda = True
 
-    def __init__(self, shape, requires_grad=False, parents=(), block=None):
+    def __init__(self, shape, requires_grad=False, parents=(), block=None, dtype=float32):
         cuda._lazy_init()
         self.shape = tuple(shape)
-        nbytes = 4
+        nbytes = dtype.itemsize
         for extent in self.shape:
             nbytes *= extent
         self._pointer, self._size = block or _C.allocator.malloc(nbytes)
@@ -42,8 +51,8 @@ class Tensor(object):
 
 
 def empty(*shape, **options):
-    return Tensor(shape, requires_grad=options.get("requires_grad", False))
+    """A CUDA tensor (`device` is taken to be "cuda")."""
+    return Tensor(shape, options.get("requires_grad", False), dtype=options.get("dtype", float32))
 
 
-def zeros(*shape, **options):
-    return Tensor(shape, requires_grad=options.get("requires_grad", False))
+zeros = empty

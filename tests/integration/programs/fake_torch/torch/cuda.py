@@ -69,6 +69,11 @@ def mem_get_info(device=None):
     return _C.allocator.mem_get_info()
 
 
+def empty_cache():
+    if _initialized:
+        _C.allocator.release_cache()
+
+
 def set_per_process_memory_fraction(fraction, device=None):
     _check_device(device)
     _lazy_init()
@@ -83,6 +88,6 @@ def get_per_process_memory_fraction(device=None):
     return 1.0 if _C.allocator.fraction is None else _C.allocator.fraction
 
 
-__all__ = ["OutOfMemoryError", "current_device", "get_per_process_memory_fraction",
+__all__ = ["OutOfMemoryError", "current_device", "empty_cache", "get_per_process_memory_fraction",
            "is_initialized", "mem_get_info", "memory_allocated", "memory_reserved",
            "set_per_process_memory_fraction"]
