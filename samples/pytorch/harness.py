@@ -25,6 +25,13 @@ def requested_bytes(message):
     return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)]) if match else None
 
 
+def print_out_of_memory(error):
+    """What oom.py and oom_capped.py print of the error they caught: its first line and the
+    request it names (requested=<bytes>)."""
+    print(f"caught torch.OutOfMemoryError: {(str(error).splitlines() or [''])[0]}")
+    print(f"requested={requested_bytes(str(error))}")
+
+
 def memory_report(**extra):
     """torch.cuda.memory_stats() figures, the allocator backend and its settings, as JSON."""
     stats = torch.cuda.memory_stats()

@@ -25,9 +25,7 @@ def main():
         print(f"allocated {len(kept)} chunks of {chunk} bytes", file=sys.stderr)
         kept.clear()
         torch.cuda.empty_cache()
-        first_line = (str(error).splitlines() or [""])[0]
-        print(f"caught torch.OutOfMemoryError: {first_line}")
-        print(f"requested={harness.requested_bytes(str(error))}")
+        harness.print_out_of_memory(error)
         return 0
     print(f"no torch.OutOfMemoryError after {len(kept)} chunks of {chunk} bytes", file=sys.stderr)
     return 3

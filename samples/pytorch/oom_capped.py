@@ -34,8 +34,7 @@ def main():
         grow(kept)
     except torch.OutOfMemoryError as error:
         print(f"kept {len(kept)} batches under a cap of {fraction} of the device", file=sys.stderr)
-        print(f"caught torch.OutOfMemoryError: {(str(error).splitlines() or [''])[0]}")
-        print(f"requested={harness.requested_bytes(str(error))}")
+        harness.print_out_of_memory(error)
         return 0
     print(f"no torch.OutOfMemoryError under a cap of {fraction}", file=sys.stderr)
     return 3
