@@ -48,7 +48,11 @@ inline constexpr OptionSpec kOptionTable[] = {
      "0: every native stack through libunwind instead of gpumem's own cached .eh_frame unwinder",
      OptionKind::kSwitch, GPUMEM_OPTION_FIELD(fast_unwind)},
     {"GPUMEM_PYTHON_HOLDERS", "1",
-     "0: gpumem's Python observer stays off: no record of which list.append keeps a CUDA tensor",
+     "0: gpumem's Python observer does not record which list.append keeps a CUDA tensor",
+     OptionKind::kOther},
+    {"GPUMEM_PYTHON_TORCH", "1",
+     "0: gpumem's Python observer leaves PyTorch alone: no record of its out-of-memory errors "
+     "or backward passes",
      OptionKind::kOther},
     {"GPUMEM_PYTHON_FRAMES", "1",
      "0: stacks without Python frames (CPython 3.10–3.13 on x86-64 are read in-process)",

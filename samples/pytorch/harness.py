@@ -13,6 +13,25 @@ import traceback
 import torch
 
 
+# The units of PyTorch's format_size(), in which its out-of-memory messages give the request.
+_SIZE_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def requested_bytes(message):
+    """The request an out-of-memory message names, in bytes (as rounded there): "Tried to allocate
+    1.00 GiB" (the native allocator), "Requested : 1.00 GiB" (cudaMallocAsync). None if neither."""
+    match = re.search(r"(?:Tried to allocate|Requested\s*:)\s*([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)\b",
+                      message)
+    return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)]) if match else None
+
+
+def print_out_of_memory(error):
+    """What oom.py and oom_capped.py print of the error they caught: its first line and the
+    request it names (requested=<bytes>)."""
+    print(f"caught torch.OutOfMemoryError: {(str(error).splitlines() or [''])[0]}")
+    print(f"requested={requested_bytes(str(error))}")
+
+
 def memory_report(**extra):
     """torch.cuda.memory_stats() figures, the allocator backend and its settings, as JSON."""
     stats = torch.cuda.memory_stats()
@@ -57,9 +76,7 @@ def run_steps(train_step, steps, script):
             train_step(step)
         except torch.OutOfMemoryError as error:
             message = (str(error).splitlines() or [""])[0]
-            match = re.search(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB)", message)
-            scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-            requested = round(float(match.group(1)) * scale[match.group(2)]) if match else None
+            requested = requested_bytes(str(error))
             lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
                      if os.path.basename(frame.filename) == os.path.basename(script)]
             return {"oom": True, "oom_step": step, "oom_requested_bytes": requested,

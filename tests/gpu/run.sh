@@ -6,6 +6,8 @@
 #   tests/gpu/run.sh bench OUT_DIR    the benchmarks (step time, costs per event, the analyzer)
 #                                     into OUT_DIR/step_time.txt and OUT_DIR/bench.txt
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
+#   tests/gpu/run.sh framework_ooms OUT_DIR   only PyTorch's out-of-memory errors under the
+#                                     Python observer (part of record)
 #   tests/gpu/run.sh exports OUT_DIR  only the memory-viz exports rendered by PyTorch (part of
 #                                     record)
 #   tests/gpu/run.sh small_stacks OUT_DIR   only CUDA on small stacks and in signal handlers,
@@ -95,6 +97,7 @@ record() {
   "$build/bin/capture_rules" >"$out/capture_rules.txt" 2>&1
   small_stacks "$out"
   ddp "$out"
+  framework_ooms "$out"
   allocators "$out"
   exports "$out"
 }
@@ -116,6 +119,58 @@ ddp() {
     tests/gpu/ddp_step.py >"$out/ddp/stdout" 2>"$out/ddp/stderr"
   echo $? >"$out/ddp/exit_code"
   echo "ddp: exit $(cat "$out/ddp/exit_code"), $(ls "$out/ddp" | grep -c '\.trace$') trace(s)"
+}
+
+# PyTorch's out-of-memory error as gpumem's Python observer sees it: samples/pytorch/oom_capped.py
+# (a set_per_process_memory_fraction cap: no driver call fails) and samples/pytorch/oom.py (no cap:
+# the driver refuses), each in the three allocator modes (default, expandable segments,
+# `gpumem record --tensors`), into OUT_DIR/oom_<script>_<mode>/.
+framework_ooms() {
+  local out=$1 script
+  for script in oom_capped oom; do
+    local name=oom_${script}
+    [[ $script == oom ]] && name=oom_uncapped
+    record_one "${name}_default" "$out" PYTORCH_CUDA_ALLOC_CONF= -- \
+      $python samples/pytorch/$script.py
+    record_one "${name}_expandable" "$out" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- \
+      $python samples/pytorch/$script.py
+    rm -rf "${out:?}/${name}_tensors" && mkdir -p "$out/${name}_tensors"
+    PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors \
+      -o "$out/${name}_tensors/${name}_tensors.trace" -- env -u LD_LIBRARY_PATH \
+      $python samples/pytorch/$script.py >"$out/${name}_tensors/stdout" 2>"$out/${name}_tensors/stderr"
+    echo $? >"$out/${name}_tensors/exit_code"
+    echo "${name}_tensors: exit $(cat "$out/${name}_tensors/exit_code")"
+  done
+}
+
+# Each framework_ooms run: the script caught the error, and its trace has a framework_oom of the
+# request the script printed (requested=N) whose stack names the script's marked line. (Under
+# --tensors, cudaMallocAsync has no out-of-memory hook: only the error raised is seen, which needs
+# CPython 3.12+ for a caught one.)
+check_framework_ooms() {
+  local out=$1 ok=0 dir
+  for dir in "$out"/oom_capped_* "$out"/oom_uncapped_*; do
+    local run=$(basename "$dir") script=samples/pytorch/oom_capped.py
+    [[ $run == oom_uncapped_* ]] && script=samples/pytorch/oom.py
+    local line=$(grep -n "# line: oom" "$script" | cut -d: -f1)
+    [[ -e $dir/exit_code ]] || { echo "   $run: not recorded"; ok=1; continue; }
+    local requested=$(sed -n 's/^requested=//p' "$dir/stdout")
+    if [[ $(cat "$dir/exit_code") != 0 || -z $requested ]]; then
+      echo "   $run: exit $(cat "$dir/exit_code"), no request printed: $(tail -2 "$dir/stderr" | tr '\n' ' ')"
+      ok=1
+      continue
+    fi
+    local dump=$("$build/bin/gpumem" dump --symbolize "$dir"/*.trace 2>/dev/null) found=""
+    local oom stack
+    while read -r oom; do
+      stack=$(grep -o ' stack=[0-9]*' <<<"$oom" | cut -d= -f2)
+      grep -q " stack id=$stack frames=.*$(basename "$script"):$line in " <<<"$dump" &&
+        found+=" $(grep -o 'source=[a-z]*' <<<"$oom" | cut -d= -f2)"
+    done < <(grep -E " framework_oom .* requested=$requested( |$)" <<<"$dump")
+    echo "   $run: requested=$requested; framework_oom at $(basename "$script"):$line from:${found:- none}"
+    [[ -n $found ]] || ok=1
+  done
+  return $ok
 }
 
 # gpumem export --format memory-viz of every trace recorded, rendered by PyTorch's own
@@ -200,6 +255,8 @@ bench() {
     tests/bench/run_launch_cost.sh "$build" 3 1000000 >>"$out/bench.txt" 2>&1
   # Python frame capture per event, on the GPU machine's Python (fake CUDA: no driver time in it).
   PYTHON=$python tests/bench/run_python_frames_cost.sh "$build" 5 100000 20 >>"$out/bench.txt" 2>&1
+  # What the Python observer adds to each exception raised once torch is imported (the fake torch).
+  PYTHON=$python tests/bench/run_python_raise_cost.sh "$build" 5 100000 >>"$out/bench.txt" 2>&1
   # Analyzer throughput on the GPU machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     GPUMEM_LIBUNWIND=$PWD/$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
@@ -380,6 +437,9 @@ check() {
     fail "torch_oom: $(cat "$out/torch_oom/stdout" "$out/torch_oom/stderr" | tail -3)"
   counts "$out/torch_oom" | grep -E 'alloc_failed' | sed 's/^/   /'
 
+  echo "== PyTorch's out-of-memory errors seen by gpumem's Python observer (capped and not, 3 allocator modes)"
+  check_framework_ooms "$out" || fail "a framework_oom is missing or wrong"
+
   echo "== gpumem export --format memory-viz, rendered by PyTorch's torch.cuda._memory_viz"
   if [[ -s $out/export/render.txt && -s $out/export/list.txt ]]; then
     echo "   $(wc -l <"$out/export/list.txt") snapshot(s); $(grep -c ': ok' "$out/export/render.txt") checks ok"
@@ -452,6 +512,7 @@ case ${1:-all} in
   bench) bench "$2" ;;
   check) check "$2" ;;
   allocators) allocators "$2" ;;
+  framework_ooms) framework_ooms "$2" ;;
   exports) exports "$2" ;;
   small_stacks) small_stacks "$2" ;;
   speed) speed "$2" ;;

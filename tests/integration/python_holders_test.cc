@@ -6,12 +6,12 @@
 // (skipped where there is none, e.g. Debian's 3.11 alone).
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
+#include <vector>
 
+#include "tests/support/python_interpreters.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -33,38 +33,8 @@ uint32_t MarkedLine(const std::string& name) {
   return it == markers.end() ? 0 : it->second;
 }
 
-bool AtLeast312(const std::string& python) {
-  return RunProgram({python, "-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"})
-             .exit_code == 0;
-}
-
-// CPython 3.12+ interpreters of this machine: GPUMEM_TEST_PYTHONS (colon-separated), python3, and
-// pyenv's (CI's Debian has 3.11 only; a machine with pyenv has newer ones).
-std::vector<std::string> ObserverInterpreters() {
-  std::vector<std::string> candidates = {"python3"};
-  if (const char* extra = getenv("GPUMEM_TEST_PYTHONS")) {
-    std::stringstream list(extra);
-    for (std::string path; std::getline(list, path, ':');) {
-      if (!path.empty()) candidates.push_back(path);
-    }
-  }
-  std::string pyenv_root;
-  if (const char* root = getenv("PYENV_ROOT")) {
-    pyenv_root = root;
-  } else if (const char* home = getenv("HOME")) {
-    pyenv_root = std::string(home) + "/.pyenv";
-  }
-  std::error_code error;
-  for (const auto& version : std::filesystem::directory_iterator(pyenv_root + "/versions", error)) {
-    const std::filesystem::path python = version.path() / "bin" / "python3";
-    if (std::filesystem::exists(python, error)) candidates.push_back(python.string());
-  }
-  std::vector<std::string> found;
-  for (const std::string& python : candidates) {
-    if (AtLeast312(python)) found.push_back(python);
-  }
-  return found;
-}
+// CPython 3.12+ (sys.monitoring) interpreters of this machine.
+std::vector<std::string> ObserverInterpreters() { return testing::PythonInterpreters(12, 99); }
 
 // The growth report of the script run in `mode`.
 std::string GrowthOf(const std::string& python, const std::string& mode, const TempDir& dir,
