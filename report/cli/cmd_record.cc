@@ -108,7 +108,7 @@ CommandLine RecordCommandLine(Options* options) {
               Switch({"--no-symbolize"},
                      "leave the traces unsymbolized: reports then resolve the frames with\n"
                      "the binaries found where they read the trace (`gpumem symbolize`\n"
-                     "does it later)",
+                     "does it later); the summary still comes, resolved the same way",
                      &options->no_symbolize),
               Switch({"--no-summary"}, "print no summary, only where the traces went",
                      &options->no_summary),
