@@ -435,14 +435,15 @@ bool IsIntactTraceOf(const std::string& path, pid_t pid) {
   return reader.end().ok();
 }
 
-// Whether the process that wrote the trace at `path` (its header's pid) still runs: one the
-// program started and left behind, still writing through its mapping of the file, which a trace
-// renamed over it would lose.
-bool WriterStillRuns(const std::string& path) {
+// Whether the process that wrote the trace at `path` (its header's pid) is not the program, which
+// has ended, and still runs: one the program started and left behind, still writing through its
+// mapping of the file, which a trace renamed over it would lose.
+bool WriterStillRuns(const std::string& path, pid_t program) {
   TraceReader reader;
   if (!reader.Open(path, nullptr)) return false;
   const std::optional<uint32_t> pid = HeaderPid(reader);
-  return pid && *pid != 0 && (kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM);
+  if (!pid || *pid == 0 || *pid == static_cast<uint32_t>(program)) return false;
+  return kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM;
 }
 
 // Appends a ProcessEnd packet to the program's own trace at `path` when it is one (see
@@ -528,12 +529,12 @@ void Warn(absl::string_view message) {
 }
 
 // Symbolizes each trace in place while the binaries are certainly there; a failure is one warning
-// and leaves the trace as it was. `own`: the program's own trace (it has ended); another one whose
-// process still runs is left alone.
-void SymbolizeTraces(const std::vector<WrittenTrace>& traces, const fs::path& own) {
+// and leaves the trace as it was. A trace of a process other than the program (`pid`, ended) that
+// still runs is left alone.
+void SymbolizeTraces(const std::vector<WrittenTrace>& traces, pid_t program) {
   for (const WrittenTrace& trace : traces) {
     if (!IsGpumemTrace(trace.shown)) continue;  // not the recorder's: nothing to resolve
-    if (trace.actual != own && WriterStillRuns(trace.shown)) {
+    if (WriterStillRuns(trace.shown, program)) {
       Warn(absl::StrCat(trace.shown,
                         " is not symbolized: the process writing it still runs "
                         "(`gpumem symbolize` it once that ended)"));
@@ -642,7 +643,7 @@ int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_t
   if (traces.empty()) {
     std::fprintf(stderr, "gpumem: no trace written: the program made no CUDA memory call\n");
   }
-  if (!options.no_symbolize) SymbolizeTraces(traces, own_path);
+  if (!options.no_symbolize) SymbolizeTraces(traces, run.pid);
   std::error_code error;
   for (const WrittenTrace& trace : traces) {
     std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(trace.shown).c_str(),

@@ -538,6 +538,32 @@ TEST_F(RecordTest, TheSummaryOfSeveralProcesses) {
   }
 }
 
+// A process the program left running still writes its trace: gpumem does not rename a symbolized
+// copy over it (the process would go on writing into the file it replaced), and says so.
+TEST_F(RecordTest, ATraceWhoseProcessStillRunsIsNotSymbolized) {
+  const ProgramRun result =
+      Record({"-o", "run.trace", "/bin/sh", "-c",
+              "\"$0\" > out & echo $! > child.pid; while [ ! -s out ]; do sleep 0.05; done",
+              BuildPath("tests/programs/alloc_forever")},
+             {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  std::string child = ReadFile(dir_ + "/child.pid");
+  ASSERT_FALSE(child.empty());
+  const pid_t pid = std::stoi(child);
+  const bool was_running = kill(pid, 0) == 0;
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(was_running) << "the left-behind process must still run when gpumem is done";
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(testing::CountLines(result.err, "gpumem: warning: "), 1) << result.err;
+  EXPECT_NE(result.err.find("gpumem: warning: run.trace is not symbolized: the process writing it "
+                            "still runs (`gpumem symbolize` it once that ended)\n"),
+            std::string::npos)
+      << result.err;
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until it is reaped
+  }
+  EXPECT_EQ(CountSymbolized(dir_ + "/run.trace").frames, 0);
+}
+
 // This process's soft file-size limit, for the programs it starts, until destroyed.
 class FileSizeLimit {
  public:
