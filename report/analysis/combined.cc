@@ -34,17 +34,6 @@ bool PlaceBefore(int32_t a, int32_t b) {
   return rank(a) < rank(b);
 }
 
-std::string NameOf(int32_t place, const CombinedHost& host,
-                   const std::vector<ProcessTimeline>& processes) {
-  for (const size_t index : host.processes) {
-    const auto it = processes[index].place_names.find(place);
-    if (it != processes[index].place_names.end()) return it->second;
-  }
-  if (place == kPinnedHost) return "pinned host";
-  if (place < 0) return "device ?";
-  return absl::StrCat("device ", place);
-}
-
 // One place of one host: k-way merge of its processes' timelines by timestamp, each streamed from
 // its spool.
 CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
@@ -367,6 +356,17 @@ std::string RankTableJson(const std::vector<ProcessTimeline>& processes) {
 
 }  // namespace
 
+std::string CombinedPlaceName(int32_t place, const CombinedHost& host,
+                              const std::vector<ProcessTimeline>& processes) {
+  for (const size_t index : host.processes) {
+    const auto it = processes[index].place_names.find(place);
+    if (it != processes[index].place_names.end()) return it->second;
+  }
+  if (place == kPinnedHost) return "pinned host";
+  if (place < 0) return "device ?";
+  return absl::StrCat("device ", place);
+}
+
 std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes) {
   std::string out = absl::StrCat("== combined, ", combined.processes, " processes\n");
   absl::StrAppend(&out, RankTableText(processes));
@@ -384,7 +384,8 @@ std::string CombinedText(const Combined& combined, const std::vector<ProcessTime
     for (const CombinedPlace& place : host.places) {
       absl::StrAppendFormat(
           &out, "\ncombined peak, %s: %s (%d bytes) at %.3f ms after the first process started\n",
-          NameOf(place.place, host, processes), FormatBytes(place.peak_bytes), place.peak_bytes,
+          CombinedPlaceName(place.place, host, processes), FormatBytes(place.peak_bytes),
+          place.peak_bytes,
           static_cast<double>(Since(place.timestamp_ns, host.start_time_mono_ns)) / 1e6);
       for (const CombinedShare& share : place.shares) {
         const ProcessTimeline& process = processes[share.process];
@@ -420,7 +421,7 @@ std::string CombinedJson(const Combined& combined, const std::vector<ProcessTime
       places.push_back(absl::StrCat(
           "{\"memory\":", place.place == kPinnedHost ? "\"host\"" : "\"device\"",
           ",\"device\":", place.place == kPinnedHost ? -1 : place.place,
-          ",\"name\":", JsonString(NameOf(place.place, host, processes)),
+          ",\"name\":", JsonString(CombinedPlaceName(place.place, host, processes)),
           ",\"peak_bytes\":", place.peak_bytes, ",\"timestamp_ns\":", place.timestamp_ns,
           ",\"time_ns\":", Since(place.timestamp_ns, host.start_time_mono_ns), ",\"processes\":[",
           absl::StrJoin(shares, ","), "]}"));

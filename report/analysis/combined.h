@@ -171,6 +171,10 @@ struct Combined {
 // bounded by one read buffer per process.
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
 
+// "device 0 (NVIDIA H100 80GB HBM3)": the place as its processes' traces name it.
+std::string CombinedPlaceName(int32_t place, const CombinedHost& host,
+                              const std::vector<ProcessTimeline>& processes);
+
 // The "combined, N processes" section, and its JSON object (schema: report/README.md): the table
 // of ranks (a row per process and device), then the combined peaks per host.
 std::string CombinedText(const Combined& combined, const std::vector<ProcessTimeline>& processes);

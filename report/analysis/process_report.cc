@@ -208,6 +208,22 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   return report;
 }
 
+std::vector<std::pair<const MemoryHolder*, Tally>> HeldByHolder(const std::vector<Site>& sites,
+                                                                Tally* own) {
+  std::vector<std::pair<const MemoryHolder*, Tally>> held;  // in order of first appearance
+  for (const Site& site : sites) {
+    if (site.holder == nullptr) {
+      own->Add(site.tally);
+      continue;
+    }
+    auto it = std::find_if(held.begin(), held.end(),
+                           [&](const auto& entry) { return entry.first == site.holder; });
+    if (it == held.end()) it = held.insert(held.end(), {site.holder, Tally{}});
+    it->second.Add(site.tally);
+  }
+  return held;
+}
+
 // ---- text ----
 
 namespace {
@@ -219,18 +235,8 @@ std::string NotLeakedNote(const RecordingEnd& end) {
 
 // Under a place's leaks: how much of it allocators and libraries hold, by holder, and the rest.
 void AppendHeldText(const std::vector<Site>& sites, std::string* out) {
-  std::vector<std::pair<const MemoryHolder*, Tally>> held;  // in order of first appearance
   Tally own;
-  for (const Site& site : sites) {
-    if (site.holder == nullptr) {
-      own.Add(site.tally);
-      continue;
-    }
-    auto it = std::find_if(held.begin(), held.end(),
-                           [&](const auto& entry) { return entry.first == site.holder; });
-    if (it == held.end()) it = held.insert(held.end(), {site.holder, Tally{}});
-    it->second.Add(site.tally);
-  }
+  const std::vector<std::pair<const MemoryHolder*, Tally>> held = HeldByHolder(sites, &own);
   if (held.empty()) return;
   for (const auto& [holder, tally] : held) {
     absl::StrAppend(out, "  held by ", holder->name, ": ", FormatBytes(tally.bytes), " in ",
@@ -453,10 +459,9 @@ std::string JsonLeaks(ProcessReport& report, size_t top) {
     if (place.live.count == 0) continue;
     std::vector<Site> live = GroupSites(place.live_sites, *report.sites,
                                         replay.stream_ordered_stacks, &replay.graph_stacks);
+    Tally own;
     Tally held;
-    for (const Site& site : live) {
-      if (site.holder != nullptr) held.Add(site.tally);
-    }
+    for (const auto& [holder, tally] : HeldByHolder(live, &own)) held.Add(tally);
     items.push_back(
         absl::StrCat("{", JsonPlace(place.place, trace), ",\"bytes\":", place.live.bytes,
                      ",\"count\":", place.live.count, ",\"sites\":", JsonSites(live, top, 0),

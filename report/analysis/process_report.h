@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,6 +23,7 @@
 #include "report/analysis/summary_table.h"
 #include "report/replay/replay.h"
 #include "report/stacks/call_sites.h"
+#include "report/stacks/memory_holders.h"
 #include "report/stacks/symbolizer.h"
 
 namespace gpumem::report {
@@ -65,6 +68,11 @@ struct ProcessReport {
 // Opens and analyses the trace at `path` (progress on a terminal). Fails as TraceFile::Open does;
 // a damaged trace is analysed as far as it could be read (replay.file->end() says what was lost).
 absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path, const ReportRequest& request);
+
+// What allocators and libraries hold of `sites` (report/stacks/memory_holders.h), by holder in the
+// order first seen; what none holds is added to `*own`. The leaks report tells them apart.
+std::vector<std::pair<const MemoryHolder*, Tally>> HeldByHolder(const std::vector<Site>& sites,
+                                                                Tally* own);
 
 // The report as text, and as JSON (`path` as given). Both symbolize through `report.sites`.
 std::string ProcessReportText(ProcessReport& report, const ReportRequest& request);

@@ -1,7 +1,8 @@
 // `gpumem record`: runs a program with the preload library (LD_PRELOAD) and tells where its traces
 // went. The recording itself happens inside the program (interpose/, core/); this only sets up the
 // environment, stands between the program and the signals meant for it, and passes on its exit
-// status.
+// status. Once the program ended, it symbolizes the traces while the binaries are certainly there
+// (report/cli/symbolize_file.h) and prints a short summary (report/analysis/run_summary.h).
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,9 +33,12 @@
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
 #include "report/allocator/tensor_mode.h"
+#include "report/analysis/process_report.h"
+#include "report/analysis/run_summary.h"
 #include "report/cli/commands.h"
 #include "report/cli/flags.h"
 #include "report/cli/output_file.h"
+#include "report/cli/symbolize_file.h"
 #include "report/format/printable.h"
 #include "report/trace/trace_file.h"
 
@@ -43,9 +47,13 @@ namespace gpumem::report {
 namespace {
 
 constexpr char kSynopsis[] =
-    R"usage(usage: gpumem record [-o PATH] [--tensors] [--] PROGRAM [ARGS...]
+    R"usage(usage: gpumem record [-o PATH] [--tensors] [--no-symbolize] [--no-summary] [--]
+                     PROGRAM [ARGS...]
 
-Runs PROGRAM under gpumem and records its GPU memory operations.
+Runs PROGRAM under gpumem and records its GPU memory operations. Once it ended, each trace it
+wrote is symbolized in place (as `gpumem symbolize` does), so that reports read no binary, and a
+short summary goes to stderr: per device the peak and its largest call sites, what was never
+freed, what grows every iteration, failed allocations, and the commands to see more.
 
 )usage";
 
@@ -57,6 +65,10 @@ or the signal that killed it) is appended to its trace.
 The preload library is <gpumem's dir>/../lib/libgpumem.so, or GPUMEM_LIBRARY if set.
 No trace is written if the program makes no CUDA call.
 
+A trace that cannot be symbolized (a full disk, a file-size limit) is left as it was, with one
+warning line; a trace of a process still running is not symbolized. Neither changes the exit
+status.
+
 Exit status: PROGRAM's (128+N if signal N killed it); 127 PROGRAM not found, 126 not executable;
 2 bad usage, or an output PATH refused.
 )usage";
@@ -64,6 +76,8 @@ Exit status: PROGRAM's (128+N if signal N killed it); 127 PROGRAM not found, 126
 struct Options {
   std::string output;  // empty: gpumem-<host>-<pid>.trace here
   bool tensors = false;
+  bool no_symbolize = false;
+  bool no_summary = false;
 };
 
 // The first argument that is not a flag starts the program's own command line.
@@ -91,6 +105,13 @@ CommandLine RecordCommandLine(Options* options) {
                      "TensorFlow TF_GPU_ALLOCATOR=cuda_malloc_async. The trace header\n"
                      "records what was changed (GPUMEM_TENSORS).",
                      &options->tensors),
+              Switch({"--no-symbolize"},
+                     "leave the traces unsymbolized: reports then resolve the frames with\n"
+                     "the binaries found where they read the trace (`gpumem symbolize`\n"
+                     "does it later); the summary still comes, resolved the same way",
+                     &options->no_symbolize),
+              Switch({"--no-summary"}, "print no summary, only where the traces went",
+                     &options->no_summary),
           },
       .positional_ends_flags = true,
   };
@@ -390,20 +411,39 @@ ProcessEnd EndOf(const ProgramRun& run) {
   return end;
 }
 
+// The pid the Header of the trace open in `reader` names (its first packet); nullopt when the
+// first packet is no Header.
+std::optional<uint32_t> HeaderPid(TraceReader& reader) {
+  Packet packet;
+  TracePacket first;
+  if (!reader.Next(&packet) ||
+      !first.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size())) ||
+      !first.has_header()) {
+    return std::nullopt;
+  }
+  return first.header().pid();
+}
+
 // Whether `path` is a trace the program `pid` wrote (its header names that pid) and its framing is
 // intact: a packet appended after a torn one would not be found.
 bool IsIntactTraceOf(const std::string& path, pid_t pid) {
   TraceReader reader;
+  if (!reader.Open(path, nullptr) || HeaderPid(reader) != static_cast<uint32_t>(pid)) return false;
   Packet packet;
-  TracePacket first;
-  if (!reader.Open(path, nullptr) || !reader.Next(&packet) ||
-      !first.ParseFromArray(packet.bytes.data(), static_cast<int>(packet.bytes.size())) ||
-      !first.has_header() || first.header().pid() != static_cast<uint32_t>(pid)) {
-    return false;
-  }
   while (reader.Next(&packet)) {
   }
   return reader.end().ok();
+}
+
+// Whether the process that wrote the trace at `path` (its header's pid) is not the program, which
+// has ended, and still runs: one the program started and left behind, still writing through its
+// mapping of the file, which a trace renamed over it would lose.
+bool WriterStillRuns(const std::string& path, pid_t program) {
+  TraceReader reader;
+  if (!reader.Open(path, nullptr)) return false;
+  const std::optional<uint32_t> pid = HeaderPid(reader);
+  if (!pid || *pid == 0 || *pid == static_cast<uint32_t>(program)) return false;
+  return kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM;
 }
 
 // Appends a ProcessEnd packet to the program's own trace at `path` when it is one (see
@@ -477,19 +517,124 @@ std::vector<EnvironmentChange> TensorChanges() {
   return changes;
 }
 
-// After the program ended: how it ended into its trace, and which traces it wrote, on stderr.
-// Returns gpumem's exit status: the program's, as a shell gives it (128+N for signal N).
+// A trace written by this run: as the user named it (also a path from gpumem's working directory,
+// which it never leaves) and as the program was told it.
+struct WrittenTrace {
+  std::string shown;
+  fs::path actual;
+};
+
+void Warn(absl::string_view message) {
+  std::fprintf(stderr, "gpumem: warning: %s\n", Printable(message).c_str());
+}
+
+// Symbolizes each trace in place while the binaries are certainly there; a failure is one warning
+// and leaves the trace as it was. A trace of a process other than the program (`pid`, ended) that
+// still runs is left alone.
+void SymbolizeTraces(const std::vector<WrittenTrace>& traces, pid_t program) {
+  for (const WrittenTrace& trace : traces) {
+    if (!IsGpumemTrace(trace.shown)) continue;  // not the recorder's: nothing to resolve
+    if (WriterStillRuns(trace.shown, program)) {
+      Warn(absl::StrCat(trace.shown,
+                        " is not symbolized: the process writing it still runs "
+                        "(`gpumem symbolize` it once that ended)"));
+      continue;
+    }
+    if (absl::StatusOr<SymbolizeCounts> counts = SymbolizeTraceFile(trace.shown, trace.shown);
+        !counts.ok()) {
+      Warn(absl::StrCat("not symbolized: ", counts.status().message()));
+    }
+  }
+}
+
+// What the commands after the summary point at.
+struct SummaryHints {
+  bool failed_allocations = false;
+  bool growing = false;
+  std::string view;  // the trace of the process with the highest peak
+};
+
+// The summary of the traces at `paths` (one process or several), and the hints for the commands;
+// nullopt (after a warning) where a trace cannot be read.
+std::optional<std::string> Summarize(const std::vector<std::string>& paths, SummaryHints* hints) {
+  const bool several = paths.size() > 1;
+  std::vector<ProcessBrief> briefs;
+  std::vector<ProcessTimeline> timelines;
+  std::string text;
+  uint64_t highest = 0;
+  for (const std::string& path : paths) {
+    absl::StatusOr<ProcessReport> report = AnalyzeProcess(path, RunSummaryRequest(several));
+    if (!report.ok()) {
+      Warn(absl::StrCat("no summary: ", report.status().message()));
+      return std::nullopt;
+    }
+    const ProcessBrief brief = BriefOf(*report);
+    hints->failed_allocations = hints->failed_allocations || brief.failed_allocations > 0;
+    hints->growing = hints->growing || brief.growth_per_iteration > 0;
+    if (hints->view.empty() || brief.peak_bytes > highest) {
+      hints->view = path;
+      highest = brief.peak_bytes;
+    }
+    if (!several) text = ProcessSummaryText(*report);
+    briefs.push_back(brief);
+    if (report->timeline) timelines.push_back(*std::move(report->timeline));
+  }
+  return several ? ProcessesSummaryText(std::move(briefs), timelines) : text;
+}
+
+// `path` as one shell word: quoted unless it is made of characters a shell leaves alone.
+std::string ShellWord(const std::string& path) {
+  const bool plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
+    return absl::ascii_isalnum(c) || std::strchr("_-./+:=@%,", c) != nullptr;
+  });
+  if (plain) return path;
+  std::string quoted = "'";
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The summary on stderr, then the commands that show more: of the traces the recorder wrote, or
+// nothing when there are none.
+void PrintSummary(const std::vector<WrittenTrace>& traces, const OutputPlan& plan) {
+  std::vector<std::string> paths;
+  for (const WrittenTrace& trace : traces) {
+    if (IsGpumemTrace(trace.shown)) paths.push_back(trace.shown);
+  }
+  if (paths.empty()) return;
+  SummaryHints hints;
+  const std::optional<std::string> summary = Summarize(paths, &hints);
+  if (!summary) return;
+  std::string inputs;
+  if (plan.directory && paths.size() > 1) {
+    inputs = ShellWord(plan.shown);
+  } else {
+    for (const std::string& path : paths) absl::StrAppend(&inputs, " ", ShellWord(path));
+    inputs.erase(0, 1);
+  }
+  inputs = Printable(inputs);  // the summary's own names are escaped already
+  std::string text = absl::StrCat("gpumem: summary of ", inputs, ":\n", *summary,
+                                  "gpumem: to see more:\n  gpumem report ", inputs, "\n");
+  if (hints.failed_allocations) absl::StrAppend(&text, "  gpumem report --oom ", inputs, "\n");
+  if (hints.growing) absl::StrAppend(&text, "  gpumem report --growth ", inputs, "\n");
+  absl::StrAppend(&text, "  gpumem view ", Printable(ShellWord(hints.view)), "\n");
+  std::fputs(text.c_str(), stderr);
+}
+
+// After the program ended: how it ended into its trace, the traces symbolized, and which traces it
+// wrote with their summary, on stderr. Returns gpumem's exit status: the program's, as a shell
+// gives it (128+N for signal N).
 int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_type>& before,
-                    const std::string& host, const ProgramRun& run) {
+                    const std::string& host, const ProgramRun& run, const Options& options) {
   const std::string own = DefaultName(host, run.pid);
   if (plan.pid_in_name) {
     plan.shown = own;
     plan.env_value = (plan.dir / own).string();
     NameChildren(&plan);
   }
-  const std::vector<std::pair<std::string, fs::path>> traces = WrittenTraces(plan, before, own);
+  std::vector<WrittenTrace> traces;
+  for (auto& [shown, actual] : WrittenTraces(plan, before, own)) traces.push_back({shown, actual});
   const fs::path own_path = plan.directory ? plan.dir / own : fs::path(plan.env_value);
-  if (!traces.empty() && traces.front().second == own_path) {
+  if (!traces.empty() && traces.front().actual == own_path) {
     AppendProcessEnd(own_path.string(), run);
   }
   if (WIFSIGNALED(run.status)) {
@@ -498,11 +643,13 @@ int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_t
   if (traces.empty()) {
     std::fprintf(stderr, "gpumem: no trace written: the program made no CUDA memory call\n");
   }
+  if (!options.no_symbolize) SymbolizeTraces(traces, run.pid);
   std::error_code error;
-  for (const auto& [shown, actual] : traces) {
-    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(shown).c_str(),
-                 HumanSize(fs::file_size(actual, error)).c_str());
+  for (const WrittenTrace& trace : traces) {
+    std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(trace.shown).c_str(),
+                 HumanSize(fs::file_size(trace.actual, error)).c_str());
   }
+  if (!options.no_summary) PrintSummary(traces, plan);
   if (WIFSIGNALED(run.status)) return 128 + WTERMSIG(run.status);
   return WIFEXITED(run.status) ? WEXITSTATUS(run.status) : kExitBadInput;
 }
@@ -548,7 +695,7 @@ int RunRecord(const std::vector<std::string>& args) {
     // As a shell: 127 for a program not found, 126 for one found but not executable.
     return run->exec_errno == ENOENT ? 127 : 126;
   }
-  return FinishRecording(*std::move(plan), before, host, *run);
+  return FinishRecording(*std::move(plan), before, host, *run, options);
 }
 
 }  // namespace gpumem::report

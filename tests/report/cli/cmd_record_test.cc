@@ -2,6 +2,7 @@
 // nothing; where a test needs a trace to appear, a shell script writes the file the recorder would
 // have written, at the GPUMEM_OUTPUT it was given, to check naming and reporting.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -413,6 +414,211 @@ TEST_F(RecordTest, HowTheProgramEndedIsAppendedToItsTrace) {
       report.out.find("\nexit: the program was killed by signal 10 (User defined signal 1)\n"),
       std::string::npos)
       << report.out;
+}
+
+// The packets of the trace at `path` that `gpumem symbolize` appends (SymbolizedFrame and
+// Symbolization), and whether the trace reads whole (framing intact, nothing damaged).
+struct SymbolizedPackets {
+  int frames = 0;
+  int symbolizations = 0;
+  bool intact = false;
+};
+SymbolizedPackets CountSymbolized(const std::string& path) {
+  SymbolizedPackets found;
+  auto file =
+      report::TraceFile::Read(path, [&](const report::PacketPosition&, const TracePacket& packet) {
+        found.frames += packet.has_symbolized_frame();
+        found.symbolizations += packet.has_symbolization();
+      });
+  found.intact = file.ok() && !(*file)->end().damaged();
+  return found;
+}
+
+// Once the program ended, its trace is symbolized in place while the binary is there: a report
+// then reads the same when the binary is gone. The summary on stderr gives the peak with its call
+// sites, what was never freed, the growth and the failed allocations, then the commands.
+TEST_F(RecordTest, TheTraceIsSymbolizedAndSummarizedWhenTheProgramEnds) {
+  const std::string binary = dir_ + "/leak_loop";
+  fs::copy_file(BuildPath("bin/leak_loop"), binary);
+  const ProgramRun result =
+      Record({"-o", "run.trace", binary}, {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const SymbolizedPackets packets = CountSymbolized(dir_ + "/run.trace");
+  EXPECT_GT(packets.frames, 0);
+  EXPECT_EQ(packets.symbolizations, 1);
+  EXPECT_TRUE(packets.intact);
+
+  const std::string& err = result.err;
+  EXPECT_EQ(err.find("gpumem: trace written to run.trace ("), 0u) << err;
+  for (const char* line : {
+           "\ngpumem: summary of run.trace:\n",
+           "\npeak, device 0 (gpumem fake device): 56.00 MiB (58720256 bytes) at ",
+           "  40.00 MiB   71.4%  10 allocations\n      leak_iteration() (",
+           "\nnever freed, device 0 (gpumem fake device): 40.00 MiB (41943040 bytes) in 10 "
+           "allocations from 1 call site\n",
+           "\ngrowth, device 0 (gpumem fake device): +4.00 MiB/iteration over 10 iterations at "
+           "leak_iteration() (",
+           "\nfailed allocations: none\n",
+           "\ngpumem: to see more:\n  gpumem report run.trace\n  gpumem report --growth "
+           "run.trace\n  gpumem view run.trace\n",
+       }) {
+    EXPECT_NE(err.find(line), std::string::npos) << line << "\nin:\n" << err;
+  }
+  EXPECT_NE(err.find("leak_loop.cc:26)\n"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+
+  // The report reads no binary now: the same without it.
+  const ProgramRun before = testing::RunGpumem({"report", dir_ + "/run.trace"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  ASSERT_TRUE(fs::remove(binary));
+  const ProgramRun after = testing::RunGpumem({"report", dir_ + "/run.trace"});
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(after.out, before.out);
+  EXPECT_NE(after.out.find("leak_loop.cc:26"), std::string::npos) << after.out;
+}
+
+// --no-symbolize leaves the trace as the recorder wrote it (the summary still comes, from the
+// binaries); --no-summary prints where the traces went and nothing else.
+TEST_F(RecordTest, NoSymbolizeAndNoSummary) {
+  const std::map<std::string, std::string> fake_cuda = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
+  ProgramRun result =
+      Record({"--no-symbolize", "-o", "run.trace", BuildPath("bin/leak_loop")}, fake_cuda);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  SymbolizedPackets packets = CountSymbolized(dir_ + "/run.trace");
+  EXPECT_EQ(packets.frames, 0);
+  EXPECT_EQ(packets.symbolizations, 0);
+  EXPECT_NE(result.err.find("\nnever freed, device 0 (gpumem fake device): 40.00 MiB"),
+            std::string::npos)
+      << result.err;
+
+  result = Record({"--no-summary", "-o", "run.trace", BuildPath("bin/leak_loop")}, fake_cuda);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GT(CountSymbolized(dir_ + "/run.trace").frames, 0);
+  EXPECT_EQ(result.err.find("gpumem: trace written to run.trace ("), 0u) << result.err;
+  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << result.err;
+}
+
+// A failed allocation is in the summary, and the commands name `report --oom`.
+TEST_F(RecordTest, TheSummaryTellsOfFailedAllocations) {
+  const ProgramRun result = Record({"-o", "oom.trace", BuildPath("bin/oom_loop")},
+                                   {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("\nfailed allocations: 1, the first a cudaMalloc of 256.00 MiB "
+                            "(268435456 bytes) on device 0 (gpumem fake device), error 2, at "),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("\n  gpumem report --oom oom.trace\n"), std::string::npos)
+      << result.err;
+}
+
+// Several processes: a line each, the highest peak first, the combined peak, and the commands
+// name the directory.
+TEST_F(RecordTest, TheSummaryOfSeveralProcesses) {
+  fs::create_directories(dir_ + "/traces");
+  const ProgramRun result =
+      Record({"-o", "traces", BuildPath("bin/fork")}, {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string& err = result.err;
+  EXPECT_NE(err.find("\ngpumem: summary of traces:\n2 processes, the highest peak first:\n  pid "),
+            std::string::npos)
+      << err;
+  const size_t first = err.find(": peak 48.00 MiB on device 0 (gpumem fake device)");
+  const size_t second = err.find(": peak 6.00 MiB on device 0 (gpumem fake device)");
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_NE(second, std::string::npos) << err;
+  EXPECT_LT(first, second) << err;
+  EXPECT_NE(err.find("\ncombined peak, device 0 (gpumem fake device): 50.00 MiB (52428800 bytes), "
+                     "2 processes holding memory then\n"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("\n  gpumem report traces\n  gpumem view traces/gpumem-"), std::string::npos)
+      << err;
+  for (const auto& entry : fs::directory_iterator(dir_ + "/traces")) {
+    EXPECT_GT(CountSymbolized(entry.path().string()).frames, 0) << entry.path();
+  }
+}
+
+// A process the program left running still writes its trace: gpumem does not rename a symbolized
+// copy over it (the process would go on writing into the file it replaced), and says so.
+TEST_F(RecordTest, ATraceWhoseProcessStillRunsIsNotSymbolized) {
+  const ProgramRun result =
+      Record({"-o", "run.trace", "/bin/sh", "-c",
+              "\"$0\" > out & echo $! > child.pid; while [ ! -s out ]; do sleep 0.05; done",
+              BuildPath("tests/programs/alloc_forever")},
+             {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  std::string child = ReadFile(dir_ + "/child.pid");
+  ASSERT_FALSE(child.empty());
+  const pid_t pid = std::stoi(child);
+  const bool was_running = kill(pid, 0) == 0;
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(was_running) << "the left-behind process must still run when gpumem is done";
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(testing::CountLines(result.err, "gpumem: warning: "), 1) << result.err;
+  EXPECT_NE(result.err.find("gpumem: warning: run.trace is not symbolized: the process writing it "
+                            "still runs (`gpumem symbolize` it once that ended)\n"),
+            std::string::npos)
+      << result.err;
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until it is reaped
+  }
+  EXPECT_EQ(CountSymbolized(dir_ + "/run.trace").frames, 0);
+}
+
+// This process's soft file-size limit, for the programs it starts, until destroyed.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    struct rlimit limited = saved_;
+    limited.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  struct rlimit saved_;
+};
+
+// Symbolizing that fails (here at a file-size limit gpumem has and the program lifts for itself)
+// leaves the trace as the recorder wrote it, says so in one warning, and the exit status is the
+// program's.
+TEST_F(RecordTest, AFailedSymbolizationLeavesTheTraceAndTheExitStatus) {
+  const std::vector<std::string> program = {
+      "/bin/sh", "-c", "ulimit -S -f unlimited; \"$0\"; exit 3", BuildPath("bin/leak_loop")};
+  const std::map<std::string, std::string> fake_cuda = {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}};
+  std::vector<std::string> args = {"--no-symbolize", "-o", "run.trace"};
+  args.insert(args.end(), program.begin(), program.end());
+  ProgramRun result = Record(args, fake_cuda);
+  ASSERT_EQ(result.exit_code, 3) << result.err;
+  const uintmax_t unsymbolized = fs::file_size(dir_ + "/run.trace");
+
+  // Room for the trace as recorded, not for the frames after it (some hundred bytes).
+  args.erase(args.begin());
+  pid_t gpumem;
+  {
+    const FileSizeLimit limit(unsymbolized + 64);
+    gpumem = Start(args, fake_cuda);
+  }
+  result = Wait(gpumem);
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_EQ(testing::CountLines(result.err, "gpumem: warning: "), 1) << result.err;
+  EXPECT_NE(result.err.find("gpumem: warning: not symbolized: writing run.trace: File too large; "
+                            "run.trace is unchanged\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("gpumem: trace written to run.trace ("), std::string::npos)
+      << result.err;
+  const SymbolizedPackets packets = CountSymbolized(dir_ + "/run.trace");
+  EXPECT_EQ(packets.frames + packets.symbolizations, 0);
+  EXPECT_TRUE(packets.intact);
+  EXPECT_LE(fs::file_size(dir_ + "/run.trace"), unsymbolized + 64);
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+  // The summary still comes, from the binaries.
+  EXPECT_NE(result.err.find("\nnever freed, device 0 (gpumem fake device): 40.00 MiB"),
+            std::string::npos)
+      << result.err;
 }
 
 }  // namespace
