@@ -159,6 +159,18 @@ class SignalForwarding {
       sigaddset(&handled_, signal);
     }
   }
+  // Once the program has ended, gpumem's own dispositions and mask are as they were at its start:
+  // a Ctrl-C during the symbolization and summary that follow stops gpumem (the trace is replaced
+  // only by a rename, so it is left whole).
+  ~SignalForwarding() {
+    running_child.store(0);
+    for (int number : kForwardedSignals) {
+      if (sigismember(&handled_, number)) ::signal(number, SIG_DFL);
+    }
+    sigprocmask(SIG_SETMASK, &mask_at_start_, nullptr);
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
   // In the parent, once running_child is set: signals that came meanwhile are forwarded now.
   void Start() const { sigprocmask(SIG_SETMASK, &mask_at_start_, nullptr); }
   // In the child, before exec: the program's dispositions and mask as gpumem's were at its start.
