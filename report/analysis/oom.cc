@@ -365,9 +365,14 @@ std::vector<std::string> FrameworkHelpedLines(const FrameworkOomError& error,
                                  " free: a higher cap (set_per_process_memory_fraction) would "
                                  "have let it fit"));
   }
-  for (std::string& line : HelpedLines(error.failure, report, sites)) {
-    lines.push_back(std::move(line));
+  OomFailure failure = error.failure;
+  if (error.limit > 0 && error.requested > error.limit) {
+    lines.push_back(absl::StrCat("the request alone was more than the limit of ",
+                                 FormatBytes(error.limit),
+                                 ": freeing memory under it could not have made room"));
+    failure.request.set_total_bytes(0);  // what HelpedLines then says: only what was held early
   }
+  for (std::string& line : HelpedLines(failure, report, sites)) lines.push_back(std::move(line));
   return lines;
 }
 
