@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "report/analysis/summary_table.h"
+#include "report/format/names.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/replay/replay.h"
@@ -86,7 +87,7 @@ class ViewObserver final : public report::ReplayObserver {
       if (!changes_.empty()) Timeline(place).Apply(t, changes_);
     }
     ended_.clear();
-    if (event.action() == ALLOC_FAILED) {
+    if (event.action() == ALLOC_FAILED && report::IsOutOfMemoryResult(event.result())) {
       Failures& failures = failures_[alloc_place];
       if (failures.first.size() < kMaxFailureMarkers) {
         failures.first.push_back(
@@ -259,8 +260,6 @@ void FillTimeline(const TimelineBuckets& timeline, const ViewObserver& observer,
     out->band_bytes.back()[i] = buckets[i].max_in_use - std::min(buckets[i].max_in_use, in_bands);
   }
 }
-
-
 
 // Replays the trace into `observer` and `summary`, with progress on a terminal
 // (report/trace/progress.h) ticked by every memory event.

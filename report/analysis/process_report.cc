@@ -32,7 +32,7 @@ class Analyses {
   Analyses(const TraceFile& trace, const ReportRequest& request, CallSites& sites)
       : request_(request), sites_(sites) {
     if (request.summary) summary_.emplace(trace, request.allocator);
-    if (request.oom) oom_.emplace(CallSiteMapping());
+    if (request.oom) oom_.emplace(CallSiteMapping(), &trace);
     if (request.fragmentation) fragmentation_.emplace(trace);
     if (request.growth) {
       if (request.iteration_marker.empty()) {
@@ -176,6 +176,7 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   report.symbolizer = std::make_unique<Symbolizer>(file->get());
   report.sites =
       std::make_unique<CallSites>(report.symbolizer.get(), request.group_by, request.python_only);
+  CreditAutogradEngineStacks(report.symbolizer.get(), file->get());
   Analyses analyses(**file, request, *report.sites);
   KernelAnalysis kernels(file->get());
   const bool wants_kernels = request.peak || request.kernels;
@@ -278,8 +279,14 @@ void AppendProcessText(const TraceReplay& replay, std::string* out) {
     absl::StrAppend(out, "exit: ", DescribeProcessEnd(*trace.process_end()), "\n");
   }
   absl::StrAppend(out, "memory events: ", replay.memory_events,
-                  "; failed allocations: ", replay.failed_allocations,
-                  "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
+                  "; failed allocations: ", replay.failed_allocations);
+  if (replay.failed_calls > 0) {
+    absl::StrAppend(out, "; failed calls (not out of memory): ", replay.failed_calls);
+  }
+  if (!trace.framework_ooms().empty()) {
+    absl::StrAppend(out, "; PyTorch out-of-memory errors: ", CountFrameworkOoms(trace));
+  }
+  absl::StrAppend(out, "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
   if (replay.reserved_peak_bytes > 0) {
     absl::StrAppend(out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");
@@ -406,6 +413,8 @@ std::string JsonProcess(const std::string& path, const TraceReplay& replay) {
                   ",\"end\":", JsonString(trace.end().Describe()), JsonProcessEnd(trace),
                   ",\"memory_events\":", replay.memory_events,
                   ",\"failed_allocations\":", replay.failed_allocations,
+                  ",\"failed_calls\":", replay.failed_calls,
+                  ",\"framework_ooms\":", CountFrameworkOoms(trace),
                   ",\"anomalies\":{\"unknown_frees\":", replay.anomalies.unknown_frees,
                   ",\"double_frees\":", replay.anomalies.double_frees,
                   ",\"overlapping_allocations\":", replay.anomalies.overlapping_allocations,

@@ -462,8 +462,8 @@ void SummaryAnalysis::Add(const MemoryEvent& event) {
     case RETAIN:
       tables_->Retain(event);
       break;
-    case ALLOC_FAILED:
-      if (IsDeviceMemory(event)) {
+    case ALLOC_FAILED:  // torch's num_ooms: out of memory only, not a refused handle type
+      if (IsDeviceMemory(event) && IsOutOfMemoryResult(event.result())) {
         candidates_.ForEach([&](std::unique_ptr<Builder>& builder) { builder->Failed(event); });
       }
       break;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "report/analysis/summary_table.h"
 #include "report/export/pickle_writer.h"
+#include "report/format/names.h"
 #include "report/format/sizes.h"
 #include "report/replay/memory_space.h"
 #include "report/stacks/symbolizer.h"
@@ -187,7 +188,8 @@ void MemoryVizObserver::AfterMemory(const MemoryEvent& event, const Replay&) {
 
   const MemorySpace space = SpaceOf(event);
   if (event.action() == ALLOC_FAILED) {
-    Oom(event);
+    // An `oom` entry is an out-of-memory error; any other failure allocated nothing.
+    if (IsOutOfMemoryResult(event.result())) Oom(event);
     return;
   }
   if (space == MemorySpace::kPhysical) {

@@ -227,4 +227,36 @@ std::string OomSourceName(OomSource source) {
   return "source" + std::to_string(static_cast<int>(source));
 }
 
+namespace {
+
+// The results an allocation call returns, as CUresult and cudaError_t name them (same numbers).
+struct ResultNames {
+  int32_t code;
+  const char* driver;
+  const char* runtime;
+};
+constexpr ResultNames kResultNames[] = {
+    {1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "cudaErrorInitializationError"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading"},
+    {100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "cudaErrorNotPermitted"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported"},
+    {999, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown"},
+};
+
+}  // namespace
+
+std::string ResultName(Api api, int32_t result) {
+  const bool driver = api >= CU_MEM_ALLOC;  // the driver's calls are numbered from 32
+  for (const ResultNames& names : kResultNames) {
+    if (names.code == result) return driver ? names.driver : names.runtime;
+  }
+  return "";
+}
+
 }  // namespace gpumem::report

@@ -2,6 +2,7 @@
 #ifndef GPUMEM_REPORT_FORMAT_NAMES_H_
 #define GPUMEM_REPORT_FORMAT_NAMES_H_
 
+#include <cstdint>
 #include <string>
 
 #include "core/trace.pb.h"
@@ -36,6 +37,15 @@ std::string KindName(MemoryKind kind);
 // "global", "thread_local", "relaxed" ("unknown", or "mode<N>" for values this build does not
 // know).
 std::string CaptureModeName(CaptureMode mode);
+
+// Whether a failed call's result means out of memory: CUDA_ERROR_OUT_OF_MEMORY (driver) and
+// cudaErrorMemoryAllocation (runtime) are both 2. Any other error (a handle type the system does
+// not support, an invalid value) is a failed call, not an out-of-memory error.
+inline bool IsOutOfMemoryResult(int32_t result) { return result == 2; }
+
+// The name of a CUresult (`api` a driver call) or cudaError_t (a runtime call):
+// "CUDA_ERROR_NOT_PERMITTED", "cudaErrorMemoryAllocation"; "" for codes this build does not name.
+std::string ResultName(Api api, int32_t result);
 
 // "observer", "exception" ("unknown", or "source<N>" for values this build does not know).
 std::string OomSourceName(OomSource source);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "report/format/json.h"
+#include "report/format/names.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/replay/memory_space.h"
@@ -262,7 +263,8 @@ void Replay::Add(const MemoryEvent& event) {
       if (space == MemorySpace::kPhysical) RetainPhysical(event);
       return;
     case ALLOC_FAILED:
-      ++failed_allocations_;
+      // Out of memory, or another error (a handle type the system refuses): never an OOM.
+      ++(IsOutOfMemoryResult(event.result()) ? failed_allocations_ : failed_calls_);
       return;
     case FREE_FAILED:  // nothing was freed
       // But a handle released past its last reference is the program's double free, which the
@@ -348,6 +350,7 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
   result.anomalies = replay.anomalies();
   result.anomalies.impossible_sizes = stats.impossible_sizes;
   result.failed_allocations = replay.failed_allocations();
+  result.failed_calls = replay.failed_calls();
   result.reserved_peak_bytes = replay.reserved_peak_bytes();
   result.imported_mapped_peak_bytes = replay.imported_mapped_peak_bytes();
   return result;

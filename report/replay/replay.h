@@ -116,7 +116,9 @@ class Replay {
   // Every place that saw an allocation: devices ascending, then -1, then kPinnedHost.
   std::vector<PlaceUsage> Places() const;
   const ReplayAnomalies& anomalies() const { return anomalies_; }
+  // Allocations that failed out of memory (IsOutOfMemoryResult), and those that failed otherwise.
   uint64_t failed_allocations() const { return failed_allocations_; }
+  uint64_t failed_calls() const { return failed_calls_; }
   // VMM address space reserved (not memory): live now and at most.
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t reserved_peak_bytes() const { return reserved_peak_bytes_; }
@@ -195,6 +197,7 @@ class Replay {
   ReplayObserver* observer_ = nullptr;
   ReplayAnomalies anomalies_;
   uint64_t failed_allocations_ = 0;
+  uint64_t failed_calls_ = 0;
   uint64_t reserved_bytes_ = 0;
   uint64_t reserved_peak_bytes_ = 0;
   uint64_t imported_mapped_bytes_ = 0;
@@ -207,7 +210,8 @@ struct TraceReplay {
   uint64_t memory_events = 0;
   std::vector<PlaceUsage> places;
   ReplayAnomalies anomalies;
-  uint64_t failed_allocations = 0;
+  uint64_t failed_allocations = 0;  // out of memory
+  uint64_t failed_calls = 0;        // allocation calls that failed otherwise (error 800, ...)
   uint64_t reserved_peak_bytes = 0;
   uint64_t imported_mapped_peak_bytes = 0;  // other processes' memory mapped here, at most
   // Memory events that came in the file beyond the reorder window (report/trace/event_stream.h):

@@ -17,6 +17,7 @@
 #include <span>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/trace_reader.h"
@@ -406,6 +407,15 @@ std::vector<Frame> Symbolizer::Symbolize(uint64_t stack_id) {
     native.push_back(&SymbolizeReturnAddress(pc, record->written_at));
   }
   return JoinRuns(SpliceStack(native, python, groups));
+}
+
+void CreditAutogradEngineStacks(Symbolizer* symbolizer, TraceFile* trace) {
+  trace->set_autograd_stack_test([symbolizer](uint64_t stack_id) {
+    for (const Frame& frame : symbolizer->SymbolizeNative(stack_id)) {
+      if (absl::StrContains(frame.function, "torch::autograd::Engine")) return true;
+    }
+    return false;
+  });
 }
 
 }  // namespace gpumem::report

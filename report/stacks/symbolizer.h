@@ -118,6 +118,11 @@ class Symbolizer {
   absl::flat_hash_set<uint32_t> scanned_modules_;
 };
 
+// Makes `trace`'s backward passes (report/trace/backward_credit.h) credit, besides threads named
+// pt_autograd, a thread whose native stack has a frame in torch::autograd::Engine, as
+// `symbolizer` resolves it. Both must outlive the trace's reading.
+void CreditAutogradEngineStacks(Symbolizer* symbolizer, TraceFile* trace);
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_STACKS_SYMBOLIZER_H_

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "report/format/sizes.h"
+#include "report/trace/backward_credit.h"
 
 namespace gpumem::report {
 namespace {
@@ -47,8 +48,9 @@ namespace {
 // stays as large as the window at most).
 class ReorderingSink final : public MemoryEventSink {
  public:
-  ReorderingSink(size_t window, const MemoryEventVisitor& visit, const LaunchVisitor& launches)
-      : buffer_(window), release_{this, &visit, &launches} {}
+  ReorderingSink(TraceFile* file, size_t window, const MemoryEventVisitor& visit,
+                 const LaunchVisitor& launches)
+      : file_(file), credit_(file), buffer_(window), release_{this, &visit, &launches} {}
 
   MemoryEventFields* Slot() override { return buffer_.Slot(); }
   void Add(const PacketPosition&) override { buffer_.Commit(release_); }
@@ -94,6 +96,11 @@ class ReorderingSink final : public MemoryEventSink {
         return;
       }
       ToProto(fields, &sink->event_);  // event_ is reused: ToProto() sets every field
+      // Only a trace with backward passes looks anything up.
+      if (!sink->file_->backward_passes().empty()) {
+        sink->event_.set_stack_id(sink->credit_.StackFor(static_cast<Action>(fields.action),
+                                                         fields.seq, fields.tid, fields.stack_id));
+      }
       ++sink->released_;
       (*visit)(sink->event_);
     }
@@ -110,6 +117,8 @@ class ReorderingSink final : public MemoryEventSink {
     buffer_.Commit(release_);
   }
 
+  TraceFile* file_;
+  BackwardCredit credit_;
   SeqReorderBuffer buffer_;
   MemoryEvent event_;
   std::vector<LaunchEvent> launch_pool_;
@@ -125,7 +134,7 @@ class ReorderingSink final : public MemoryEventSink {
 MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisitor& visit,
                                           size_t window, const PacketVisitor& packets,
                                           const LaunchVisitor& launches) {
-  ReorderingSink sink(window, visit, launches);
+  ReorderingSink sink(&file, window, visit, launches);
   file.ReadPackets(
       [&](const PacketPosition& position, const TracePacket& packet) {
         if (packet.data_case() == TracePacket::kLaunch) {
@@ -134,6 +143,12 @@ MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisi
             return;
           }
           sink.AddSeqOnly(packet.launch().seq());
+        }
+        // Packets that take a seq among the memory events: their places are no gaps.
+        if (packet.data_case() == TracePacket::kFrameworkOom) {
+          sink.AddSeqOnly(packet.framework_oom().seq());
+        } else if (packet.data_case() == TracePacket::kBackwardPass) {
+          sink.AddSeqOnly(packet.backward_pass().seq());
         }
         if (packets) packets(position, packet);
       },

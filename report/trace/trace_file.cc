@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/trace_format.h"
+#include "report/trace/backward_credit.h"
 
 namespace gpumem::report {
 namespace {
@@ -324,6 +325,16 @@ const StackRecord* TraceFile::FindStack(uint64_t id) const {
   return it == stacks_.end() ? nullptr : &it->second;
 }
 
+uint64_t TraceFile::AddDerivedStack(uint64_t preferred_id, Stack stack, uint64_t written_at) {
+  uint64_t id = preferred_id;
+  while (id == 0 || stacks_.contains(id)) ++id;
+  stack.set_id(id);
+  StackRecord& record = stacks_[id];
+  record.stack = std::move(stack);
+  record.written_at = written_at;
+  return id;
+}
+
 std::string DescribeProcessEnd(const ProcessEnd& end) {
   if (end.signal() == 0) return absl::StrCat("the program exited with status ", end.exit_status());
   const char* name = strsignal(end.signal());
@@ -351,6 +362,13 @@ absl::StatusOr<SortedTrace> ReadMemoryEventsBySeq(const std::string& path) {
   sorted.file = *std::move(file);
   std::stable_sort(sorted.events.begin(), sorted.events.end(),
                    [](const MemoryEvent& a, const MemoryEvent& b) { return a.seq() < b.seq(); });
+  if (!sorted.file->backward_passes().empty()) {
+    BackwardCredit credit(sorted.file.get());
+    for (MemoryEvent& event : sorted.events) {
+      event.set_stack_id(
+          credit.StackFor(event.action(), event.seq(), event.tid(), event.stack_id()));
+    }
+  }
   return sorted;
 }
 

@@ -142,6 +142,16 @@ class TraceFile {
   const std::vector<ModuleRecord>& modules() const { return modules_; }  // in load order
   const Thread* FindThread(uint32_t tid) const;
   const StackRecord* FindStack(uint64_t id) const;
+  // Adds a stack the analyzer derived from recorded ones (report/trace/backward_credit.h) under
+  // `preferred_id`, or the next id after it that no stack has (never 0); returns the id. Its
+  // frames are looked up as of the packet with index `written_at`.
+  uint64_t AddDerivedStack(uint64_t preferred_id, Stack stack, uint64_t written_at);
+  // Whether a native stack runs PyTorch's autograd engine, where the caller can tell (a symbolizer
+  // of a later stage): backward passes credit such a thread's allocations like those of a thread
+  // named pt_autograd (report/trace/backward_credit.h). Null: by thread names alone.
+  using StackTest = std::function<bool(uint64_t stack_id)>;
+  void set_autograd_stack_test(StackTest test) { autograd_stack_test_ = std::move(test); }
+  const StackTest& autograd_stack_test() const { return autograd_stack_test_; }
   // The kernel name of a LaunchEvent's kernel_id, or nullptr (0, or not yet read).
   const std::string* FindKernelName(uint64_t id) const;
   // The Python code object `id` (PythonCode packet: file, function, first line), or nullptr (not
@@ -207,6 +217,7 @@ class TraceFile {
   std::vector<StreamCapture> stream_captures_;
   std::vector<FrameworkOom> framework_ooms_;
   std::vector<BackwardPass> backward_passes_;
+  StackTest autograd_stack_test_;
   std::optional<CuptiStatus> cupti_;
   absl::flat_hash_map<uint64_t, PythonCode> python_codes_;
   std::optional<PythonStatus> python_status_;

@@ -610,6 +610,11 @@ FAKE_CUDA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size
   std::lock_guard lock(s.mutex);
   if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!IsDevice(s, prop->location)) return CUDA_ERROR_INVALID_VALUE;
+  // Fabric handles need an IMEX channel, which this system, like most, does not have: the real
+  // driver refuses them so, and PyTorch's expandable segments probe for them at start-up.
+  if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
   if (CUresult r = s.Charge(prop->location.id, size); r != CUDA_SUCCESS) return r;
   *handle = s.next_id++;
   PhysicalMemory& physical = s.physical[*handle];

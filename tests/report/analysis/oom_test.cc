@@ -170,7 +170,7 @@ TEST(OomTest, PinnedHostFailureSeesPinnedHostMemoryOnly) {
   Events events;
   events.Malloc(0, 8 * kMiB, 0xA000'0000, 1);
   events.Add(CUDA_MALLOC_HOST, PINNED_HOST, ALLOC, -1, 2 * kMiB, 0x7000'0000, 2);
-  events.Add(CUDA_MALLOC_HOST, PINNED_HOST, ALLOC_FAILED, -1, 4 * kMiB, 0, 3);
+  events.Add(CUDA_MALLOC_HOST, PINNED_HOST, ALLOC_FAILED, -1, 4 * kMiB, 0, 3).set_result(2);
   const OomReport report = AnalyzeOoms(events.events());
   ASSERT_EQ(report.failures.size(), 1u);
   EXPECT_EQ(report.failures[0].place, kPinnedHost);
@@ -285,7 +285,8 @@ TEST(OomCommandTest, OomLoopJson) {
   const ProgramRun run = Gpumem({"report", "--oom", "--json", trace});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string& out = run.out;
-  EXPECT_NE(out.find(",\"oom\":{\"early_before_seq\":3,\"failures\":[{\"memory\":\"device\","
+  EXPECT_NE(out.find(",\"oom\":{\"early_before_seq\":3,\"framework_ooms\":[],"
+                     "\"failures\":[{\"memory\":\"device\","
                      "\"device\":0,\"name\":\"gpumem fake device\",\"total_memory\":2147483648,"
                      "\"api\":\"cudaMalloc\",\"result\":2,\"size\":268435456,\"seq\":8,"),
             std::string::npos)
@@ -314,7 +315,9 @@ TEST(OomCommandTest, SaysSoWhenNothingFailed) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("\noom: no failed allocations\n"), std::string::npos) << run.out;
   run = Gpumem({"report", "--oom", "--json", leak_loop});
-  EXPECT_NE(run.out.find(",\"oom\":{\"early_before_seq\":4,\"failures\":[]}"), std::string::npos)
+  EXPECT_NE(run.out.find(",\"oom\":{\"early_before_seq\":4,\"framework_ooms\":[],\"failures\":[],"
+                         "\"failed_calls\":[]}"),
+            std::string::npos)
       << run.out;
 }
 
@@ -331,6 +334,49 @@ TEST(OomCommandTest, PlainReportIsPeakAndLeaksOnly) {
   run = Gpumem({"report", "--json", trace});
   EXPECT_EQ(run.out.find("\"oom\""), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("\"growth\""), std::string::npos) << run.out;
+}
+
+// PyTorch's records: an exception after an observer record (no other exception between) is one
+// error; either alone is one too.
+TEST(OomTest, ObserverAndExceptionRecordsPairIntoErrors) {
+  std::vector<FrameworkOom> records(6);
+  const OomSource sources[] = {OOM_OBSERVER,  OOM_EXCEPTION,  // one error
+                               OOM_EXCEPTION,                 // an exception alone
+                               OOM_OBSERVER,  OOM_OBSERVER,   // an observer alone, then...
+                               OOM_EXCEPTION};                // ...the next one's exception
+  std::vector<const FrameworkOom*> pointers;
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].set_seq(i + 1);
+    records[i].set_source(sources[i]);
+    pointers.push_back(&records[i]);
+  }
+  EXPECT_EQ(PairOomRecords(pointers),
+            (std::vector<std::pair<int, int>>{{0, 1}, {-1, 2}, {3, -1}, {4, 5}}));
+  EXPECT_EQ(PairOomRecords({pointers[0]}), (std::vector<std::pair<int, int>>{{0, -1}}));
+  EXPECT_TRUE(PairOomRecords({}).empty());
+}
+
+// A failure that is not out of memory (error 800: a fabric handle refused) is a failed call: no
+// OOM, no retry group, no "what would have helped".
+TEST(OomTest, AFailureThatIsNotOutOfMemoryIsAFailedCall) {
+  Events events;
+  events.Malloc(0, 100 * kMiB, 0x1000'0000, 1);
+  MemoryEvent& probe = events.Failed(0, 20 * kMiB, 2, 1024 * kMiB, 2048 * kMiB);
+  probe.set_api(CU_MEM_CREATE);
+  probe.set_kind(VMM_PHYSICAL);
+  probe.set_result(800);
+  events.Failed(0, 4096 * kMiB, 3, 1024 * kMiB, 2048 * kMiB);  // out of memory
+  const OomReport report = AnalyzeOoms(events.events());
+  ASSERT_EQ(report.failed_calls.size(), 1u);
+  EXPECT_EQ(report.failed_calls[0].call.result(), 800);
+  EXPECT_EQ(report.failed_calls[0].place, 0);
+  ASSERT_EQ(report.failures.size(), 1u);
+  EXPECT_EQ(report.failures[0].request.result(), 2);
+  EXPECT_EQ(report.failures[0].request.size(), 4096 * kMiB);
+  Replay replay;
+  for (const MemoryEvent& event : events.events()) replay.Add(event);
+  EXPECT_EQ(replay.failed_allocations(), 1u);
+  EXPECT_EQ(replay.failed_calls(), 1u);
 }
 
 }  // namespace

@@ -106,11 +106,11 @@ TEST(ExportTest, TensorLevelTraceEveryFormat) {
   ExportAndCheckAll(Trace("train_mlp-async-h100.trace"), {"python_frames=1", "alloc=481"});
 }
 
-// Expandable segments: 7 mappings held by PyTorch (no block of ours inside), the failed
-// cuMemCreate as an oom entry.
+// Expandable segments: 7 mappings held by PyTorch (no block of ours inside); the cuMemCreate the
+// driver refused with error 800 (PyTorch's fabric-handle probe) is not out of memory: no oom entry.
 TEST(ExportTest, ExpandableSegmentsEveryFormat) {
   ExportAndCheckAll(Trace("train_mlp-expandable-h100.trace"),
-                    {"segment_map=7", "segment_unmap=0", "oom=1", "alloc=6", "live_segments=13"});
+                    {"segment_map=7", "segment_unmap=0", "oom=0", "alloc=6", "live_segments=13"});
 }
 
 // PyTorch's default allocator: its 5 segments alone (88 MiB, no block recorded inside), the 6

@@ -297,6 +297,25 @@ TEST(JsonSchemaTest, ProcessEndValidates) {
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
 }
 
+// PyTorch's out-of-memory error, a backward pass and a call that failed with error 800, from a
+// script that notes them as gpumem's Python observer does.
+TEST(JsonSchemaTest, FrameworkOomAndFailedCallValidate) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  TempDir dir;
+  const std::string trace = dir.File("framework_oom.trace");
+  const ProgramRun record =
+      RunProgram({"python3", SourcePath("tests/integration/programs/framework_oom.py"),
+                  BuildPath("tests/programs/libfake_autograd_engine.so")},
+                 RecordingEnvironment(trace));
+  ASSERT_EQ(record.exit_code, 0) << record.out << record.err;
+  const ProgramRun report = ReportJson({trace});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("\"framework_ooms\":[{"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("\"failed_calls\":[{"), std::string::npos) << report.out;
+  const ProgramRun run = Validate({report.out}, kSections);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+}
+
 TEST(JsonSchemaTest, DamagedTraceAndTwoHostsValidate) {
   SKIP_WITHOUT_JSONSCHEMA();
   TempDir dir;

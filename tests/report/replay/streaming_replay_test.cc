@@ -60,6 +60,7 @@ std::vector<MemoryEvent> RandomTrace(uint64_t n, uint64_t seed) {
       event.set_api(pool ? CUDA_MALLOC_ASYNC : host ? CUDA_MALLOC_HOST : CUDA_MALLOC);
       event.set_kind(pool ? POOL : host ? PINNED_HOST : DEVICE);
       event.set_action(random() % 50 == 0 ? ALLOC_FAILED : ALLOC);
+      if (event.action() == ALLOC_FAILED) event.set_result(2);  // out of memory
       event.set_device(host ? -1 : static_cast<int32_t>(random() % 2));
       event.set_size((1 + random() % 64) << 12);
       // A small address space: allocations land on and over live ones now and then.
