@@ -200,7 +200,7 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
                       "), no allocation on this place succeeded in between; as of the last\n");
     }
     absl::StrAppend(out, "  call site:\n");
-    AppendFramesText(sites.Shown(request.stack_id()), out);
+    sites.AppendStackText(request.stack_id(), out);
     if (request.total_bytes() > 0) {
       absl::StrAppend(out, "  free then: ", SizeText(request.free_bytes()), " of ",
                       SizeText(request.total_bytes()), "\n");
@@ -216,8 +216,8 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
     absl::StrAppend(out, "\n");
     std::vector<Site> live;
     for (const OomSite& site : failure.sites)
-      live.push_back({sites.Shown(site.stack_id), site.live});
-    AppendSitesText(live, top, failure.live.bytes, out);
+      live.push_back(sites.SiteOf(site.stack_id, site.live));
+    AppendSitesText(live, top, failure.live.bytes, sites.style(), out);
     for (const std::string& line : HelpedLines(failure, report, sites)) {
       absl::StrAppend(out, "  what would have helped: ", line, "\n");
     }
