@@ -307,6 +307,8 @@ SiteLabel LabelOf(const std::vector<Frame>& frames, const MemoryHolder* holder) 
                       library.empty() ? "" : absl::StrCat(" (", library, ")"));
     } else if (!library.empty()) {
       absl::StrAppend(&label.first_line, " allocated by ", library);
+    } else {
+      absl::StrAppend(&label.first_line, " at ", frames.front().ToString());
     }
   }
   std::erase_if(via, [](const std::string& part) { return part.empty(); });

@@ -61,7 +61,10 @@ struct SiteLabel {
   // first_line and via.
   std::string group_key;
 };
-// The label of a stack (innermost frame first) that `holder` holds (or nullptr).
+// The label of a stack (innermost frame first) that `holder` holds (or nullptr). Without a user
+// frame, first_line names the holder and library ("(no frame of your code) allocated by NCCL
+// (libnccl.so.2)"), or the innermost frame where no library is known ("(no frame of your code) at
+// 0x1111").
 SiteLabel LabelOf(const std::vector<Frame>& frames, const MemoryHolder* holder);
 
 // The frames `--stacks full` prints: all of them, less the interpreter's own native frames when

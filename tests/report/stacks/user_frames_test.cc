@@ -168,6 +168,9 @@ TEST(UserFramesTest, WithoutAFrameOfTheUsersTheLibraryIsNamed) {
   EXPECT_EQ(label.via, "");
   EXPECT_EQ(LabelOf({frames[0], Native("/usr/lib/libfoo.so.1")}, nullptr).first_line,
             "(no frame of your code) allocated by libfoo.so.1");
+  Frame unknown;
+  unknown.pc = 0x1111;
+  EXPECT_EQ(LabelOf({unknown}, nullptr).first_line, "(no frame of your code) at 0x1111");
   EXPECT_EQ(LabelOf({}, nullptr).first_line, "(no stack recorded)");
 }
 
