@@ -42,7 +42,11 @@ std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& c
     const std::vector<Frame>& frames = call_sites.Frames(entry.stack_id);
     const MemoryHolder* holder =
         FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
-    std::string key = call_sites.Key(entry.stack_id);
+    SiteLabel label = LabelOf(frames, holder);
+    // Without a frame of the user's, what the site prints (library and via line) is the site.
+    std::string key = call_sites.group_by() == GroupBy::kUser && !label.user_frame
+                          ? absl::StrCat("library\n", label.first_line, "\n", label.via)
+                          : call_sites.Key(entry.stack_id);
     // What a holder keeps stays apart from the program's own memory at the same call site.
     if (holder != nullptr) key = absl::StrCat(holder->id, "\n", key);
     auto [it, inserted] = by_key.try_emplace(std::move(key), sites.size());
@@ -53,7 +57,7 @@ std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& c
     Site& site = sites[it->second];
     if (inserted || entry.tally.bytes > largest[it->second]) {
       site.frames = call_sites.ShownOf(frames);
-      site.label = LabelOf(frames, holder);
+      site.label = std::move(label);
       largest[it->second] = entry.tally.bytes;
     }
     site.tally.Add(entry.tally);
@@ -123,10 +127,10 @@ std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share
     }
     if (sites[i].for_graph) absl::StrAppend(&item, ",\"for_cuda_graph\":true");
     const SiteLabel& label = sites[i].label;
-    absl::StrAppend(
-        &item,
-        ",\"user_frame\":", label.user_frame ? JsonFrame(*label.user_frame) : std::string("null"),
-        ",\"via\":", JsonString(label.via), ",\"frames\":", JsonFrames(sites[i].frames), "}");
+    // The frames first, as before; the label's fields after them.
+    absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), ",\"user_frame\":",
+                    label.user_frame ? JsonFrame(*label.user_frame) : std::string("null"),
+                    ",\"via\":", JsonString(label.via), "}");
     items.push_back(std::move(item));
   }
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");

@@ -47,6 +47,7 @@ class CallSites {
       : symbolizer_(symbolizer), group_by_(group_by), python_only_(python_only), style_(style) {}
 
   StackStyle style() const { return style_; }
+  GroupBy group_by() const { return group_by_; }
 
   // The whole stack, Python frames spliced in.
   const std::vector<Frame>& Frames(uint64_t stack_id) {
@@ -101,7 +102,8 @@ class CallSites {
 };
 
 // Per-stack tallies grouped by call site (CallSites: the user's frame, the Python part of the
-// stack or the whole stack, as --group-by says), largest first. Stacks an allocator or library
+// stack or the whole stack, as --group-by says; under `user`, stacks without a frame of the user's
+// by the library and via line they print), largest first. Stacks an allocator or library
 // holds stay apart from the program's own at the same call site. A site shows the stack of its
 // largest member, and is marked for_graph when one of its stacks is in `graph_stacks`
 // (TraceReplay::graph_stacks).

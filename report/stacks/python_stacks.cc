@@ -131,7 +131,9 @@ const Frame* CallSiteFrame(const std::vector<Frame>& frames, GroupBy group_by) {
 }
 
 std::string CallSiteKey(const std::vector<Frame>& frames, GroupBy group_by) {
-  if (group_by == GroupBy::kUser) return LabelOf(frames, nullptr).group_key;
+  if (group_by == GroupBy::kUser) {
+    if (const Frame* user = UserFrame(frames)) return absl::StrCat("user\n", FrameKey(*user));
+  }
   if (group_by == GroupBy::kStack || !HasPythonFrames(frames)) {
     // As the report always grouped: the frames as printed, one per line.
     std::string key;
@@ -141,7 +143,9 @@ std::string CallSiteKey(const std::vector<Frame>& frames, GroupBy group_by) {
     }
     return key;
   }
-  return JoinedKey("python", frames, /*python_only=*/true);
+  if (group_by == GroupBy::kPython) return JoinedKey("python", frames, /*python_only=*/true);
+  // kUser, no frame of the user's: the innermost Python frame.
+  return absl::StrCat("user\n", FrameKey(*CallSiteFrame(frames, GroupBy::kPython)));
 }
 
 }  // namespace gpumem::report

@@ -74,10 +74,12 @@ const Frame* CallSiteFrame(const std::vector<Frame>& frames, GroupBy group_by);
 // one as printed.
 std::string FrameKey(const Frame& frame);
 
-// The text that identifies a stack's call site: stacks with equal keys are one call site. kUser:
-// the user frame (SiteLabel::group_key: without one, the library and via line); kPython: the
-// Python frames, or the whole stack without any; kStack: all frames. Python frames count by full
-// path, line and function.
+// The text that identifies a stack's call site for the analyses (growth, OOM, iterations,
+// kernels): stacks with equal keys are one call site. kUser: the user frame (UserFrame); without
+// one, the innermost Python frame, or the whole stack without Python frames (a library's stacks
+// stay apart, so the allocations of one library call still mark iterations); kPython: the Python
+// frames, or the whole stack without any; kStack: all frames. Python frames count by full path,
+// line and function. The tables of call sites merge a library's stacks further (GroupSites).
 std::string CallSiteKey(const std::vector<Frame>& frames, GroupBy group_by);
 
 }  // namespace gpumem::report

@@ -206,9 +206,12 @@ bool IsInterpreterModule(absl::string_view module) {
 bool IsUserModule(absl::string_view module) {
   if (module.empty() || absl::StartsWith(module, "[")) return false;
   if (StartsWithAny(module, {"/usr/lib", "/lib", "/usr/local/cuda", "/opt/nvidia"})) return false;
-  if (absl::StrContains(module, "/site-packages/") ||
-      absl::StrContains(module, "/dist-packages/")) {
-    return false;
+  // Installed packages, the standard library's extension modules (lib-dynload) and Python
+  // distributions installed in a home or /opt directory (pyenv, conda).
+  for (absl::string_view part :
+       {"/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/.pyenv/",
+        "conda", "/miniforge", "/mambaforge"}) {
+    if (absl::StrContains(module, part)) return false;
   }
   return !IsInterpreterModule(module) && !IsFrameworkModule(PathBasename(module));
 }
@@ -313,8 +316,6 @@ SiteLabel LabelOf(const std::vector<Frame>& frames, const MemoryHolder* holder) 
   }
   std::erase_if(via, [](const std::string& part) { return part.empty(); });
   label.via = absl::StrJoin(via, " → ");
-  label.group_key = user != nullptr ? absl::StrCat("user\n", FrameKey(*user))
-                                    : absl::StrCat("library\n", label.first_line, "\n", label.via);
   return label;
 }
 

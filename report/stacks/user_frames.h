@@ -20,11 +20,13 @@
 namespace gpumem::report {
 
 // Whether a native module (its path as recorded) is the program's own: not under /usr/lib*,
-// /lib*, /usr/local/cuda*, /opt/nvidia*, a site-packages or dist-packages directory, and not by
-// its basename the Python interpreter (python, python3.12), libpython*, the C and C++ runtime
-// (libc, libm, libstdc++, libgcc_s, ld-linux...) or CUDA's and gpumem's own libraries (libcuda*,
-// libcudart*, libcublas*, libcudnn*, libnccl*, libcupti*, libnvrtc*, libgpumem*), nor a
-// pseudo-module ("[vdso]"). An empty path (no module covers the address) is not.
+// /lib*, /usr/local/cuda*, /opt/nvidia*, a site-packages, dist-packages or lib/python3.x directory,
+// a pyenv or conda installation (a path containing "/.pyenv/", "conda", "/miniforge",
+// "/mambaforge"), and not by its basename the Python interpreter (python, python3.12), libpython*,
+// the C and C++ runtime (libc, libm, libstdc++, libgcc_s, ld-linux...) or CUDA's and gpumem's own
+// libraries (libcuda*, libcudart*, libcublas*, libcudnn*, libnccl*, libcupti*, libnvrtc*,
+// libnvidia*, libgpumem*), nor a pseudo-module ("[vdso]"). An empty path (no module covers the
+// address) is not.
 bool IsUserModule(absl::string_view module);
 // Whether a frame is the user's own code (Python: its file; native: its module).
 bool IsUserFrame(const Frame& frame);
@@ -57,9 +59,6 @@ struct SiteLabel {
   std::optional<Frame> user_frame;  // the innermost frame of the user's code
   std::string first_line;           // UserFrameText, or "(no frame of your code) allocated by ..."
   std::string via;  // "torch.nn.Linear.forward → aten::addmm → cuBLAS workspace"; or empty
-  // The text that groups stacks under --group-by user: the user frame (full path), else
-  // first_line and via.
-  std::string group_key;
 };
 // The label of a stack (innermost frame first) that `holder` holds (or nullptr). Without a user
 // frame, first_line names the holder and library ("(no frame of your code) allocated by NCCL

@@ -303,15 +303,14 @@ TEST(ReportCommandTest, LeakLoopJson) {
            "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H200\","
            "\"total_memory\":150109880320,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":420577954",
            "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",
-           "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"user_frame\":{"
-           "\"text\":"
-           "\"leak_iteration() (samples/leak_loop/leak_loop.cc:26)\",",
-           "\"via\":\"\",\"frames\":[{\"text\":\"leak_iteration() "
-           "(samples/leak_loop/leak_loop.cc:26)\"",
+           "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"frames\":[{"
+           "\"text\":\"leak_iteration() (samples/leak_loop/leak_loop.cc:26)\"",
+           "}],\"user_frame\":{\"text\":\"leak_iteration() (samples/leak_loop/leak_loop.cc:26)\",",
+           "\"inlined\":false},\"via\":\"\"},{\"bytes\":16777216,",
            "{\"bytes\":16777216,\"count\":1,\"share\":0.285714,",
            "\"leaks\":{\"complete\":true,\"places\":[{\"memory\":\"device\",\"device\":0,",
            "\"bytes\":41943040,\"count\":10,\"sites\":[{\"bytes\":41943040,\"count\":10,"
-           "\"user_frame\":{",
+           "\"frames\":",
        }) {
     EXPECT_NE(run.out.find(expected), std::string::npos) << expected << "\n" << run.out;
   }

@@ -48,6 +48,9 @@ TEST(UserFramesTest, NativeModulesOutsideSystemAndFrameworkLocationsAreTheUsers)
         "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
         "/usr/local/lib/python3.12/dist-packages/cupy/core.so", "/usr/bin/python3.12",
         "/opt/conda/bin/python3", "/opt/conda/lib/libpython3.12.so.1.0",
+        // The standard library's extension modules and a Python distribution's own libraries.
+        "/root/.pyenv/versions/3.11.7/lib/python3.11/lib-dynload/_ctypes.cpython-311.so",
+        "/home/u/miniconda3/envs/train/lib/libffi.so.8",
         // The test suite's fake CUDA and gpumem's own library live in the build tree.
         "/work/build/tests/fake_cuda/libcuda.so.1", "/work/build/tests/fake_cuda/libcudart.so.12",
         "/work/build/lib/libgpumem_preload.so", "/home/u/nccl/build/lib/libnccl.so.2",
