@@ -348,8 +348,9 @@ std::string ProcessReportText(ProcessReport& report, const ReportRequest& reques
   if (findings.fragmentation) absl::StrAppend(&out, FragmentationText(*findings.fragmentation));
   if (request.kernels) {
     absl::StrAppend(&out, "\n",
-                    KernelsText(*findings.kernels, trace, request.top,
-                                [&sites](uint64_t stack_id) { return sites.Lines(stack_id); }));
+                    KernelsText(*findings.kernels, trace, request.top, [&sites](uint64_t stack_id) {
+                      return sites.LaunchLines(stack_id);
+                    }));
   }
   return out;
 }

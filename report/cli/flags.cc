@@ -198,10 +198,10 @@ Flag GroupByFlag(std::string help, GroupBy* out) {
 Flag StacksFlag(StackStyle* out) {
   return Choice<StackStyle>(
       {"--stacks"}, {{"short", StackStyle::kShort}, {"full", StackStyle::kFull}},
-      "how a call site prints: short (default) the line of your own code it came from, then\n"
-      "\"via\" the framework call, operator and library it went through; full every frame\n"
-      "(the interpreter's own frames left out where Python frames stand for them, C++\n"
-      "template arguments and parameter lists shortened to <…> and (…))",
+      "how a call site prints: short (default) the line of your own code it came\n"
+      "from, then \"via\" the framework call, operator and library it went through;\n"
+      "full every frame (the interpreter's own left out where Python frames stand for\n"
+      "them, C++ template arguments and parameter lists shortened to <…> and (…))",
       out);
 }
 

@@ -20,6 +20,10 @@ std::vector<std::string> CallSites::Lines(uint64_t stack_id) {
   return SiteLines(Shown(stack_id), LabelOf(stack_id), style_);
 }
 
+std::vector<std::string> CallSites::LaunchLines(uint64_t stack_id) {
+  return SiteLines(Shown(stack_id), report::LabelOf(Frames(stack_id), nullptr), style_);
+}
+
 void CallSites::AppendStackText(uint64_t stack_id, std::string* out, absl::string_view indent) {
   for (const std::string& line : Lines(stack_id)) absl::StrAppend(out, indent, line, "\n");
 }

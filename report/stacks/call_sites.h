@@ -85,8 +85,9 @@ class CallSites {
   // The line that names the call site (SiteLabel::first_line: the user's line), as printed.
   std::string Label(uint64_t stack_id) { return Printable(LabelOf(stack_id).first_line); }
   // The lines that stand for a stack under --stacks (SiteLines), and the same appended to `out`,
-  // each after `indent`.
+  // each after `indent`. A launch's stack holds no memory: its via line names the library.
   std::vector<std::string> Lines(uint64_t stack_id);
+  std::vector<std::string> LaunchLines(uint64_t stack_id);
   void AppendStackText(uint64_t stack_id, std::string* out, absl::string_view indent = "      ");
   // One stack as a call site of its own, holding `tally`.
   Site SiteOf(uint64_t stack_id, const Tally& tally);
