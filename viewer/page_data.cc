@@ -180,23 +180,21 @@ class ViewObserver final : public report::ReplayObserver {
 // The page's call sites, each once (by its frames and holder).
 class SiteTable {
  public:
-  SiteTable(report::GroupBy group_by, std::vector<PageSite>* sites)
-      : group_by_(group_by), sites_(sites) {}
+  explicit SiteTable(std::vector<PageSite>* sites) : sites_(sites) {}
   int32_t Add(const std::vector<Frame>& frames, const report::MemoryHolder* holder) {
     std::vector<std::string> texts = FrameTexts(frames);
     std::string key = absl::StrJoin(texts, "\n");
     if (holder != nullptr) key = absl::StrCat(holder->id, "\n", key);
     const auto [it, added] = index_.try_emplace(key, static_cast<int32_t>(sites_->size()));
     if (added) {
-      const Frame* named = report::CallSiteFrame(frames, group_by_);
-      sites_->push_back({named == nullptr ? "(no stack recorded)" : named->ToString(),
+      report::SiteLabel label = report::LabelOf(frames, holder);
+      sites_->push_back({report::Printable(label.first_line), report::Printable(label.via),
                          std::move(texts), holder == nullptr ? "" : holder->name});
     }
     return it->second;
   }
 
  private:
-  report::GroupBy group_by_;
   std::vector<PageSite>* sites_;
   absl::flat_hash_map<std::string, int32_t> index_;
 };
@@ -359,7 +357,7 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
 
   PageData page;
   FillTraceFacts(path, replay, observer, &page);
-  SiteTable table(options.group_by, &page.sites);
+  SiteTable table(&page.sites);
   for (const report::PlaceUsage& usage : replay.places) {
     page.places.push_back(PlaceOf(usage, replay, observer, sites, options, table));
   }

@@ -8,7 +8,8 @@
 //   allocations (the first kMaxFailureMarkers) and what was live at the peak and at the end as
 //   flame graphs pruned below `flame_min_fraction` and as tables of call sites (the first
 //   `table_rows`);
-// - the iterations (viewer/iterations.h), the summary table (report/analysis/summary_table.h), and the
+// - the iterations (viewer/iterations.h), the summary table (report/analysis/summary_table.h), and
+// the
 //   process: command line, host, duration, how the trace ended.
 // viewer/page_json.h turns it into the JSON the page reads.
 #ifndef GPUMEM_VIEWER_PAGE_DATA_H_
@@ -43,9 +44,11 @@ struct ViewOptions {
 
 // A call site: its label (the frame that names it) and its whole stack as text, innermost first.
 struct PageSite {
-  std::string label;
+  std::string label;  // the user's line (report/stacks/user_frames.h SiteLabel::first_line)
+  std::string via;    // its via line, or ""
   std::vector<std::string> frames;
-  std::string held_by;  // an allocator or library that holds it (report/stacks/memory_holders.h), or ""
+  std::string
+      held_by;  // an allocator or library that holds it (report/stacks/memory_holders.h), or ""
 };
 
 struct PageFailure {
@@ -90,7 +93,8 @@ struct PagePlace {
   std::vector<PageRow> leak_sites;  // live at the end
 };
 
-// Names and paths from the trace are escaped as the text reports show them (report/format/printable.h).
+// Names and paths from the trace are escaped as the text reports show them
+// (report/format/printable.h).
 struct PageData {
   std::string trace_path;
   std::string host;

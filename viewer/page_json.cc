@@ -97,8 +97,8 @@ std::string PageJson(const PageData& page) {
   for (size_t i = 0; i < page.sites.size(); ++i) {
     const PageSite& site = page.sites[i];
     absl::StrAppend(&out, i > 0 ? "," : "", "{\"label\":", JsonString(site.label),
-                    ",\"frames\":", Strings(site.frames), ",\"held_by\":", JsonString(site.held_by),
-                    "}");
+                    ",\"via\":", JsonString(site.via), ",\"frames\":", Strings(site.frames),
+                    ",\"held_by\":", JsonString(site.held_by), "}");
   }
   out += "],\"places\":[";
   for (size_t i = 0; i < page.places.size(); ++i) {

@@ -91,11 +91,11 @@ void AppendDeviceText(const AllocatorAnswers& answers, size_t i, const TraceFile
                          " that emptied the cache")
           : "");
   absl::StrAppend(out, "  call site:\n");
-  AppendFramesText(sites.Shown(oom.stack_id), out);
+  sites.AppendStackText(oom.stack_id, out);
   absl::StrAppend(out, "  live then: ", SizeText(oom.live.bytes), " in ",
                   Plural(oom.live.count, "allocation", "allocations"), "; the allocator reserved ",
                   FormatBytes(limited->stats.reserved), "\n");
-  AppendSitesText(OomSites(oom, sites), request.top, oom.live.bytes, out);
+  AppendSitesText(OomSites(oom, sites), request.top, oom.live.bytes, sites.style(), out);
 }
 
 }  // namespace

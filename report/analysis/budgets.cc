@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
-#include "report/stacks/python_stacks.h"
+#include "report/stacks/call_sites.h"
 #include "report/stacks/symbolizer.h"
 
 namespace gpumem::report {
@@ -16,29 +16,23 @@ void BudgetMarkdown::AddPeak(const std::string& path, const TraceReplay& replay,
   const bool over = place.peak_bytes > budget;
   std::string detail;
   if (over && !place.peak_sites.empty()) {
-    // Stacks with Python frames grouped by --group-by (as `gpumem report` does), named by the
-    // frame that names their call site; any other stack is its own call site.
+    // Stacks grouped by --group-by (as `gpumem report` does), named by their user line.
     Symbolizer symbolizer(replay.file.get());
-    std::map<std::string, std::pair<Tally, std::string>> by_site;
-    std::string largest_key;
+    CallSites call_sites(&symbolizer, group_by_, /*python_only=*/false);
+    std::map<uint64_t, Tally> by_site;
+    uint64_t largest_site = 0;
     uint64_t largest_bytes = 0;
     for (const SiteTally& entry : place.peak_sites) {
-      std::vector<Frame> frames = symbolizer.Symbolize(entry.stack_id);
-      const std::string key = HasPythonFrames(frames) ? CallSiteKey(frames, group_by_)
-                                                      : absl::StrCat("#", entry.stack_id);
-      auto& [tally, label] = by_site[key];
-      if (tally.count == 0) {
-        const Frame* frame = CallSiteFrame(frames, group_by_);
-        label = frame == nullptr ? "no stack" : frame->ToString();
-      }
+      const uint64_t site = call_sites.Of(entry.stack_id);
+      Tally& tally = by_site[site];
       tally.Add(entry.tally);
-      if (tally.bytes > largest_bytes || largest_key.empty()) {
+      if (tally.bytes > largest_bytes || by_site.size() == 1) {
         largest_bytes = tally.bytes;
-        largest_key = key;
+        largest_site = site;
       }
     }
     detail = absl::StrCat("largest call site ", FormatBytes(largest_bytes), ": `",
-                          by_site[largest_key].second, "`");
+                          call_sites.Label(largest_site), "`");
   }
   rows_.push_back(
       absl::StrCat("| `", Printable(path), "` | peak, ", PlaceName(place.place, *replay.file),

@@ -283,7 +283,7 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
                                      KernelLabel(&trace, report.marker_kernel_id), " from ")
                       : std::string(", each starting at an allocation of "),
                   GrowthRuleText(report, iteration_marker), ":\n");
-  AppendFramesText(sites.Shown(report.marker_stack_id), out);
+  sites.AppendStackText(report.marker_stack_id, out);
   if (report.iterations() < 2) {
     absl::StrAppend(out, "growth: one iteration: nothing to compare\n");
     return;
@@ -322,11 +322,11 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
                       Plural(site.live_count.back(), "allocation", "allocations"),
                       ") after iteration ", report.iterations(), "\n");
     }
-    AppendFramesText(sites.Shown(site.stack_id), out);
+    sites.AppendStackText(site.stack_id, out);
     for (const HolderTally& holder : site.holders) {
       absl::StrAppend(out, "    kept by Python references (list.append) to ", holder.count,
                       " of its allocations, ", FormatBytes(holder.bytes), ", taken at:\n");
-      AppendFramesText(sites.Shown(holder.stack_id), out, "          ");
+      sites.AppendStackText(holder.stack_id, out, "          ");
     }
   }
   if (shown < report.sites.size()) {

@@ -282,7 +282,7 @@ namespace {
 // What was live at `failure`, by call site, as the sites' text and JSON take it.
 std::vector<Site> LiveSites(const OomFailure& failure, CallSites& sites) {
   std::vector<Site> live;
-  for (const OomSite& site : failure.sites) live.push_back({sites.Shown(site.stack_id), site.live});
+  for (const OomSite& site : failure.sites) live.push_back(sites.SiteOf(site.stack_id, site.live));
   return live;
 }
 
@@ -428,16 +428,18 @@ void AppendFrameworkOomText(const FrameworkOomError& error, bool last, const Oom
                         PlaceName(failure.place, trace), request.seq(),
                         MillisecondsSinceStart(request.timestamp_ns(), trace));
   absl::StrAppend(out, "  requested: ", RequestText(error), "\n");
-  absl::StrAppend(out, "  raised at: ", sites.Label(request.stack_id()), "\n");
-  if (!last) return;
+  if (!last) {
+    absl::StrAppend(out, "  raised at: ", sites.Label(request.stack_id()), "\n");
+    return;
+  }
   absl::StrAppend(out, "  limit: ", LimitText(error), "\n");
   absl::StrAppend(out, "  the allocator then: ", AllocatorText(error), "\n");
   if (!error.message.empty()) absl::StrAppend(out, "  message: ", FirstLine(error.message), "\n");
-  absl::StrAppend(out, "  stack:\n");
-  AppendFramesText(sites.Shown(request.stack_id()), out);
+  absl::StrAppend(out, "  raised at:\n");
+  sites.AppendStackText(request.stack_id(), out);
   absl::StrAppend(out, "  live then: ", SizeText(failure.live.bytes), " in ",
                   Plural(failure.live.count, "allocation", "allocations"), "\n");
-  AppendSitesText(LiveSites(failure, sites), top, failure.live.bytes, out);
+  AppendSitesText(LiveSites(failure, sites), top, failure.live.bytes, sites.style(), out);
   for (const std::string& line : FrameworkHelpedLines(error, report, sites)) {
     absl::StrAppend(out, "  what would have helped: ", line, "\n");
   }
@@ -461,7 +463,7 @@ void AppendFailedCallsText(const OomReport& report, const TraceFile& trace, Call
     absl::StrAppendFormat(out, "  %s, %s, at seq %d, %.3f ms after start\n", FailedCallText(call),
                           PlaceName(failed.place, trace), call.seq(),
                           MillisecondsSinceStart(call.timestamp_ns(), trace));
-    AppendFramesText(sites.Shown(call.stack_id()), out, "      ");
+    sites.AppendStackText(call.stack_id(), out);
   }
   if (report.failed_calls_not_listed > 0) {
     absl::StrAppend(out, "  and ", report.failed_calls_not_listed, " more\n");
@@ -501,7 +503,7 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
                       "), no allocation on this place succeeded in between; as of the last\n");
     }
     absl::StrAppend(out, "  call site:\n");
-    AppendFramesText(sites.Shown(request.stack_id()), out);
+    sites.AppendStackText(request.stack_id(), out);
     if (request.total_bytes() > 0) {
       absl::StrAppend(out, "  free then: ", SizeText(request.free_bytes()), " of ",
                       SizeText(request.total_bytes()), "\n");
@@ -515,7 +517,7 @@ void AppendOomText(const OomReport& report, const TraceFile& trace, CallSites& s
                       FormatBytes(UntrackedBytes(failure)));
     }
     absl::StrAppend(out, "\n");
-    AppendSitesText(LiveSites(failure, sites), top, failure.live.bytes, out);
+    AppendSitesText(LiveSites(failure, sites), top, failure.live.bytes, sites.style(), out);
     for (const std::string& line : HelpedLines(failure, report, sites)) {
       absl::StrAppend(out, "  what would have helped: ", line, "\n");
     }
@@ -544,7 +546,9 @@ std::string JsonOomSites(const OomFailure& failure, CallSites& sites, size_t top
         failure.live.bytes == 0
             ? 0.0
             : static_cast<double>(site.live.bytes) / static_cast<double>(failure.live.bytes),
-        site.early.bytes, site.early.count, JsonFrames(sites.Shown(site.stack_id))));
+        site.early.bytes, site.early.count,
+        absl::StrCat(JsonFrames(sites.Shown(site.stack_id)),
+                     JsonLabelFields(sites.LabelOf(site.stack_id)))));
   }
   return absl::StrCat("[", absl::StrJoin(live, ","), "]");
 }
@@ -573,9 +577,10 @@ std::string JsonFrameworkOom(const FrameworkOomError& error, const OomReport& re
       ",\"device_free\":", error.device_free, ",\"message\":", JsonString(error.message),
       ",\"raised_at\":", JsonString(sites.Label(request.stack_id())),
       ",\"frames\":", JsonFrames(sites.Shown(request.stack_id())),
-      ",\"live_bytes\":", failure.live.bytes, ",\"live_count\":", failure.live.count,
-      ",\"early_bytes\":", failure.early.bytes, ",\"early_count\":", failure.early.count,
-      ",\"call_sites\":", failure.sites.size(), ",\"sites\":", JsonOomSites(failure, sites, top),
+      JsonLabelFields(sites.LabelOf(request.stack_id())), ",\"live_bytes\":", failure.live.bytes,
+      ",\"live_count\":", failure.live.count, ",\"early_bytes\":", failure.early.bytes,
+      ",\"early_count\":", failure.early.count, ",\"call_sites\":", failure.sites.size(),
+      ",\"sites\":", JsonOomSites(failure, sites, top),
       ",\"helped\":", JsonStrings(FrameworkHelpedLines(error, report, sites)), "}");
 }
 
@@ -587,7 +592,8 @@ std::string JsonFailedCall(const FailedCall& failed, const TraceFile& trace, Cal
       ",\"size\":", call.size(), ",\"result\":", call.result(),
       ",\"result_name\":", JsonString(ResultName(call.api(), call.result())),
       ",\"seq\":", call.seq(), ",\"time_ns\":", SinceStart(call.timestamp_ns(), trace),
-      ",\"frames\":", JsonFrames(sites.Shown(call.stack_id())), "}");
+      ",\"frames\":", JsonFrames(sites.Shown(call.stack_id())),
+      JsonLabelFields(sites.LabelOf(call.stack_id())), "}");
 }
 
 }  // namespace
@@ -611,10 +617,11 @@ std::string JsonOom(const OomReport& report, const TraceFile& trace, CallSites& 
         ",\"free_bytes\":", request.free_bytes(), ",\"total_bytes\":", request.total_bytes(),
         ",\"attempts\":[", absl::StrJoin(attempts, ","), "]",
         ",\"frames\":", JsonFrames(sites.Shown(request.stack_id())),
-        ",\"live_bytes\":", failure.live.bytes, ",\"live_count\":", failure.live.count,
-        ",\"early_bytes\":", failure.early.bytes, ",\"early_count\":", failure.early.count,
-        ",\"untracked_bytes\":", UntrackedBytes(failure), ",\"call_sites\":", failure.sites.size(),
-        ",\"sites\":", JsonOomSites(failure, sites, top), ",\"room_sites\":", enough ? room : 0,
+        JsonLabelFields(sites.LabelOf(request.stack_id())), ",\"live_bytes\":", failure.live.bytes,
+        ",\"live_count\":", failure.live.count, ",\"early_bytes\":", failure.early.bytes,
+        ",\"early_count\":", failure.early.count, ",\"untracked_bytes\":", UntrackedBytes(failure),
+        ",\"call_sites\":", failure.sites.size(), ",\"sites\":", JsonOomSites(failure, sites, top),
+        ",\"room_sites\":", enough ? room : 0,
         ",\"helped\":", JsonStrings(HelpedLines(failure, report, sites)),
         // Only when `attempts` is cut short: otherwise it is attempts' length.
         failure.attempt_count > failure.attempts.size()

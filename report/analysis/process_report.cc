@@ -174,8 +174,8 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   if (!file.ok()) return file.status();
   ProcessReport report;
   report.symbolizer = std::make_unique<Symbolizer>(file->get());
-  report.sites =
-      std::make_unique<CallSites>(report.symbolizer.get(), request.group_by, request.python_only);
+  report.sites = std::make_unique<CallSites>(report.symbolizer.get(), request.group_by,
+                                             request.python_only, request.stacks);
   CreditAutogradEngineStacks(report.symbolizer.get(), file->get());
   Analyses analyses(**file, request, *report.sites);
   KernelAnalysis kernels(file->get());
@@ -316,7 +316,7 @@ void AppendPeakText(ProcessReport& report, size_t top, std::string* out) {
                           MillisecondsSinceStart(place.peak_timestamp_ns, trace));
     AppendSitesText(GroupSites(place.peak_sites, *report.sites, replay.stream_ordered_stacks,
                                &replay.graph_stacks),
-                    top, place.peak_bytes, out);
+                    top, place.peak_bytes, report.sites->style(), out);
     AppendKernelsAtPeakText(report.findings.kernels, place.place, top, out);
   }
 }
@@ -338,7 +338,7 @@ void AppendLeaksText(ProcessReport& report, size_t top, std::string* out) {
     std::vector<Site> live = GroupSites(place.live_sites, *report.sites,
                                         replay.stream_ordered_stacks, &replay.graph_stacks);
     AppendHeldText(live, out);
-    AppendSitesText(live, top, 0, out);
+    AppendSitesText(live, top, 0, report.sites->style(), out);
   }
   if (!any) absl::StrAppend(out, "\nleaks: none: everything allocated was freed\n");
 }
@@ -362,11 +362,7 @@ std::string ProcessReportText(ProcessReport& report, const ReportRequest& reques
   if (request.kernels) {
     absl::StrAppend(&out, "\n",
                     KernelsText(*findings.kernels, trace, request.top, [&sites](uint64_t stack_id) {
-                      std::vector<std::string> texts;
-                      for (const Frame& frame : sites.Shown(stack_id)) {
-                        texts.push_back(frame.ToString());
-                      }
-                      return texts;
+                      return sites.LaunchLines(stack_id);
                     }));
   }
   return out;

@@ -42,6 +42,7 @@ struct ReportRequest {
   std::string iteration_marker;  // empty: detect iterations
   GroupBy group_by = GroupBy::kUser;
   bool python_only = false;
+  StackStyle stacks = StackStyle::kShort;  // how call sites print in text
   bool timeline = false;  // build the process's timeline, for the combined view of several
 };
 

@@ -33,6 +33,11 @@ ProcessBrief BriefOf(const ProcessReport& report) {
     brief.never_freed_bytes = SaturatingAdd(brief.never_freed_bytes, place.live.bytes);
   }
   brief.failed_allocations = replay.failed_allocations;
+  brief.failed_calls = replay.failed_calls;
+  if (report.findings.oom) {
+    brief.framework_ooms = report.findings.oom->framework_ooms.size() +
+                           report.findings.oom->framework_ooms_not_analysed;
+  }
   const std::optional<GrowthReport>& growth = report.findings.growth;
   if (growth && !growth->sites.empty()) {
     brief.growth_per_iteration = growth->sites.front().bytes_per_iteration;
@@ -66,7 +71,7 @@ void AppendPeaks(ProcessReport& report, const std::vector<const PlaceUsage*>& pl
                           MillisecondsSinceStart(place->peak_timestamp_ns, trace));
     AppendSitesText(GroupSites(place->peak_sites, *report.sites, replay.stream_ordered_stacks,
                                &replay.graph_stacks),
-                    kSummarySites, place->peak_bytes, out);
+                    kSummarySites, place->peak_bytes, report.sites->style(), out);
   }
   if (replay.places.size() > places.size()) {
     absl::StrAppend(out, "(", replay.places.size() - places.size(),
@@ -120,23 +125,43 @@ void AppendGrowth(ProcessReport& report, std::string* out) {
   absl::StrAppend(out, "\n");
 }
 
-// How many allocations failed, and the first failed request.
-void AppendFailures(const ProcessReport& report, std::string* out) {
+// PyTorch's last out-of-memory error: "PyTorch raised 1 (the last: 1.00 GiB (...) on device 0
+// (...), over its cap of 8.00 GiB, at train.py:42 in main)".
+void AppendFrameworkOoms(const OomReport& oom, ProcessReport& report, std::string* out) {
+  const FrameworkOomError& last = oom.framework_ooms.back();
+  const uint64_t raised = oom.framework_ooms.size() + oom.framework_ooms_not_analysed;
+  absl::StrAppend(out, "out of memory: PyTorch raised ", raised, " (the last: ",
+                  last.requested > 0 ? SizeText(last.requested) : std::string("a request"),
+                  last.requested_exact || last.requested == 0 ? "" : " as its message says", " on ",
+                  PlaceName(last.failure.place, *report.replay.file));
+  if (last.capped()) absl::StrAppend(out, ", over its cap of ", FormatBytes(last.limit));
+  absl::StrAppend(out, ", at ", report.sites->Label(last.failure.request.stack_id()), ")\n");
+}
+
+// Out of memory (PyTorch's errors, else the driver's failed allocations, the first named), and
+// the calls that failed otherwise.
+void AppendFailures(ProcessReport& report, std::string* out) {
   const TraceReplay& replay = report.replay;
-  if (replay.failed_allocations == 0) {
-    absl::StrAppend(out, "failed allocations: none\n");
-    return;
-  }
-  absl::StrAppend(out, "failed allocations: ", replay.failed_allocations);
   const std::optional<OomReport>& oom = report.findings.oom;
-  if (oom && !oom->failures.empty()) {
-    const OomFailure& first = oom->failures.front();
-    absl::StrAppendFormat(out, ", the first a %s of %s on %s, error %d, at %.3f ms after start",
-                          ApiName(first.request.api()), SizeText(first.request.size()),
-                          PlaceName(first.place, *replay.file), first.request.result(),
-                          MillisecondsSinceStart(first.request.timestamp_ns(), *replay.file));
+  if (oom && !oom->framework_ooms.empty()) {
+    AppendFrameworkOoms(*oom, report, out);
+  } else if (replay.failed_allocations == 0) {
+    absl::StrAppend(out, "out of memory: never\n");
+  } else {
+    absl::StrAppend(out, "out of memory: ",
+                    Plural(replay.failed_allocations, "failed allocation", "failed allocations"));
+    if (oom && !oom->failures.empty()) {
+      const OomFailure& first = oom->failures.front();
+      absl::StrAppendFormat(out, ", the first a %s of %s on %s, at %.3f ms after start",
+                            ApiName(first.request.api()), SizeText(first.request.size()),
+                            PlaceName(first.place, *replay.file),
+                            MillisecondsSinceStart(first.request.timestamp_ns(), *replay.file));
+    }
+    absl::StrAppend(out, "\n");
   }
-  absl::StrAppend(out, "\n");
+  if (replay.failed_calls > 0) {
+    absl::StrAppend(out, "failed calls (not out of memory): ", replay.failed_calls, "\n");
+  }
 }
 
 }  // namespace
@@ -168,7 +193,11 @@ std::string BriefLine(const ProcessBrief& brief) {
     absl::StrAppend(&line, ", growing +", FormatBytes(RoundToBytes(brief.growth_per_iteration)),
                     "/iteration");
   }
-  if (brief.failed_allocations > 0) {
+  if (brief.framework_ooms > 0) {
+    absl::StrAppend(&line, ", ",
+                    Plural(brief.framework_ooms, "PyTorch out-of-memory error",
+                           "PyTorch out-of-memory errors"));
+  } else if (brief.failed_allocations > 0) {
     absl::StrAppend(&line, ", ",
                     Plural(brief.failed_allocations, "failed allocation", "failed allocations"));
   }

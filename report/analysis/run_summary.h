@@ -28,17 +28,20 @@ ReportRequest RunSummaryRequest(bool several);
 // One process in a line of the summary of several, and what the commands after it suggest.
 struct ProcessBrief {
   uint32_t pid = 0;
-  std::string rank;                // " (rank 0 of 2, local rank 0)", or ""
-  uint64_t peak_bytes = 0;         // its highest peak on one place
-  std::string peak_place;          // that place, "device 0 (NVIDIA H100 80GB HBM3)"
-  uint64_t never_freed_bytes = 0;  // on every place (or live when recording stopped)
-  uint64_t failed_allocations = 0;
+  std::string rank;                 // " (rank 0 of 2, local rank 0)", or ""
+  uint64_t peak_bytes = 0;          // its highest peak on one place
+  std::string peak_place;           // that place, "device 0 (NVIDIA H100 80GB HBM3)"
+  uint64_t never_freed_bytes = 0;   // on every place (or live when recording stopped)
+  uint64_t failed_allocations = 0;  // that ran out of memory (the driver's answer)
+  uint64_t framework_ooms = 0;      // out-of-memory errors PyTorch raised
+  uint64_t failed_calls = 0;        // allocation calls that failed otherwise (error 800, ...)
   double growth_per_iteration = 0;  // of its fastest growing call site; 0: none grows
 };
 ProcessBrief BriefOf(const ProcessReport& report);
 
 // One process: the peaks of its kSummaryPlaces highest places with their kSummarySites largest
-// call sites (as `gpumem report` prints them), never freed, growth, failed allocations.
+// call sites (as `gpumem report` prints them), never freed, growth, out of memory (PyTorch's
+// errors, else the driver's failed allocations), other failed calls.
 std::string ProcessSummaryText(ProcessReport& report);
 
 // Several processes: one line each, the highest peak first, at most kSummaryProcesses and then

@@ -62,9 +62,9 @@ CommandLine CheckCommandLine(Options* options) {
                "standard output)",
                &options->markdown_path),
           GroupByFlag(
-              "what the summary's \"largest call site\" at a broken peak is, for stacks with\n"
-              "Python frames (as in gpumem report): user (default) the innermost Python frame\n"
-              "of the program's own code, python the whole Python stack, stack the stack",
+              "what the summary's \"largest call site\" at a broken peak is (as in gpumem\n"
+              "report): user (default) the innermost frame of your own code, python the whole\n"
+              "Python stack, stack the whole stack; it is named by its user line",
               &options->group_by),
       }};
 }

@@ -581,7 +581,8 @@ std::optional<std::string> Summarize(const std::vector<std::string>& paths, Summ
       return std::nullopt;
     }
     const ProcessBrief brief = BriefOf(*report);
-    hints->failed_allocations = hints->failed_allocations || brief.failed_allocations > 0;
+    hints->failed_allocations =
+        hints->failed_allocations || brief.failed_allocations > 0 || brief.framework_ooms > 0;
     hints->growing = hints->growing || brief.growth_per_iteration > 0;
     if (hints->view.empty() || brief.peak_bytes > highest) {
       hints->view = path;

@@ -28,7 +28,8 @@ constexpr char kSynopsis[] =
     R"usage(usage: gpumem report [--summary [--allocator native|expandable|none]] [--peak] [--leaks]
                      [--oom] [--fragmentation] [--kernels]
                      [--growth [--iteration-marker FUNCTION]] [--top N]
-                     [--group-by user|python|stack] [--python-only] [--json] TRACE...
+                     [--group-by user|python|stack] [--stacks short|full] [--python-only]
+                     [--json] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
 )usage";
@@ -110,12 +111,13 @@ CommandLine ReportCommandLine(Options* options) {
           Number({"--top"}, "call sites shown per device or failure (default 10; 0: all)",
                  &request.top),
           GroupByFlag(
-              "what one call site is, for stacks with Python frames: user (default) the\n"
-              "innermost Python frame of the program's own code (not the standard library or an\n"
-              "installed package; else the innermost Python frame); python the whole Python\n"
-              "stack; stack the whole stack, native and Python frames. Stacks without Python\n"
-              "frames are always grouped by their whole stack",
+              "what one call site is: user (default) the innermost frame of your own code (a\n"
+              "Python file outside the standard library and installed packages, or a native\n"
+              "frame of your program's own binaries and libraries; without one, the library\n"
+              "that allocated); python the whole Python stack (stacks without Python frames:\n"
+              "the whole stack); stack the whole stack, native and Python frames",
               &request.group_by),
+          StacksFlag(&request.stacks),
           Switch({"--python-only"},
                  "print only the Python frames of a stack that has them (native frames dropped)",
                  &request.python_only),

@@ -59,8 +59,8 @@ CommandLine ViewCommandLine(Options* options) {
           Number({"--bands"},
                  "call sites drawn as bands of their own, the rest as 'other' (default 12)",
                  &options->view.bands),
-          GroupByFlag("what one call site is for stacks with Python frames (as gpumem report; "
-                      "default\nuser)",
+          GroupByFlag("what one call site is (as gpumem report; default user: the line of your\n"
+                      "own code it came from)",
                       &options->view.group_by),
           Text({"--iteration-marker"}, "FUNCTION", "a function name",
                "iterations start at allocations whose stack has a function containing FUNCTION\n"

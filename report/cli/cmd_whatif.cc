@@ -22,7 +22,7 @@ namespace {
 
 constexpr char kSynopsis[] =
     R"usage(usage: gpumem whatif --device-memory SIZE [--allocator native|expandable|async|all]
-                     [--top N] [--json] TRACE
+                     [--top N] [--stacks short|full] [--json] TRACE
 
 Replays the tensors of a trace recorded at tensor level (gpumem record --tensors, or
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) through models of PyTorch's allocators and says,
@@ -48,6 +48,7 @@ struct Options {
   std::optional<uint64_t> device_memory;  // required
   std::vector<AllocatorKind> kinds;       // empty: all that apply to the trace
   size_t top = kDefaultTop;
+  StackStyle stacks = StackStyle::kShort;
   bool json = false;
 };
 
@@ -82,6 +83,7 @@ CommandLine WhatifCommandLine(Options* options) {
           AllocatorFlag(&options->kinds),
           Number({"--top"}, "call sites shown at an out-of-memory error (default 10; 0: all)",
                  &options->top),
+          StacksFlag(&options->stacks),
           Switch({"--json"}, "one JSON object instead of text (schema: report/whatif.schema.json)",
                  &options->json),
       }};
@@ -124,7 +126,7 @@ int RunWhatif(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   Symbolizer symbolizer(file->get());
-  CallSites sites(&symbolizer, GroupBy::kUser, false);
+  CallSites sites(&symbolizer, GroupBy::kUser, false, options.stacks);
   WriteOutput(options.json ? WhatifJson(path, *all, **file, sites, request)
                            : WhatifText(path, *all, **file, sites, request));
   for (const AllocatorAnswers& answers : *all) {

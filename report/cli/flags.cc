@@ -195,6 +195,16 @@ Flag GroupByFlag(std::string help, GroupBy* out) {
                   [words, out](size_t chosen) { ParseGroupBy(words[chosen], out); });
 }
 
+Flag StacksFlag(StackStyle* out) {
+  return Choice<StackStyle>(
+      {"--stacks"}, {{"short", StackStyle::kShort}, {"full", StackStyle::kFull}},
+      "how a call site prints: short (default) the line of your own code it came\n"
+      "from, then \"via\" the framework call, operator and library it went through;\n"
+      "full every frame (the interpreter's own left out where Python frames stand for\n"
+      "them, C++ template arguments and parameter lists shortened to <…> and (…))",
+      out);
+}
+
 Flag OutputFlag(std::vector<std::string> names, std::string value_name, std::string help,
                 std::string* out) {
   return Text(std::move(names), std::move(value_name), "a path", std::move(help), out).Once();

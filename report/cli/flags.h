@@ -25,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 #include "report/stacks/python_stacks.h"
+#include "report/stacks/user_frames.h"
 
 namespace gpumem::report {
 
@@ -89,6 +90,8 @@ Flag Choice(std::vector<std::string> names, std::vector<std::pair<std::string, V
 
 // --group-by user|python|stack (report/stacks/python_stacks.h), as report, check and view take it.
 Flag GroupByFlag(std::string help, GroupBy* out);
+// --stacks short|full (report/stacks/user_frames.h StackStyle), as report and whatif take it.
+Flag StacksFlag(StackStyle* out);
 // -o (and --output where `names` has it): where the command writes; given once.
 Flag OutputFlag(std::vector<std::string> names, std::string value_name, std::string help,
                 std::string* out);

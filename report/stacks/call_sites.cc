@@ -11,6 +11,31 @@
 
 namespace gpumem::report {
 
+SiteLabel CallSites::LabelOf(uint64_t stack_id) {
+  const std::vector<Frame>& frames = Frames(stack_id);
+  return report::LabelOf(frames, FindMemoryHolder(frames, /*stream_ordered=*/false));
+}
+
+std::vector<std::string> CallSites::Lines(uint64_t stack_id) {
+  return SiteLines(Shown(stack_id), LabelOf(stack_id), style_);
+}
+
+std::vector<std::string> CallSites::LaunchLines(uint64_t stack_id) {
+  return SiteLines(Shown(stack_id), report::LabelOf(Frames(stack_id), nullptr), style_);
+}
+
+void CallSites::AppendStackText(uint64_t stack_id, std::string* out, absl::string_view indent) {
+  for (const std::string& line : Lines(stack_id)) absl::StrAppend(out, indent, line, "\n");
+}
+
+Site CallSites::SiteOf(uint64_t stack_id, const Tally& tally) {
+  Site site;
+  site.frames = Shown(stack_id);
+  site.tally = tally;
+  site.label = LabelOf(stack_id);
+  return site;
+}
+
 std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
                              const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
                              const absl::flat_hash_set<uint64_t>* graph_stacks) {
@@ -21,35 +46,34 @@ std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& c
     const std::vector<Frame>& frames = call_sites.Frames(entry.stack_id);
     const MemoryHolder* holder =
         FindMemoryHolder(frames, stream_ordered_stacks.contains(entry.stack_id));
-    std::string key = call_sites.Key(entry.stack_id);
-    // Grouped by Python frames, what a holder keeps stays apart from the program's own memory.
-    if (holder != nullptr && HasPythonFrames(frames)) key = absl::StrCat(holder->id, "\n", key);
+    SiteLabel label = LabelOf(frames, holder);
+    // Without a frame of the user's, what the site prints (library and via line) is the site.
+    std::string key = call_sites.group_by() == GroupBy::kUser && !label.user_frame
+                          ? absl::StrCat("library\n", label.first_line, "\n", label.via)
+                          : call_sites.Key(entry.stack_id);
+    // What a holder keeps stays apart from the program's own memory at the same call site.
+    if (holder != nullptr) key = absl::StrCat(holder->id, "\n", key);
     auto [it, inserted] = by_key.try_emplace(std::move(key), sites.size());
     if (inserted) {
-      sites.push_back({call_sites.ShownOf(frames), {}, holder});
-      largest.push_back(entry.tally.bytes);
-    } else if (entry.tally.bytes > largest[it->second]) {
-      sites[it->second].frames = call_sites.ShownOf(frames);
+      sites.emplace_back().holder = holder;
+      largest.push_back(0);
+    }
+    Site& site = sites[it->second];
+    if (inserted || entry.tally.bytes > largest[it->second]) {
+      site.frames = call_sites.ShownOf(frames);
+      site.label = std::move(label);
       largest[it->second] = entry.tally.bytes;
     }
-    sites[it->second].tally.Add(entry.tally);
-    if (graph_stacks != nullptr && graph_stacks->contains(entry.stack_id)) {
-      sites[it->second].for_graph = true;
-    }
+    site.tally.Add(entry.tally);
+    if (graph_stacks != nullptr && graph_stacks->contains(entry.stack_id)) site.for_graph = true;
   }
   std::stable_sort(sites.begin(), sites.end(),
                    [](const Site& a, const Site& b) { return a.tally.bytes > b.tally.bytes; });
   return sites;
 }
 
-void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
-                      absl::string_view indent) {
-  if (frames.empty()) absl::StrAppend(out, indent, "(no stack recorded)\n");
-  for (const Frame& frame : frames) absl::StrAppend(out, indent, frame.ToString(), "\n");
-}
-
 void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
-                     std::string* out) {
+                     StackStyle style, std::string* out) {
   const size_t shown = top == 0 ? sites.size() : std::min(top, sites.size());
   for (size_t i = 0; i < shown; ++i) {
     const Site& site = sites[i];
@@ -63,8 +87,9 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
     if (site.holder != nullptr) absl::StrAppend(out, "  [held by ", site.holder->name, "]");
     if (site.for_graph) absl::StrAppend(out, "  [for a CUDA graph]");
     absl::StrAppend(out, "\n");
-    if (site.frames.empty()) absl::StrAppend(out, "      (no stack recorded)\n");
-    for (const Frame& frame : site.frames) absl::StrAppend(out, "      ", frame.ToString(), "\n");
+    for (const std::string& line : SiteLines(site.frames, site.label, style)) {
+      absl::StrAppend(out, "      ", line, "\n");
+    }
   }
   if (shown < sites.size()) {
     Tally rest;
@@ -75,16 +100,18 @@ void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_
   }
 }
 
+std::string JsonFrame(const Frame& frame) {
+  return absl::StrCat(
+      "{\"text\":", JsonString(frame.ToString()), ",\"function\":", JsonString(frame.function),
+      ",\"file\":", JsonString(frame.file), ",\"line\":", frame.line,
+      ",\"module\":", JsonString(frame.module), ",\"module_offset\":", frame.module_offset,
+      ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false",
+      frame.python ? ",\"python\":true" : "", "}");
+}
+
 std::string JsonFrames(const std::vector<Frame>& frames) {
   std::vector<std::string> items;
-  for (const Frame& frame : frames) {
-    items.push_back(absl::StrCat(
-        "{\"text\":", JsonString(frame.ToString()), ",\"function\":", JsonString(frame.function),
-        ",\"file\":", JsonString(frame.file), ",\"line\":", frame.line,
-        ",\"module\":", JsonString(frame.module), ",\"module_offset\":", frame.module_offset,
-        ",\"pc\":", frame.pc, ",\"inlined\":", frame.inlined ? "true" : "false",
-        frame.python ? ",\"python\":true" : "", "}"));
-  }
+  for (const Frame& frame : frames) items.push_back(JsonFrame(frame));
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
 
@@ -103,10 +130,19 @@ std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share
       absl::StrAppend(&item, ",\"held_by\":", JsonString(sites[i].holder->id));
     }
     if (sites[i].for_graph) absl::StrAppend(&item, ",\"for_cuda_graph\":true");
-    absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), "}");
+    const SiteLabel& label = sites[i].label;
+    // The frames first, as before; the label's fields after them.
+    absl::StrAppend(&item, ",\"frames\":", JsonFrames(sites[i].frames), JsonLabelFields(label),
+                    "}");
     items.push_back(std::move(item));
   }
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string JsonLabelFields(const SiteLabel& label) {
+  return absl::StrCat(
+      ",\"user_frame\":", label.user_frame ? JsonFrame(*label.user_frame) : std::string("null"),
+      ",\"via\":", JsonString(label.via));
 }
 
 std::string SizeText(uint64_t bytes) {

@@ -14,11 +14,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "report/format/printable.h"
 #include "report/replay/event_counts.h"
 #include "report/replay/replay.h"
 #include "report/stacks/memory_holders.h"
 #include "report/stacks/python_stacks.h"
 #include "report/stacks/symbolizer.h"
+#include "report/stacks/user_frames.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
@@ -29,19 +31,23 @@ using CallSiteOf = std::function<uint64_t(uint64_t stack_id)>;
 
 // One call site: the symbolized stack and what it held.
 struct Site {
-  std::vector<Frame> frames;
+  std::vector<Frame> frames;  // as printed: the Python frames alone with --python-only
   Tally tally;
   const MemoryHolder* holder = nullptr;  // an allocator or library holds it, not the program
   bool for_graph = false;                // allocated during a stream capture, for a CUDA graph
+  SiteLabel label;                       // its user frame and via line (from all its frames)
 };
 
-// Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site
-// (without Python frames: stacks whose symbolized frames read the same), named by the first such
-// stack id seen.
+// Call sites for the analyses: stacks with the same CallSiteKey under --group-by are one call site,
+// named by the first such stack id seen; printed as --stacks says (StackStyle).
 class CallSites {
  public:
-  CallSites(Symbolizer* symbolizer, GroupBy group_by, bool python_only)
-      : symbolizer_(symbolizer), group_by_(group_by), python_only_(python_only) {}
+  CallSites(Symbolizer* symbolizer, GroupBy group_by, bool python_only,
+            StackStyle style = StackStyle::kShort)
+      : symbolizer_(symbolizer), group_by_(group_by), python_only_(python_only), style_(style) {}
+
+  StackStyle style() const { return style_; }
+  GroupBy group_by() const { return group_by_; }
 
   // The whole stack, Python frames spliced in.
   const std::vector<Frame>& Frames(uint64_t stack_id) {
@@ -74,42 +80,50 @@ class CallSites {
     }
     return false;
   }
-  // The frame that names the call site (the innermost, or the user's Python frame: CallSiteFrame),
-  // as printed; "(no stack recorded)" without one.
-  std::string Label(uint64_t stack_id) {
-    const Frame* frame = CallSiteFrame(Frames(stack_id), group_by_);
-    return frame == nullptr ? "(no stack recorded)" : frame->ToString();
-  }
+  // The label of a stack (its holder found as FindMemoryHolder does for a segment).
+  SiteLabel LabelOf(uint64_t stack_id);
+  // The line that names the call site (SiteLabel::first_line: the user's line), as printed.
+  std::string Label(uint64_t stack_id) { return Printable(LabelOf(stack_id).first_line); }
+  // The lines that stand for a stack under --stacks (SiteLines), and the same appended to `out`,
+  // each after `indent`. A launch's stack holds no memory: its via line names the library.
+  std::vector<std::string> Lines(uint64_t stack_id);
+  std::vector<std::string> LaunchLines(uint64_t stack_id);
+  void AppendStackText(uint64_t stack_id, std::string* out, absl::string_view indent = "      ");
+  // One stack as a call site of its own, holding `tally`.
+  Site SiteOf(uint64_t stack_id, const Tally& tally);
 
  private:
   Symbolizer* symbolizer_;
   GroupBy group_by_;
   bool python_only_;
+  StackStyle style_;
   absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
   absl::flat_hash_map<uint64_t, uint64_t> site_of_;
   absl::flat_hash_map<std::string, uint64_t> by_key_;
 };
 
-// Per-stack tallies grouped by call site (CallSites: the whole symbolized stack, or the Python
-// part of it under --group-by), largest first. Stacks an allocator or library holds stay apart
-// from the program's own at the same call site. A site shows the stack of its largest member, and
-// is marked for_graph when one of its stacks is in `graph_stacks` (TraceReplay::graph_stacks).
+// Per-stack tallies grouped by call site (CallSites: the user's frame, the Python part of the
+// stack or the whole stack, as --group-by says; under `user`, stacks without a frame of the user's
+// by the library and via line they print), largest first. Stacks an allocator or library
+// holds stay apart from the program's own at the same call site. A site shows the stack of its
+// largest member, and is marked for_graph when one of its stacks is in `graph_stacks`
+// (TraceReplay::graph_stacks).
 std::vector<Site> GroupSites(const std::vector<SiteTally>& tallies, CallSites& call_sites,
                              const absl::flat_hash_set<uint64_t>& stream_ordered_stacks,
                              const absl::flat_hash_set<uint64_t>* graph_stacks = nullptr);
 
-// Under a heading: each frame on a line of its own after `indent`, "(no stack recorded)" without
-// any.
-void AppendFramesText(const std::vector<Frame>& frames, std::string* out,
-                      absl::string_view indent = "      ");
-// The first `top` sites (0: all) as "  SIZE  SHARE%  N allocations", then their frames; the rest
-// summed in one line. `share_of` 0: no share column.
+// The first `top` sites (0: all) as "  SIZE  SHARE%  N allocations", then their lines in `style`
+// (SiteLines); the rest summed in one line. `share_of` 0: no share column.
 void AppendSitesText(const std::vector<Site>& sites, size_t top, uint64_t share_of,
-                     std::string* out);
+                     StackStyle style, std::string* out);
 
-// The frames and sites as JSON (schema: report/report.schema.json, Frame and Site).
+// The frames and sites as JSON (schema: report/report.schema.json, Frame and Site): every frame
+// as symbolized; a site adds its user_frame and via line.
+std::string JsonFrame(const Frame& frame);
 std::string JsonFrames(const std::vector<Frame>& frames);
 std::string JsonSites(const std::vector<Site>& sites, size_t top, uint64_t share_of);
+// A label's JSON fields, to follow a site's or a stack's "frames": `,"user_frame":…,"via":…`.
+std::string JsonLabelFields(const SiteLabel& label);
 
 // "56.00 MiB (58720256 bytes)".
 std::string SizeText(uint64_t bytes);

@@ -17,31 +17,30 @@ constexpr HolderRule kRules[] = {
     {"libc10_cuda.so",
      true,
      {"pytorch_caching_allocator", "PyTorch's CUDA caching allocator",
+      "PyTorch caching allocator segment",
       "segments it keeps for reuse after tensors are freed; torch.cuda.empty_cache() returns "
       "them, and they do not mean the program lost memory"}},
     {"libcublasLt.so",
      false,
-     {"cublas_workspace", "cuBLAS", "workspace its handle keeps for the life of the process"}},
+     {"cublas_workspace", "cuBLAS", "cuBLAS workspace",
+      "workspace its handle keeps for the life of the process"}},
     {"libcublas.so",
      false,
-     {"cublas_workspace", "cuBLAS", "workspace its handle keeps for the life of the process"}},
+     {"cublas_workspace", "cuBLAS", "cuBLAS workspace",
+      "workspace its handle keeps for the life of the process"}},
     {"libcudnn",
      false,
-     {"cudnn_workspace", "cuDNN", "workspace its handle keeps for the life of the process"}},
+     {"cudnn_workspace", "cuDNN", "cuDNN workspace",
+      "workspace its handle keeps for the life of the process"}},
     {"libnccl.so",
      false,
-     {"nccl_buffers", "NCCL",
+     {"nccl_buffers", "NCCL", "NCCL buffers",
       "buffers its communicators keep until they are destroyed (dist.destroy_process_group())"}},
 };
 
-absl::string_view Basename(absl::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
-}
-
 // The rule of the module at `path`, or nullptr.
 const HolderRule* RuleOf(absl::string_view path) {
-  const absl::string_view module = Basename(path);
+  const absl::string_view module = PathBasename(path);
   for (const HolderRule& rule : kRules) {
     if (absl::StartsWith(module, rule.module_prefix)) return &rule;
   }

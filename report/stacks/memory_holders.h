@@ -14,9 +14,10 @@
 namespace gpumem::report {
 
 struct MemoryHolder {
-  const char* id;           // for JSON, e.g. "pytorch_caching_allocator"
-  const char* name;         // for people, e.g. "PyTorch's CUDA caching allocator"
-  const char* explanation;  // what the memory is and how it goes away
+  const char* id = "";     // for JSON, e.g. "pytorch_caching_allocator"
+  const char* name = "";   // for people, e.g. "PyTorch's CUDA caching allocator"
+  const char* label = "";  // what the memory is, in a call site's via line: "cuBLAS workspace"
+  const char* explanation = "";  // what the memory is and how it goes away
 };
 
 // The holder whose module is nearest the CUDA call in `frames` (innermost first), or nullptr when

@@ -4,29 +4,28 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "report/stacks/user_frames.h"
 
 namespace gpumem::report {
 namespace {
 
 constexpr absl::string_view kEvalFunction = "_PyEval_EvalFrameDefault";
 
-// A frame's part of a call-site key: Python frames by full path, line and function; native ones
-// as printed.
-std::string KeyText(const Frame& frame) {
-  if (frame.python) return absl::StrCat("py ", frame.file, ":", frame.line, " ", frame.function);
-  return frame.ToString();
-}
-
 std::string JoinedKey(const char* prefix, const std::vector<Frame>& frames, bool python_only) {
   std::string key = prefix;
   for (const Frame& frame : frames) {
     if (python_only && !frame.python) continue;
-    absl::StrAppend(&key, "\n", KeyText(frame));
+    absl::StrAppend(&key, "\n", FrameKey(frame));
   }
   return key;
 }
 
 }  // namespace
+
+std::string FrameKey(const Frame& frame) {
+  if (frame.python) return absl::StrCat("py ", frame.file, ":", frame.line, " ", frame.function);
+  return frame.ToString();
+}
 
 bool IsEvalFrameFunction(absl::string_view function) {
   if (!absl::StartsWith(function, kEvalFunction)) return false;
@@ -122,28 +121,31 @@ bool ParseGroupBy(absl::string_view text, GroupBy* group_by) {
 const Frame* CallSiteFrame(const std::vector<Frame>& frames, GroupBy group_by) {
   if (frames.empty()) return nullptr;
   if (group_by == GroupBy::kStack) return &frames.front();
-  const Frame* innermost_python = nullptr;
-  for (const Frame& frame : frames) {
-    if (!frame.python) continue;
-    if (innermost_python == nullptr) innermost_python = &frame;
-    if (group_by == GroupBy::kPython) break;
-    if (!IsLibraryPythonFile(frame.file)) return &frame;
+  if (group_by == GroupBy::kUser) {
+    if (const Frame* user = UserFrame(frames)) return user;
   }
-  return innermost_python != nullptr ? innermost_python : &frames.front();
+  for (const Frame& frame : frames) {
+    if (frame.python) return &frame;
+  }
+  return &frames.front();
 }
 
 std::string CallSiteKey(const std::vector<Frame>& frames, GroupBy group_by) {
+  if (group_by == GroupBy::kUser) {
+    if (const Frame* user = UserFrame(frames)) return absl::StrCat("user\n", FrameKey(*user));
+  }
   if (group_by == GroupBy::kStack || !HasPythonFrames(frames)) {
     // As the report always grouped: the frames as printed, one per line.
     std::string key;
     for (const Frame& frame : frames) {
       if (!key.empty()) key.push_back('\n');
-      key += frame.python ? KeyText(frame) : frame.ToString();
+      key += FrameKey(frame);
     }
     return key;
   }
   if (group_by == GroupBy::kPython) return JoinedKey("python", frames, /*python_only=*/true);
-  return absl::StrCat("user\n", KeyText(*CallSiteFrame(frames, group_by)));
+  // kUser, no frame of the user's: the innermost Python frame.
+  return absl::StrCat("user\n", FrameKey(*CallSiteFrame(frames, GroupBy::kPython)));
 }
 
 }  // namespace gpumem::report

@@ -58,22 +58,28 @@ std::string ShortPythonPath(absl::string_view file);
 
 // What one call site is (report/cli/cmd_report.cc groups stacks by it).
 enum class GroupBy {
-  kUser,    // the innermost Python frame of the user's own code (see CallSiteKey)
+  kUser,    // the innermost frame of the user's own code (report/stacks/user_frames.h)
   kPython,  // the whole Python stack
   kStack,   // the whole stack, native and Python frames
 };
 // "user", "python", "stack"; false for anything else.
 bool ParseGroupBy(absl::string_view text, GroupBy* group_by);
 
-// The frame that names a call site under `group_by`: kUser, the innermost Python frame whose file
-// is not IsLibraryPythonFile, else the innermost Python frame; kPython, the innermost Python frame;
-// kStack, or without Python frames, the innermost frame. nullptr for no frames.
+// The frame that names a call site under `group_by`: kUser, the innermost frame of the user's code
+// (UserFrame), else the innermost Python frame; kPython, the innermost Python frame; kStack, or
+// without such a frame, the innermost frame. nullptr for no frames.
 const Frame* CallSiteFrame(const std::vector<Frame>& frames, GroupBy group_by);
 
-// The text that identifies a stack's call site: stacks with equal keys are one call site. Without
-// Python frames it is the whole stack under every rule (so `user` and `python` read such traces
-// exactly as `stack` does). kUser: the CallSiteFrame alone; kPython: the Python frames; kStack: all
-// frames. Python frames count by full path, line and function.
+// A frame's part of a call-site key: a Python frame by its full path, line and function; a native
+// one as printed.
+std::string FrameKey(const Frame& frame);
+
+// The text that identifies a stack's call site for the analyses (growth, OOM, iterations,
+// kernels): stacks with equal keys are one call site. kUser: the user frame (UserFrame); without
+// one, the innermost Python frame, or the whole stack without Python frames (a library's stacks
+// stay apart, so the allocations of one library call still mark iterations); kPython: the Python
+// frames, or the whole stack without any; kStack: all frames. Python frames count by full path,
+// line and function. The tables of call sites merge a library's stacks further (GroupSites).
 std::string CallSiteKey(const std::vector<Frame>& frames, GroupBy group_by);
 
 }  // namespace gpumem::report

@@ -26,12 +26,15 @@
 #include "report/stacks/python_stacks.h"
 
 namespace gpumem::report {
+
+absl::string_view PathBasename(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
 namespace {
 
-std::string Basename(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
+std::string Basename(absl::string_view path) { return std::string(PathBasename(path)); }
 
 // The GNU build id of the ELF file at `path`; empty if it has none, cannot be read or is not a
 // regular file (O_NONBLOCK: a FIFO named in a trace must not block the open).

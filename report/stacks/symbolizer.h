@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
@@ -52,6 +53,9 @@ struct Frame {
   // may hold any bytes.
   std::string ToString() const;
 };
+
+// What follows a path's last '/' (the module "libcublas.so.13" of "/usr/lib/libcublas.so.13").
+absl::string_view PathBasename(absl::string_view path);
 
 // The most frames Symbolize() gives for one stack: four times the deepest the recorder writes (256
 // return addresses, core/options.h), which leaves room for their inlined frames and 128 Python

@@ -43,7 +43,8 @@ std::map<std::string, std::string> ScriptEnvironment() {
   return {{"LD_LIBRARY_PATH", BuildPath("lib/fake")},
           {"PYTHONPATH", BuildPath("lib/python") + ":" +  // what `gpumem record` adds
                              SourcePath("tests/integration/programs/fake_torch")},
-          {"FAKE_TORCH_ENGINE", BuildPath("tests/programs/libfake_autograd_engine.so")},
+          {"FAKE_TORCH_ENGINE",
+           BuildPath("tests/programs/site-packages/torch/lib/libfake_autograd_engine.so")},
           {"PYTHONDONTWRITEBYTECODE", "1"}};
 }
 

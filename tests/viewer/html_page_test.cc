@@ -30,7 +30,7 @@ PageData HostilePage() {
   page.command_line = {"python3", "train.py", "--tag=</script>"};
   page.summary = "<b>table</b>";
   for (const char* text : kHostile) {
-    page.sites.push_back({text, {text, std::string(text) + " (" + text + ":1)"}, text});
+    page.sites.push_back({text, text, {text, std::string(text) + " (" + text + ":1)"}, text});
   }
   PagePlace& place = page.places.emplace_back();
   place.name = "device 0 (<GPU> & \"friends\")";

@@ -40,9 +40,12 @@
     var decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(step / unit) + 1e-9)));
     return (ns / unit).toFixed(decimals) + name;
   }
-  // A call site's label made short: "function · file.cc:26" for "function (/path/file.cc:26)",
-  // "function · file.py:37" for "/path/file.py:37 in function".
+  // A call site's label made short: "function · file.cc:26" for "file.cc:26 in function" (a
+  // site's user line) or "function (/path/file.cc:26)", "function · file.py:37" for
+  // "/path/file.py:37 in function".
   function shortLabel(label) {
+    var user = /^([^ ]+:\d+) in (.+)$/.exec(label);
+    if (user) return user[2] + ' · ' + user[1];
     var f = splitFrame(label);
     if (!f.loc) return f.fn;
     var loc = f.loc.slice(f.loc.lastIndexOf('/') + 1);
@@ -111,9 +114,10 @@
     add(this.box, el('div', 'title', 'Call site'));
     add(this.box, el('div', 'empty', 'Hover over the timeline, a flame graph or a table row to see a call site and its stack; click to keep it here.'));
   };
-  Details.prototype.show = function (title, meta, frames, held) {
+  Details.prototype.show = function (title, meta, frames, held, via) {
     this.box.textContent = '';
     add(this.box, el('div', 'title', title));
+    if (via) add(this.box, el('div', 'meta', 'via ' + via));
     meta.forEach(function (m) { add(this.box, el('div', 'meta', m)); }, this);
     if (held) add(this.box, el('div', 'held', 'held by ' + held));
     if (frames && frames.length) add(this.box, frameList(frames));
@@ -122,7 +126,7 @@
   Details.prototype.site = function (siteIndex, meta) {
     var s = data.sites[siteIndex];
     if (!s) { this.show('other call sites', meta, null); return; }
-    this.show(s.label, meta, s.frames, s.held_by);
+    this.show(s.label, meta, s.frames, s.held_by, s.via);
   };
 
   // ---- header ----

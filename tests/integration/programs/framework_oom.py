@@ -57,7 +57,7 @@ def allocate_too_much(gpumem):
     observer_oom(gpumem, 1, REQUESTED, 0, None)
     observer_oom(gpumem, 2, REQUESTED, 1, MESSAGE)
 '''
-torch = {"ALLOCATED": ALLOCATED, "RESERVED": RESERVED, "LIMIT": LIMIT,
+torch = {"ctypes": ctypes, "ALLOCATED": ALLOCATED, "RESERVED": RESERVED, "LIMIT": LIMIT,
          "DEVICE_FREE": DEVICE_FREE, "REQUESTED": REQUESTED, "MESSAGE": MESSAGE}
 exec(compile(TORCH, "/fake/site-packages/torch/_tensor.py", "exec"), torch)
 

@@ -75,10 +75,10 @@ TEST(BudgetsTest, TheMarkdownHasARowPerBudgetAndNamesTheLargestCallSite) {
   CheckBudgets(LeakLoop(), replay, NoLeaks(50 * kMiB), &markdown);
   const std::string text = markdown.Text(false);
   EXPECT_EQ(text.rfind("## gpumem memory check: failed\n\n| trace | budget |", 0), 0u) << text;
-  EXPECT_NE(text.find("| peak, device 0 (NVIDIA H200) | 56.00 MiB | ≤ 50.00 MiB | ❌ over by "
-                      "6.00 MiB; largest call site 40.00 MiB: `leak_iteration() "
-                      "(samples/leak_loop/leak_loop.cc:26)` |"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("| peak, device 0 (NVIDIA H200) | 56.00 MiB | ≤ 50.00 MiB | ❌ over by "
+                "6.00 MiB; largest call site 40.00 MiB: `leak_loop.cc:26 in leak_iteration()` |"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("| never freed | 40.00 MiB in 10 allocations | none | ❌ |"),
             std::string::npos)

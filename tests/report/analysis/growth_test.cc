@@ -360,14 +360,14 @@ TEST(GrowthCommandTest, LeakLoopDetected) {
   EXPECT_NE(run.out.find("\ngrowth: 10 iterations, each starting at an allocation of the "
                          "allocation call site seen once per iteration (the number of "
                          "allocations most call sites share; else the most frequent, at least "
-                         "3):\n      leak_iteration() (samples/leak_loop/leak_loop.cc:24)\n"),
+                         "3):\n      leak_loop.cc:24 in leak_iteration()\n"),
             std::string::npos)
       << run.out;
   const std::string growing = GrowingPart(run.out);
   EXPECT_NE(growing.find("\ngrowth, device 0 (NVIDIA H200): 1 call site grows\n"
                          "  +4.00 MiB/iteration  rose at 9 of 9 iteration boundaries; live 4.00 "
                          "MiB after iteration 1, 40.00 MiB (10 allocations) after iteration 10\n"
-                         "      leak_iteration() (samples/leak_loop/leak_loop.cc:26)\n"),
+                         "      leak_loop.cc:26 in leak_iteration()\n"),
             std::string::npos)
       << run.out;
   EXPECT_EQ(growing.find("leak_loop.cc:24"), std::string::npos) << run.out;

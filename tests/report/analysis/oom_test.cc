@@ -253,7 +253,8 @@ TEST(OomCommandTest, OomLoopText) {
                      "bytes) failed (error 2) at seq 8, "),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("  call site:\n      allocate_until_oom(unsigned long) ("), std::string::npos)
+  EXPECT_NE(out.find("  call site:\n      oom_loop.cc:21 in allocate_until_oom(…)\n  free then"),
+            std::string::npos)
       << out;
   EXPECT_NE(out.find("  free then: 192.00 MiB (201326592 bytes) of 2.00 GiB (2147483648 bytes)\n"),
             std::string::npos)
@@ -262,13 +263,15 @@ TEST(OomCommandTest, OomLoopText) {
                      "the trace (context, other processes): 64.00 MiB\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("  1.75 GiB  100.0%  7 allocations\n      allocate_until_oom"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          "  1.75 GiB  100.0%  7 allocations\n      oom_loop.cc:21 in allocate_until_oom(…)\n"),
+      std::string::npos)
       << out;
   // Seq 1..15: the first 10% is seq 1 and 2, two chunks still held at the failure.
   EXPECT_NE(out.find("  what would have helped: this call site held 512.00 MiB (2 allocations) "
                      "made before seq 3 (the first 10% of the trace) and still held it then: "
-                     "allocate_until_oom(unsigned long) ("),
+                     "oom_loop.cc:21 in allocate_until_oom(…) 512.00 MiB\n"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("  what would have helped: the request was 64.00 MiB more than was free: "

@@ -339,7 +339,7 @@ TEST_F(BadInputTest, NamesThatAreNotUtf8AreReadAndShownEscaped) {
     EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
   }
 
-  run = Gpumem({"report", {"report", "--peak", "--kernels"}}, {path});
+  run = Gpumem({"report", {"report", "--peak", "--kernels", "--stacks", "full"}}, {path});
   ExpectReadAndEscaped(run);
   for (const std::string& shown :
        {process, std::string("device 0 (GPU \\xfe)"), std::string("/srv/\\xff/train.py:12 in step"),

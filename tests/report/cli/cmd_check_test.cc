@@ -18,7 +18,7 @@ TEST(CheckMarkdown, FailingBudgetsNameTheOverrunAndTheLargestCallSite) {
   const std::string markdown = ReadFile(dir.File("ci.md"));
   EXPECT_EQ(markdown.rfind("## gpumem memory check: failed\n", 0), 0u) << markdown;
   EXPECT_NE(markdown.find("| 56.00 MiB | ≤ 50.00 MiB | ❌ over by 6.00 MiB; largest call site "
-                          "40.00 MiB: `leak_iteration() ("),
+                          "40.00 MiB: `leak_loop.cc:26 in leak_iteration()`"),
             std::string::npos)
       << markdown;
   EXPECT_NE(markdown.find("| never freed | 40.00 MiB in 10 allocations | none | ❌ |"),

@@ -226,6 +226,40 @@ TEST(ReportCommandTest, LeakLoopText) {
       << run.out;
 }
 
+// Each call site is its size line, the user's line, and at most a via line.
+TEST(ReportCommandTest, EachCallSiteLeadsWithTheUsersLine) {
+  const CommandResult run = Gpumem({"report", "--peak", Sample("leak_loop-h200.trace")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("  40.00 MiB   71.4%  10 allocations\n"
+                         "      leak_loop.cc:26 in leak_iteration()\n"
+                         "  16.00 MiB   28.6%  1 allocation\n"
+                         "      leak_loop.cc:24 in leak_iteration()\n"),
+            std::string::npos)
+      << run.out;
+  for (const char* trace :
+       {"leak_loop-h200.trace", "train_mlp-async-h100.trace", "train_mlp-default-h100.trace"}) {
+    const CommandResult peak = Gpumem({"report", "--peak", "--leaks", "--top", "0", Sample(trace)});
+    EXPECT_EQ(peak.exit_code, 0) << peak.err;
+    std::istringstream lines(peak.out);
+    size_t below_size_line = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("      ", 0) == 0) {
+        EXPECT_LT(++below_size_line, 3u) << trace << ": " << line << "\n" << peak.out;
+        EXPECT_EQ(line.find("+0x"), std::string::npos) << trace << ": " << line;
+      } else {
+        below_size_line = 0;
+      }
+    }
+  }
+  const CommandResult full =
+      Gpumem({"report", "--peak", "--stacks", "full", Sample("leak_loop-h200.trace")});
+  EXPECT_NE(full.out.find("  40.00 MiB   71.4%  10 allocations\n"
+                          "      leak_iteration() (samples/leak_loop/leak_loop.cc:26)\n"
+                          "      main (samples/leak_loop/leak_loop.cc:32)\n"),
+            std::string::npos)
+      << full.out;
+}
+
 TEST(ReportCommandTest, PeakOnlyLeaksOnlyAndTop) {
   const CommandResult peak =
       Gpumem({"report", "--peak", "--top", "1", Sample("leak_loop-h200.trace")});
@@ -272,7 +306,10 @@ TEST(ReportCommandTest, LeakLoopJson) {
            "\"peak\":[{\"memory\":\"device\",\"device\":0,\"name\":\"NVIDIA H200\","
            "\"total_memory\":150109880320,\"peak_bytes\":58720256,\"seq\":29,\"time_ns\":420577954",
            "\"allocations\":20,\"allocated_bytes\":209715200,\"call_sites\":2,",
-           "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"frames\":[{\"text\":",
+           "\"sites\":[{\"bytes\":41943040,\"count\":10,\"share\":0.714286,\"frames\":[{"
+           "\"text\":\"leak_iteration() (samples/leak_loop/leak_loop.cc:26)\"",
+           "}],\"user_frame\":{\"text\":\"leak_iteration() (samples/leak_loop/leak_loop.cc:26)\",",
+           "\"inlined\":false},\"via\":\"\"},{\"bytes\":16777216,",
            "{\"bytes\":16777216,\"count\":1,\"share\":0.285714,",
            "\"leaks\":{\"complete\":true,\"places\":[{\"memory\":\"device\",\"device\":0,",
            "\"bytes\":41943040,\"count\":10,\"sites\":[{\"bytes\":41943040,\"count\":10,"
@@ -288,18 +325,21 @@ TEST(ReportCommandTest, SyntheticTwoDevicesText) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("anomalies: 1 double free\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("peak, device 0 (GPU Zero): 8.00 MiB (8388608 bytes) at seq 1, 1.000 ms "
-                         "after start\n  8.00 MiB  100.0%  1 allocation\n      0x1111\n"),
+                         "after start\n  8.00 MiB  100.0%  1 allocation\n"
+                         "      (no frame of your code) at 0x1111\n"),
             std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("peak, device 1 (GPU One): 30.00 MiB (31457280 bytes) at seq 3, 3.000 ms "
-                         "after start\n"
-                         "  26.00 MiB   86.7%  1 allocation\n      0x1111\n"
-                         "  4.00 MiB   13.3%  1 allocation\n      0x2222\n"),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("peak, device 1 (GPU One): 30.00 MiB (31457280 bytes) at seq 3, 3.000 ms "
+                   "after start\n"
+                   "  26.00 MiB   86.7%  1 allocation\n      (no frame of your code) at 0x1111\n"
+                   "  4.00 MiB   13.3%  1 allocation\n      (no frame of your code) at 0x2222\n"),
+      std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("leaks, device 1 (GPU One): 1 allocation, 4.00 MiB (4194304 bytes) never "
-                         "freed\n  4.00 MiB  1 allocation\n      0x2222\n"),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("leaks, device 1 (GPU One): 1 allocation, 4.00 MiB (4194304 bytes) never "
+                   "freed\n  4.00 MiB  1 allocation\n      (no frame of your code) at 0x2222\n"),
+      std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("leaks, device 0"), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("did not exit cleanly"), std::string::npos) << run.out;

@@ -181,7 +181,7 @@ TEST(FuzzRegressionsTest, DeepStacks) {
   const Command view{{"view"}, true};
   const Output page = RunCommand(view, trace, dir);
   EXPECT_NE(page.text.find("[48977 frames left out]"), std::string::npos);
-  const ProgramRun report = RunGpumem({"report", "--leaks", trace});
+  const ProgramRun report = RunGpumem({"report", "--leaks", "--stacks", "full", trace});
   EXPECT_NE(report.out.find("[48977 frames left out]"), std::string::npos) << report.out;
   const Output folded =
       RunCommand({{"export", "--format", "folded", "--what", "leaks"}, true}, trace, dir);

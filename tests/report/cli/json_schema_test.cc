@@ -305,7 +305,7 @@ TEST(JsonSchemaTest, FrameworkOomAndFailedCallValidate) {
   const std::string trace = dir.File("framework_oom.trace");
   const ProgramRun record =
       RunProgram({"python3", SourcePath("tests/integration/programs/framework_oom.py"),
-                  BuildPath("tests/programs/libfake_autograd_engine.so")},
+                  BuildPath("tests/programs/site-packages/torch/lib/libfake_autograd_engine.so")},
                  RecordingEnvironment(trace));
   ASSERT_EQ(record.exit_code, 0) << record.out << record.err;
   const ProgramRun report = ReportJson({trace});

@@ -64,7 +64,7 @@ class PythonTrace {
     header.mutable_header()->add_command_line("train.py");
     packets_.push_back(header);
     AddModule(1, "/usr/bin/python3.12", 0x400000, 0x800000);
-    AddModule(2, "/opt/lib/liballoc.so", 0x7f0000000000, 0x7f0000100000);
+    AddModule(2, "/usr/lib/liballoc.so", 0x7f0000000000, 0x7f0000100000);
     TracePacket status;
     status.mutable_python_status()->set_version("3.12.3");
     status.mutable_python_status()->set_supported(true);
@@ -282,9 +282,10 @@ TEST(PythonFramesTest, Rules) {
   EXPECT_EQ(CallSiteFrame({native, library}, GroupBy::kUser)->function, "linear");
   EXPECT_EQ(CallSiteFrame({native, library, user}, GroupBy::kPython)->function, "linear");
   EXPECT_EQ(CallSiteFrame({native, library, user}, GroupBy::kStack)->function, "f");
-  // Without Python frames every rule is the whole stack.
+  // Without Python frames python is the whole stack; without a user frame either, every rule
+  // names the innermost frame.
+  EXPECT_EQ(CallSiteKey({native}, GroupBy::kPython), CallSiteKey({native}, GroupBy::kStack));
   for (GroupBy rule : {GroupBy::kUser, GroupBy::kPython}) {
-    EXPECT_EQ(CallSiteKey({native}, rule), CallSiteKey({native}, GroupBy::kStack));
     EXPECT_EQ(CallSiteFrame({native}, rule)->function, "f");
   }
   Frame other_native = native;
@@ -317,13 +318,23 @@ TEST(PythonFramesTest, ReportGroupsByTheUsersLine) {
   const std::string trace = GroupingTrace(dir);
   const ProgramRun user = Gpumem({"report", "--peak", trace});
   ASSERT_EQ(user.exit_code, 0) << user.err;
-  std::string expected = "  6.00 MiB   85.7%  2 allocations\n";
-  for (const std::string& frame : kTraining311) expected += "      " + frame + "\n";
-  EXPECT_NE(user.out.find(expected), std::string::npos) << user.out;
-  EXPECT_NE(user.out.find("  1.00 MiB   14.3%  1 allocation\n      alloc_a (alloc.cc:10)\n"),
+  EXPECT_NE(user.out.find("  6.00 MiB   85.7%  2 allocations\n"
+                          "      model.py:30 in Net.forward\n"
+                          "      via torch.nn.Linear.forward → liballoc.so\n"),
             std::string::npos)
       << user.out;
-  EXPECT_NE(user.out.find("/home/u/model.py:31 in Net.forward"), std::string::npos) << user.out;
+  EXPECT_NE(user.out.find("  1.00 MiB   14.3%  1 allocation\n      model.py:31 in Net.forward\n"),
+            std::string::npos)
+      << user.out;
+  // --stacks full: every frame, the interpreter's own left out.
+  const ProgramRun full = Gpumem({"report", "--peak", "--stacks", "full", trace});
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  std::string expected = "  6.00 MiB   85.7%  2 allocations\n";
+  for (const std::string& frame : kTraining311) {
+    if (frame.find("python3.12") == std::string::npos) expected += "      " + frame + "\n";
+  }
+  EXPECT_NE(full.out.find(expected), std::string::npos) << full.out;
+  EXPECT_EQ(full.out.find("python3.12"), std::string::npos) << full.out;
   EXPECT_EQ(user.out.find("alloc_b"), std::string::npos) << user.out;  // not the largest member
   // The default is user.
   const ProgramRun explicit_user = Gpumem({"report", "--peak", "--group-by", "user", trace});
@@ -334,14 +345,15 @@ TEST(PythonFramesTest, ReportGroupsByTheUsersLine) {
   EXPECT_NE(python.out.find("  6.00 MiB   85.7%  2 allocations\n"), std::string::npos)
       << python.out;
 
-  const ProgramRun stack = Gpumem({"report", "--peak", "--group-by", "stack", trace});
+  const ProgramRun stack =
+      Gpumem({"report", "--peak", "--group-by", "stack", "--stacks", "full", trace});
   ASSERT_EQ(stack.exit_code, 0) << stack.err;
   EXPECT_NE(stack.out.find("  4.00 MiB   57.1%  1 allocation\n"), std::string::npos) << stack.out;
   EXPECT_NE(stack.out.find("  2.00 MiB   28.6%  1 allocation\n      alloc_b (alloc.cc:20)\n"),
             std::string::npos)
       << stack.out;
 
-  const ProgramRun only = Gpumem({"report", "--peak", "--python-only", trace});
+  const ProgramRun only = Gpumem({"report", "--peak", "--python-only", "--stacks", "full", trace});
   ASSERT_EQ(only.exit_code, 0) << only.err;
   EXPECT_NE(only.out.find("  6.00 MiB   85.7%  2 allocations\n"
                           "      torch/nn/modules/linear.py:125 in Linear.forward\n"
@@ -366,14 +378,15 @@ TEST(PythonFramesTest, CheckNamesTheLargestUserCallSite) {
       Gpumem({"check", "--max-peak", "1MiB", "--markdown", dir.File("user.md"), trace});
   EXPECT_EQ(user.exit_code, 1) << user.err;
   const std::string markdown = ::gpumem::testing::ReadFile(dir.File("user.md"));
-  EXPECT_NE(markdown.find("largest call site 6.00 MiB: `/home/u/model.py:30 in Net.forward`"),
+  EXPECT_NE(markdown.find("largest call site 6.00 MiB: `model.py:30 in Net.forward`"),
             std::string::npos)
       << markdown;
   const ProgramRun stack = Gpumem({"check", "--max-peak", "1MiB", "--markdown",
                                    dir.File("stack.md"), "--group-by", "stack", trace});
   EXPECT_EQ(stack.exit_code, 1) << stack.err;
   const std::string by_stack = ::gpumem::testing::ReadFile(dir.File("stack.md"));
-  EXPECT_NE(by_stack.find("largest call site 4.00 MiB: `alloc_a (alloc.cc:10)`"), std::string::npos)
+  EXPECT_NE(by_stack.find("largest call site 4.00 MiB: `model.py:30 in Net.forward`"),
+            std::string::npos)
       << by_stack;
 }
 
