@@ -367,7 +367,9 @@ absl::StatusOr<PageData> BuildPageData(const std::string& path, const ViewOption
       failure.site = table.Add(sites.Frames(observer.SiteStack(failure.site)), nullptr);
     }
   }
-  page.iterations = iterations.Finish([&](uint64_t stack_id) { return sites.Of(stack_id); });
+  // Iterations are told by allocation point (a user's line may stand for many per iteration).
+  page.iterations =
+      iterations.Finish([&](uint64_t stack_id) { return sites.StackSiteOf(stack_id); });
   page.summary = report::SummaryText(summary.Finish());
   return page;
 }

@@ -139,13 +139,18 @@ uint64_t GrowthAnalysis::SiteOf(uint64_t stack_id) const {
   return options_.call_site_of ? options_.call_site_of(stack_id) : stack_id;
 }
 
+uint64_t GrowthAnalysis::MarkerSiteOf(uint64_t stack_id) const {
+  return options_.marker_site_of ? options_.marker_site_of(stack_id) : SiteOf(stack_id);
+}
+
 void GrowthAnalysis::Add(const MemoryEvent& event) {
   if (event.action() == ALLOC) {
     if (!report_.found && options_.is_marker && options_.is_marker(event.stack_id())) {
       report_.found = true;
-      report_.marker_stack_id = SiteOf(event.stack_id());
+      report_.marker_stack_id = MarkerSiteOf(event.stack_id());
     }
-    if (report_.found && !launch_marker_ && SiteOf(event.stack_id()) == report_.marker_stack_id) {
+    if (report_.found && !launch_marker_ &&
+        MarkerSiteOf(event.stack_id()) == report_.marker_stack_id) {
       StartIteration(event.seq());
     }
   }
@@ -237,7 +242,8 @@ GrowthReport AnalyzeGrowth(const std::vector<MemoryEvent>& events, const GrowthO
   if (!options.is_marker) {
     MarkerCounter counter;
     for (const MemoryEvent& event : events) counter.Add(event);
-    marker = counter.MostFrequent(options.call_site_of);
+    marker = counter.MostFrequent(options.marker_site_of ? options.marker_site_of
+                                                         : options.call_site_of);
   }
   GrowthAnalysis analysis(options, marker);
   for (const MemoryEvent& event : events) analysis.Add(event);

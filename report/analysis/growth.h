@@ -58,6 +58,10 @@ struct GrowthOptions {
   // Whether an allocation with this stack id is at the marker; null: detect the iterations.
   std::function<bool(uint64_t stack_id)> is_marker;
   CallSiteOf call_site_of;  // null: every stack is its own call site
+  // What counts as one allocation point when the iterations are detected: finer than the call
+  // sites the growth is told by (a user's line such as loss.backward() stands for many
+  // allocations per iteration). Null: call_site_of.
+  CallSiteOf marker_site_of;
 };
 
 struct GrowingSite {
@@ -166,6 +170,7 @@ class GrowthAnalysis {
   };
 
   uint64_t SiteOf(uint64_t stack_id) const;
+  uint64_t MarkerSiteOf(uint64_t stack_id) const;
   // The latest iteration (report_.iteration_count - 1) ends: takes its live set.
   void EndIteration();
   // An occurrence of the marker at `seq`: the previous iteration ends, one starts.

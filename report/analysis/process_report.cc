@@ -83,7 +83,7 @@ class Analyses {
     if (fragmentation_) findings->fragmentation = fragmentation_->Finish();
     if (marker_counter_) {
       // An allocation call site marks the iterations; failing that, a launch site does.
-      const std::optional<uint64_t> marker = marker_counter_->MostFrequent(CallSiteMapping());
+      const std::optional<uint64_t> marker = marker_counter_->MostFrequent(MarkerSiteMapping());
       const std::optional<LaunchSite> launch_marker =
           marker ? std::nullopt : marker_counter_->LaunchMarker();
       if (launch_marker) {
@@ -117,9 +117,13 @@ class Analyses {
   CallSiteOf CallSiteMapping() const {
     return [&sites = sites_](uint64_t stack_id) { return sites.Of(stack_id); };
   }
+  CallSiteOf MarkerSiteMapping() const {
+    return [&sites = sites_](uint64_t stack_id) { return sites.StackSiteOf(stack_id); };
+  }
   GrowthOptions GrowthOptionsFor() const {
     GrowthOptions growth;
     growth.call_site_of = CallSiteMapping();
+    growth.marker_site_of = MarkerSiteMapping();
     if (!request_.iteration_marker.empty()) {
       growth.is_marker = [&sites = sites_, &marker = request_.iteration_marker](uint64_t stack_id) {
         return sites.AnyFunctionContains(stack_id, marker);
@@ -198,6 +202,7 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
                       analyses.AddPythonHolder(packet.python_holder());
                   });
   progress.Finish();
+  report.sites->SetStreamOrderedStacks(report.replay.stream_ordered_stacks);
   if (wants_kernels) {
     const bool regroup = request.group_by != GroupBy::kStack && kernels.report().launches > 0;
     report.findings.kernels =

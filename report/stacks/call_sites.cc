@@ -13,7 +13,7 @@ namespace gpumem::report {
 
 SiteLabel CallSites::LabelOf(uint64_t stack_id) {
   const std::vector<Frame>& frames = Frames(stack_id);
-  return report::LabelOf(frames, FindMemoryHolder(frames, /*stream_ordered=*/false));
+  return report::LabelOf(frames, FindMemoryHolder(frames, stream_ordered_.contains(stack_id)));
 }
 
 std::vector<std::string> CallSites::Lines(uint64_t stack_id) {

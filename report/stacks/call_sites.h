@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -68,6 +69,17 @@ class CallSites {
     site_of_.emplace(stack_id, site);
     return site;
   }
+  // Stacks that symbolize to the same frames are one allocation point, whatever --group-by says
+  // (what the growth analysis tells iterations by).
+  uint64_t StackSiteOf(uint64_t stack_id) {
+    auto it = stack_site_of_.find(stack_id);
+    if (it != stack_site_of_.end()) return it->second;
+    const uint64_t site =
+        by_stack_key_.try_emplace(CallSiteKey(Frames(stack_id), GroupBy::kStack), stack_id)
+            .first->second;
+    stack_site_of_.emplace(stack_id, site);
+    return site;
+  }
   // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
   // python; every other stack its own, as the kernel analysis counts them.
   uint64_t KernelSiteOf(uint64_t stack_id) {
@@ -80,7 +92,13 @@ class CallSites {
     }
     return false;
   }
-  // The label of a stack (its holder found as FindMemoryHolder does for a segment).
+  // The stacks of stream-ordered allocations (TraceReplay::stream_ordered_stacks), once the trace
+  // was replayed: their labels never name a caching allocator's segment (a per-tensor
+  // cudaMallocAsync is none).
+  void SetStreamOrderedStacks(absl::flat_hash_set<uint64_t> stacks) {
+    stream_ordered_ = std::move(stacks);
+  }
+  // The label of a stack (its holder found as FindMemoryHolder does).
   SiteLabel LabelOf(uint64_t stack_id);
   // The line that names the call site (SiteLabel::first_line: the user's line), as printed.
   std::string Label(uint64_t stack_id) { return Printable(LabelOf(stack_id).first_line); }
@@ -100,6 +118,9 @@ class CallSites {
   absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
   absl::flat_hash_map<uint64_t, uint64_t> site_of_;
   absl::flat_hash_map<std::string, uint64_t> by_key_;
+  absl::flat_hash_map<uint64_t, uint64_t> stack_site_of_;
+  absl::flat_hash_set<uint64_t> stream_ordered_;
+  absl::flat_hash_map<std::string, uint64_t> by_stack_key_;
 };
 
 // Per-stack tallies grouped by call site (CallSites: the user's frame, the Python part of the

@@ -89,8 +89,10 @@ bool IsLibraryPythonFile(absl::string_view file) {
        {"/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3."}) {
     if (absl::StrContains(file, part)) return true;
   }
+  // A sitecustomize.py is start-up code, never the program's own: gpumem's Python observer is one
+  // (its wrapper of torch.autograd.backward is on the stack of every backward pass).
   return absl::StartsWith(file, "<frozen ") || file == "<string>" ||
-         absl::StartsWith(file, "<__array_function__");
+         absl::StartsWith(file, "<__array_function__") || absl::EndsWith(file, "/sitecustomize.py");
 }
 
 std::string ShortPythonPath(absl::string_view file) {

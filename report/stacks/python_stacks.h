@@ -46,8 +46,8 @@ std::vector<Frame> PythonOnly(const std::vector<Frame>& frames);
 
 // Whether a Python source file belongs to the standard library or an installed package rather
 // than the user's own code: a path containing `/site-packages/`, `/dist-packages/`,
-// `/lib/python3.` or `/lib64/python3.`, or a pseudo-file `<frozen ...>`, `<string>`,
-// `<__array_function__ internals>`.
+// `/lib/python3.` or `/lib64/python3.`, a pseudo-file `<frozen ...>`, `<string>`,
+// `<__array_function__ internals>`, or a `sitecustomize.py` (gpumem's Python observer is one).
 bool IsLibraryPythonFile(absl::string_view file);
 
 // How a Python file prints in text: an installed package's path from the package on

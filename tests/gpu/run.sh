@@ -128,7 +128,7 @@ ddp() {
 framework_ooms() {
   local out=$1 script
   for script in oom_capped oom; do
-    local name=oom_${script}
+    local name=${script}
     [[ $script == oom ]] && name=oom_uncapped
     record_one "${name}_default" "$out" PYTORCH_CUDA_ALLOC_CONF= -- \
       $python samples/pytorch/$script.py
@@ -268,12 +268,12 @@ bench() {
   cat "$out/bench.txt"
 }
 
-# `gpumem report` on two PyTorch traces at tensor level (transformer, 10 and 40 steps), recorded
+# `gpumem report` on PyTorch traces at tensor level (transformer, 10, 40 and 300 steps: up to ~10 MB), recorded
 # without symbols, then symbolized as `gpumem record` does at exit (tests/gpu/report_speed.py).
 speed() {
   local out=$1/speed steps
   rm -rf "${out:?}" && mkdir -p "$out"
-  for steps in 10 40; do
+  for steps in ${SPEED_STEPS:-10 40 300}; do
     PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors --no-symbolize \
       -o "$out/transformer_$steps.trace" -- env -u LD_LIBRARY_PATH $python \
       samples/pytorch/train_transformer.py $steps >"$out/transformer_$steps.out" 2>&1
@@ -291,22 +291,32 @@ bundled() {
   local out=$1/bundled here=$PWD
   rm -rf "${out:?}" /opt/gpumem && mkdir -p "$out" /opt/gpumem
   cp -a . /opt/gpumem/ && cd /opt/gpumem || return 1
-  local gpumem="$build/bin/gpumem" mode
-  export LD_LIBRARY_PATH=$PWD/$build/lib/deps
-  $gpumem record -o "$out/leak_loop.trace" -- "$build/bin/leak_loop" >"$out/leak_loop.log" 2>&1
-  $gpumem record -o "$out/static_cudart.trace" -- "$build/bin/static_cudart" \
-    >"$out/static_cudart.log" 2>&1
+  local gpumem="$build/bin/gpumem" mode conf
+  # The analyzer's libraries for gpumem; the samples find the real libcudart; PyTorch needs neither.
+  export LD_LIBRARY_PATH=$PWD/$build/lib/deps:$cuda_libs
+  timed_record() {  # NAME ENV... -- PROGRAM...: gpumem record into OUT/NAME.trace, timed
+    local name=$1 start=$(date +%s%N) env=()
+    shift
+    while [[ $1 != -- ]]; do env+=("$1"); shift; done
+    shift
+    env "${env[@]}" "$gpumem" record -o "$out/$name.trace" -- "$@" >"$out/$name.log" 2>&1
+    echo "$name: exit $?, $(( ($(date +%s%N) - start) / 1000000 )) ms with the symbolization" \
+      "and summary at exit" >>"$out/times.txt"
+  }
+  timed_record leak_loop GPUMEM_SESSION_PID= -- "$build/bin/leak_loop"
+  timed_record static_cudart GPUMEM_SESSION_PID= -- "$build/bin/static_cudart"
   for mode in default expandable async; do
-    local conf=
+    conf=
     [[ $mode == expandable ]] && conf=expandable_segments:True
     [[ $mode == async ]] && conf=backend:cudaMallocAsync
-    PYTORCH_CUDA_ALLOC_CONF=$conf $gpumem record -o "$out/train_mlp-$mode.trace" -- \
-      env -u LD_LIBRARY_PATH $python samples/pytorch/train_mlp.py >"$out/train_mlp-$mode.log" 2>&1
+    timed_record "train_mlp-$mode" PYTORCH_CUDA_ALLOC_CONF=$conf -- \
+      env -u LD_LIBRARY_PATH $python samples/pytorch/train_mlp.py
   done
-  PYTORCH_CUDA_ALLOC_CONF= $gpumem record -o "$out/oom_capped.trace" -- \
-    env -u LD_LIBRARY_PATH $python samples/pytorch/oom_capped.py >"$out/oom_capped.log" 2>&1
+  timed_record oom_capped PYTORCH_CUDA_ALLOC_CONF= -- \
+    env -u LD_LIBRARY_PATH $python samples/pytorch/oom_capped.py
   unset LD_LIBRARY_PATH
   cd "$here" || return 1
+  cat "$out/times.txt"
   ls -l "$out"
 }
 

@@ -96,7 +96,10 @@ TEST(PageDataTest, TrainMlpLaunchesReservedIterations) {
   EXPECT_EQ(place.peak_bytes, 222055040u);  // gpumem report's peak of this trace
   EXPECT_EQ(*std::max_element(place.in_use_max.begin(), place.in_use_max.end()), place.peak_bytes);
   ExpectBandsAddUp(place);
-  EXPECT_EQ(place.band_sites.size(), kDefaultBands);
+  // A band per user's line that held memory at a bucket's highest point: 6, fewer than the
+  // kDefaultBands a page may have.
+  EXPECT_EQ(place.band_sites.size(), 6u);
+  EXPECT_LT(place.band_sites.size(), kDefaultBands);
   uint64_t launches = 0;
   for (uint64_t count : place.launches) launches += count;
   EXPECT_EQ(launches, page.launches);

@@ -123,7 +123,7 @@ TEST(AllocatorReplay, AsyncModelIsALowerBoundOfThePoolsOwnSize) {
 TEST(AllocatorReplay, RunsOutWhereTheLimitIsReachedAndStopsThere) {
   const ModelledDevice native = ReplayedAsync(AllocatorKind::kNative, 60 * kMiB);
   ASSERT_TRUE(native.oom.has_value());
-  EXPECT_EQ(native.oom->seq, 52u);
+  EXPECT_EQ(native.oom->seq, 53u);
   EXPECT_EQ(native.oom->size, 32 * kMiB);
   EXPECT_EQ(native.oom->live.bytes, 41864240u);
   EXPECT_EQ(native.oom->live.count, 16u);
