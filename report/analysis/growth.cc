@@ -139,8 +139,18 @@ uint64_t GrowthAnalysis::SiteOf(uint64_t stack_id) const {
   return options_.call_site_of ? options_.call_site_of(stack_id) : stack_id;
 }
 
+namespace {
+
+// What tells one allocation point from another when iterations are detected.
+const CallSiteOf& MarkerSites(const GrowthOptions& options) {
+  return options.marker_site_of ? options.marker_site_of : options.call_site_of;
+}
+
+}  // namespace
+
 uint64_t GrowthAnalysis::MarkerSiteOf(uint64_t stack_id) const {
-  return options_.marker_site_of ? options_.marker_site_of(stack_id) : SiteOf(stack_id);
+  const CallSiteOf& marker_site_of = MarkerSites(options_);
+  return marker_site_of ? marker_site_of(stack_id) : stack_id;
 }
 
 void GrowthAnalysis::Add(const MemoryEvent& event) {
@@ -242,8 +252,7 @@ GrowthReport AnalyzeGrowth(const std::vector<MemoryEvent>& events, const GrowthO
   if (!options.is_marker) {
     MarkerCounter counter;
     for (const MemoryEvent& event : events) counter.Add(event);
-    marker = counter.MostFrequent(options.marker_site_of ? options.marker_site_of
-                                                         : options.call_site_of);
+    marker = counter.MostFrequent(MarkerSites(options));
   }
   GrowthAnalysis analysis(options, marker);
   for (const MemoryEvent& event : events) analysis.Add(event);

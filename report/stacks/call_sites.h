@@ -63,22 +63,12 @@ class CallSites {
   }
   std::string Key(uint64_t stack_id) { return CallSiteKey(Frames(stack_id), group_by_); }
   uint64_t Of(uint64_t stack_id) {
-    auto it = site_of_.find(stack_id);
-    if (it != site_of_.end()) return it->second;
-    const uint64_t site = by_key_.try_emplace(Key(stack_id), stack_id).first->second;
-    site_of_.emplace(stack_id, site);
-    return site;
+    return by_group_.Of(stack_id, [&] { return Key(stack_id); });
   }
   // Stacks that symbolize to the same frames are one allocation point, whatever --group-by says
   // (what the growth analysis tells iterations by).
   uint64_t StackSiteOf(uint64_t stack_id) {
-    auto it = stack_site_of_.find(stack_id);
-    if (it != stack_site_of_.end()) return it->second;
-    const uint64_t site =
-        by_stack_key_.try_emplace(CallSiteKey(Frames(stack_id), GroupBy::kStack), stack_id)
-            .first->second;
-    stack_site_of_.emplace(stack_id, site);
-    return site;
+    return by_stack_.Of(stack_id, [&] { return CallSiteKey(Frames(stack_id), GroupBy::kStack); });
   }
   // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
   // python; every other stack its own, as the kernel analysis counts them.
@@ -116,11 +106,25 @@ class CallSites {
   bool python_only_;
   StackStyle style_;
   absl::flat_hash_map<uint64_t, std::vector<Frame>> frames_;
-  absl::flat_hash_map<uint64_t, uint64_t> site_of_;
-  absl::flat_hash_map<std::string, uint64_t> by_key_;
-  absl::flat_hash_map<uint64_t, uint64_t> stack_site_of_;
+  // Stacks grouped by a key text, each group named by the first stack id seen with its key.
+  class KeyedSites {
+   public:
+    template <typename KeyFn>
+    uint64_t Of(uint64_t stack_id, KeyFn key) {
+      auto it = site_of_.find(stack_id);
+      if (it != site_of_.end()) return it->second;
+      const uint64_t site = by_key_.try_emplace(key(), stack_id).first->second;
+      site_of_.emplace(stack_id, site);
+      return site;
+    }
+
+   private:
+    absl::flat_hash_map<uint64_t, uint64_t> site_of_;
+    absl::flat_hash_map<std::string, uint64_t> by_key_;
+  };
+  KeyedSites by_group_;  // as --group-by says
+  KeyedSites by_stack_;  // whole stacks
   absl::flat_hash_set<uint64_t> stream_ordered_;
-  absl::flat_hash_map<std::string, uint64_t> by_stack_key_;
 };
 
 // Per-stack tallies grouped by call site (CallSites: the user's frame, the Python part of the
