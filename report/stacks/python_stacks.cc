@@ -84,11 +84,16 @@ std::vector<Frame> PythonOnly(const std::vector<Frame>& frames) {
   return python;
 }
 
-bool IsLibraryPythonFile(absl::string_view file) {
+bool InPythonInstallation(absl::string_view path) {
   for (absl::string_view part :
        {"/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3."}) {
-    if (absl::StrContains(file, part)) return true;
+    if (absl::StrContains(path, part)) return true;
   }
+  return false;
+}
+
+bool IsLibraryPythonFile(absl::string_view file) {
+  if (InPythonInstallation(file)) return true;
   // A sitecustomize.py is start-up code, never the program's own: gpumem's Python observer is one
   // (its wrapper of torch.autograd.backward is on the stack of every backward pass).
   return absl::StartsWith(file, "<frozen ") || file == "<string>" ||

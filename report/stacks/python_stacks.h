@@ -44,6 +44,10 @@ bool HasPythonFrames(const std::vector<Frame>& frames);
 // --python-only: the Python frames alone, when there are any; otherwise all the frames.
 std::vector<Frame> PythonOnly(const std::vector<Frame>& frames);
 
+// Whether a path lies in an installed package or a Python's own library: it contains
+// `/site-packages/`, `/dist-packages/`, `/lib/python3.` or `/lib64/python3.`.
+bool InPythonInstallation(absl::string_view path);
+
 // Whether a Python source file belongs to the standard library or an installed package rather
 // than the user's own code: a path containing `/site-packages/`, `/dist-packages/`,
 // `/lib/python3.` or `/lib64/python3.`, a pseudo-file `<frozen ...>`, `<string>`,

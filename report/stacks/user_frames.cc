@@ -208,9 +208,8 @@ bool IsUserModule(absl::string_view module) {
   if (StartsWithAny(module, {"/usr/lib", "/lib", "/usr/local/cuda", "/opt/nvidia"})) return false;
   // Installed packages, the standard library's extension modules (lib-dynload) and Python
   // distributions installed in a home or /opt directory (pyenv, conda).
-  for (absl::string_view part :
-       {"/site-packages/", "/dist-packages/", "/lib/python3.", "/lib64/python3.", "/.pyenv/",
-        "conda", "/miniforge", "/mambaforge"}) {
+  if (InPythonInstallation(module)) return false;
+  for (absl::string_view part : {"/.pyenv/", "conda", "/miniforge", "/mambaforge"}) {
     if (absl::StrContains(module, part)) return false;
   }
   return !IsInterpreterModule(module) && !IsFrameworkModule(PathBasename(module));
