@@ -1,6 +1,7 @@
 #include "report/allocator/allocator_replay.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -31,6 +32,20 @@ class AllocatorReplay::Candidate {
       Free(event);
     }
   }
+
+  // The kept tensors a launch received (any pointer parameter inside one) were used at its seq.
+  void AddLaunch(const LaunchEvent& launch) {
+    for (const uint64_t pointer : launch.pointer_args()) {
+      auto after = kept_live_.upper_bound(pointer);
+      if (after == kept_live_.begin()) continue;
+      ReplayedTensor& tensor = tensors_[std::prev(after)->second];
+      if (pointer - std::prev(after)->first < std::max<uint64_t>(tensor.size, 1)) {
+        tensor.last_use_at = JustAfter(launch.seq());
+      }
+    }
+  }
+
+  std::vector<ReplayedTensor> TakeTensors() { return std::move(tensors_); }
 
   std::vector<ModelledDevice> Finish(uint64_t first_timestamp_ns, uint64_t last_timestamp_ns) {
     std::vector<ModelledDevice> out;
@@ -92,6 +107,7 @@ class AllocatorReplay::Candidate {
     }
     ++state.result.allocations;
     live_[event.address()] = Live{event.size(), event.stack_id(), event.device(), true};
+    if (config_->keep_tensors) Keep(event);
     const AllocatorModelStats& stats = model.stats();
     if (stats.reserved > state.peak_noted) NotePeak(state, event);
     state.timeline.Add({event.timestamp_ns(), stats.reserved, stats.allocated});
@@ -109,6 +125,7 @@ class AllocatorReplay::Candidate {
     }
     if (state.result.oom) return;
     state.model->Free(event.address());
+    if (config_->keep_tensors) KeptFree(event);
     const AllocatorModelStats& stats = state.model->stats();
     state.timeline.Add({event.timestamp_ns(), stats.reserved, stats.allocated});
   }
@@ -145,6 +162,24 @@ class AllocatorReplay::Candidate {
     result.free_in_segments_at_peak = model.FreeInSegments();
   }
 
+  void Keep(const MemoryEvent& event) {
+    ReplayedTensor tensor;
+    tensor.size = event.size();
+    tensor.stream = event.stream();
+    tensor.stack_id = event.stack_id();
+    tensor.device = event.device();
+    tensor.allocated_at = PositionOf(event.seq());
+    kept_live_[event.address()] = tensors_.size();
+    tensors_.push_back(tensor);
+  }
+
+  void KeptFree(const MemoryEvent& event) {
+    const auto it = kept_live_.find(event.address());
+    if (it == kept_live_.end()) return;
+    tensors_[it->second].freed_at = PositionOf(event.seq());
+    kept_live_.erase(it);
+  }
+
   ModelledOom OomOf(const MemoryEvent& event) const {
     ModelledOom oom;
     oom.seq = event.seq();
@@ -174,6 +209,10 @@ class AllocatorReplay::Candidate {
   std::map<int32_t, DeviceState> devices_;
   absl::flat_hash_map<uint64_t, Live> live_;  // by address
   Replay vmm_outside_;                        // VMM memory not the model's (AddVmm)
+  // With keep_tensors: the allocations replayed, and the live ones by address (ordered, so a
+  // launch's interior pointers find theirs).
+  std::vector<ReplayedTensor> tensors_;
+  std::map<uint64_t, size_t> kept_live_;
 };
 
 AllocatorReplay::AllocatorReplay(AllocatorKind kind, AllocatorReplayConfig config,
@@ -200,12 +239,20 @@ void AllocatorReplay::Add(const MemoryEvent& event) {
                   [&event](std::unique_ptr<Candidate>& candidate) { candidate->Add(event); });
 }
 
+void AllocatorReplay::AddLaunch(const LaunchEvent& launch) {
+  if (!config_.keep_tensors) return;
+  candidates_.ForEach([&launch](std::unique_ptr<Candidate>& candidate) {
+    candidate->AddLaunch(launch);
+  });
+}
+
 AllocatorReplayResult AllocatorReplay::Finish() {
   AllocatorReplayResult result;
   result.kind = kind_;
   result.device_memory = config_.model.device_memory;
   result.mode = candidates_.detector().mode();
   result.devices = candidates_.Chosen()->Finish(first_timestamp_ns_, last_timestamp_ns_);
+  result.tensors = candidates_.Chosen()->TakeTensors();
   return result;
 }
 
@@ -216,9 +263,18 @@ std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
   for (const AllocatorKind kind : kinds) {
     replays.push_back(std::make_unique<AllocatorReplay>(kind, config, HoldersOfTrace(file)));
   }
-  StreamMemoryEventsBySeq(file, [&replays](const MemoryEvent& event) {
-    for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->Add(event);
-  });
+  LaunchVisitor launches;
+  if (config.keep_tensors) {
+    launches = [&replays](const LaunchEvent& launch) {
+      for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->AddLaunch(launch);
+    };
+  }
+  StreamMemoryEventsBySeq(
+      file,
+      [&replays](const MemoryEvent& event) {
+        for (const std::unique_ptr<AllocatorReplay>& replay : replays) replay->Add(event);
+      },
+      kReorderWindow, nullptr, launches);
   std::vector<AllocatorReplayResult> results;
   for (const std::unique_ptr<AllocatorReplay>& replay : replays)
     results.push_back(replay->Finish());

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/allocator/allocator_model.h"
+#include "report/allocator/replayed_tensors.h"
 #include "report/replay/event_counts.h"
 #include "report/replay/memory_timeline.h"
 #include "report/replay/replay.h"
@@ -74,6 +75,9 @@ struct AllocatorReplayResult {
   uint64_t device_memory = 0;
   SummaryMode mode = SummaryMode::kPlain;
   std::vector<ModelledDevice> devices;  // ascending, -1 last
+  // With AllocatorReplayConfig::keep_tensors: every allocation the model was given, in seq order,
+  // with its free and its last use by a launch (AllocatorReplay::AddLaunch).
+  std::vector<ReplayedTensor> tensors;
 };
 
 // What each device's model is given.
@@ -83,6 +87,8 @@ struct AllocatorReplayConfig {
   NativeAllocatorConfig model;
   // When set, the memory of each device by ordinal (its total, from the trace).
   std::function<uint64_t(int32_t device)> device_memory_of;
+  // Keep the allocations replayed (AllocatorReplayResult::tensors), for replays of their own.
+  bool keep_tensors = false;
 };
 
 class AllocatorReplay {
@@ -94,6 +100,8 @@ class AllocatorReplay {
   ~AllocatorReplay();
   // `event` in seq order.
   void Add(const MemoryEvent& event);
+  // A launch in the same seq order: the kept tensors it received were used then.
+  void AddLaunch(const LaunchEvent& launch);
   AllocatorReplayResult Finish();
 
  private:
@@ -108,7 +116,8 @@ class AllocatorReplay {
 };
 
 // Streams `file` (opened, not read yet: TraceFile::ReadPackets reads a file once) in seq order
-// through one AllocatorReplay per kind, in one pass; the results in the order of `kinds`.
+// through one AllocatorReplay per kind, in one pass; the results in the order of `kinds`. Launches
+// are read too when `config` keeps tensors.
 std::vector<AllocatorReplayResult> ReplayThroughAllocators(TraceFile& file,
                                                            const std::vector<AllocatorKind>& kinds,
                                                            uint64_t device_memory);

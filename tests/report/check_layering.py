@@ -3,7 +3,7 @@
 
 The recorder: core <- cupti <- interpose (the preload library); nothing of it includes the
 analyzer's headers. The analyzer is built in stages, each a library that may use only the stages
-before it: format <- trace <- replay <- stacks <- allocator <- analysis <- export <- viewer <- cli;
+before it: format <- trace <- replay <- stacks <- allocator <- analysis <- advise <- export <- viewer <- cli;
 it uses nothing of the recorder but core/ (the trace's schema and reader).
 Usage: check_layering.py SOURCE_DIR. Prints one line per wrong include.
 """
@@ -13,7 +13,7 @@ import sys
 
 RECORDER = ["core", "cupti", "interpose"]
 STAGES = ["report/format", "report/trace", "report/replay", "report/stacks", "report/allocator",
-          "report/analysis", "report/export", "viewer", "report/cli"]
+          "report/analysis", "report/advise", "report/export", "viewer", "report/cli"]
 INCLUDE = re.compile(r'^#include "((?:core|cupti|interpose|report|viewer)/[^"]+)"', re.M)
 
 

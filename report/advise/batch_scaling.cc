@@ -1,0 +1,1 @@
+#include "report/advise/batch_scaling.h"
