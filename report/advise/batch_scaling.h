@@ -49,8 +49,8 @@ std::vector<ReplayedTensor> TensorsAtBatch(const BatchModel& model, int64_t batc
 
 struct LargestBatch {
   AllocatorKind kind = AllocatorKind::kNative;
-  int64_t batch = 0;  // 0: not even a batch of 1 fits
-  uint64_t peak = 0;  // the modelled reserved peak at `batch` (at 1 when none fits)
+  int64_t batch = 0;       // 0: not even a batch of 1 fits
+  uint64_t peak = 0;       // the modelled reserved peak at `batch` (at 1 when none fits)
   bool unbounded = false;  // still fits at kMaxBatch
 };
 inline constexpr int64_t kMaxBatch = int64_t{1} << 20;

@@ -241,9 +241,8 @@ void AllocatorReplay::Add(const MemoryEvent& event) {
 
 void AllocatorReplay::AddLaunch(const LaunchEvent& launch) {
   if (!config_.keep_tensors) return;
-  candidates_.ForEach([&launch](std::unique_ptr<Candidate>& candidate) {
-    candidate->AddLaunch(launch);
-  });
+  candidates_.ForEach(
+      [&launch](std::unique_ptr<Candidate>& candidate) { candidate->AddLaunch(launch); });
 }
 
 AllocatorReplayResult AllocatorReplay::Finish() {

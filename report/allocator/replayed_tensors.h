@@ -30,7 +30,7 @@ struct ReplayedTensor {
   uint64_t stream = 0;
   uint64_t stack_id = 0;
   int32_t device = 0;
-  uint64_t allocated_at = 0;      // PositionOf(its allocation's seq)
+  uint64_t allocated_at = 0;        // PositionOf(its allocation's seq)
   uint64_t freed_at = kNeverFreed;  // PositionOf(its free's seq)
   // JustAfter(the seq of the last kernel launch that received it); 0: no launch received it.
   uint64_t last_use_at = 0;

@@ -16,6 +16,7 @@ inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitBadInput = 2;
 
 // Each takes the arguments after its own name and returns the process exit code.
+int RunAdvise(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
 int RunDump(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
@@ -26,6 +27,7 @@ int RunWhatif(const std::vector<std::string>& args);
 int RunView(const std::vector<std::string>& args);  // report/cli/cmd_view.cc, in the gpumem binary
 
 // Each command's --help text.
+std::string AdviseUsage();
 std::string CheckUsage();
 std::string DumpUsage();
 std::string ExportUsage();

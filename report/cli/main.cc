@@ -31,6 +31,9 @@ Commands:
   whatif --device-memory SIZE [--allocator native|expandable|async|all] [--json] TRACE
                                             would the run fit in SIZE under PyTorch's allocators
                                             (exit 1 when one runs out), and the smallest that fits
+  advise [--device-memory SIZE] [--json] TRACE [SECOND_TRACE]
+                                            what change would make the run fit, ranked by the
+                                            peak it leaves; the largest batch that fits
   view [-o OUT.html] TRACE                  one self-contained HTML page: timeline, flame graphs,
                                             tables (open it in a browser, no network needed)
   help [COMMAND]                            print this text, or a command's
@@ -59,6 +62,7 @@ constexpr Command kCommands[] = {
     {"report", RunReport, ReportUsage},          {"check", RunCheck, CheckUsage},
     {"symbolize", RunSymbolize, SymbolizeUsage}, {"whatif", RunWhatif, WhatifUsage},
     {"export", RunExport, ExportUsage},          {"view", RunView, ViewUsage},
+    {"advise", RunAdvise, AdviseUsage},
 };
 
 const Command* FindCommand(const std::string& name) {

@@ -68,8 +68,11 @@ class CallSites {
   // Stacks that symbolize to the same frames are one allocation point, whatever --group-by says
   // (what the growth analysis tells iterations by).
   uint64_t StackSiteOf(uint64_t stack_id) {
-    return by_stack_.Of(stack_id, [&] { return CallSiteKey(Frames(stack_id), GroupBy::kStack); });
+    return by_stack_.Of(stack_id, [&] { return StackKey(stack_id); });
   }
+  // The text StackSiteOf groups by: the whole stack, symbolized, with no address that changes from
+  // one run of a program to the next (so two runs' allocation points can be matched).
+  std::string StackKey(uint64_t stack_id) { return CallSiteKey(Frames(stack_id), GroupBy::kStack); }
   // Kernels' call sites: stacks with Python frames merged as Of() does under --group-by user or
   // python; every other stack its own, as the kernel analysis counts them.
   uint64_t KernelSiteOf(uint64_t stack_id) {
