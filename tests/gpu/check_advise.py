@@ -100,7 +100,7 @@ def check_batch(advise_dir, gpumem, name, script):
         failures.append(f"{script}: recorded batch sizes {sorted(traces)}: not two, other than "
                         f"the answer {real}")
     sizes = sorted(traces, reverse=True)
-    code, result = advise(gpumem, budget, [traces[batch] for batch in sizes])
+    _, result = advise(gpumem, budget, [traces[batch] for batch in sizes])
     answers = {entry["allocator"]: entry["batch"]
                for entry in ((result.get("batch") or {}).get("largest") or [])}
     native = answers.get("native")
@@ -145,7 +145,7 @@ def check_remedy(advise_dir, gpumem, name, script, kind, line_marker, holder_mar
     measured = unfixed - fixed
     # A device that the unfixed run does not fit and the fixed one does: where the remedy matters.
     device_memory = (unfixed + fixed) // 2
-    code, result = advise(gpumem, device_memory, [os.path.join(folder, "tensors", "tensors.trace")])
+    _, result = advise(gpumem, device_memory, [os.path.join(folder, "tensors", "tensors.trace")])
     remedy = find_remedy(result.get("remedies") or [], kind, script, line)
     failures, where = [], f"{script}:{line}"
     if remedy is None:
@@ -249,9 +249,10 @@ def check(out, gpumem):
     return 1 if failures else 0
 
 
-# ---- the self-test: made-up runs, and a stand-in gpumem answering from a file ----
+# ---- the self-test: made-up runs, and a stand-in gpumem answering from a file (its Python
+# without site: it needs the standard library only, and starts faster) ----
 
-FAKE_GPUMEM = """#!/usr/bin/env python3
+FAKE_GPUMEM = f"""#!{sys.executable} -S
 import json, os, sys
 answers = json.load(open(os.path.join(os.path.dirname(sys.argv[0]), "answers.json")))
 folder = os.path.basename(os.path.dirname(os.path.dirname(sys.argv[-1])))
