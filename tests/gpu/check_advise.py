@@ -9,8 +9,10 @@ cap (tests/gpu/largest_batch.py's search) or one less, never more. For growing_l
 no_grad_eval.py: advise of the unfixed script's recording must name the remedy (release_growing at
 the allocating line, kept by the append line; free_after_last_use at the forward line: the lines
 marked `# advise: ...` in the scripts) with a modelled saving within 2 % of the measured one (the
-unfixed run's max_memory_reserved() less the fixed run's, both without gpumem). Prints a markdown
-table, also written to OUT_DIR/advise/table.md; exits 1 if a check failed.
+unfixed run's max_memory_reserved() less the fixed run's, both without gpumem), advise run with
+a device between the two. The transformer run at a batch that does not fit 8 GiB (the README's
+worked example) must have run out of memory, and every trace must be under 20 MB. Prints markdown
+tables, also written to OUT_DIR/advise/table.md; exits 1 if a check failed.
 """
 
 import contextlib
