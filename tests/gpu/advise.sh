@@ -7,8 +7,9 @@
 #     transformer/, cnn/   search/: the largest batch that fits under a cap, by real runs
 #                          (tests/gpu/largest_batch.py: every run's output and search.json);
 #                          b8/, b16/: `gpumem record --tensors` at two other batch sizes;
-#                          transformer/oom_bN/: a run at a batch that does not fit 8 GiB, under
-#                          `gpumem record` (the README's worked example); cnn/budget: its cap
+#                          transformer/oom_bN/: a run at a batch N that does not fit 8 GiB, under
+#                          `gpumem record` (the README's worked example), and example_bN/ the
+#                          same batch recorded uncapped (oom_batch: N); cnn/budget: its cap
 #     growing_list/, no_grad_eval/   tensors/: `gpumem record --tensors` of the unfixed script;
 #                          unfixed.json, fixed.json: the script and its fix without gpumem
 #
@@ -62,6 +63,12 @@ advise_transformer() {
     # shellcheck disable=SC2086
     record_with_gpumem "oom_b$batch" "$dir" -- $python "${advise_transformer[@]}" \
       --batch "$batch" --memory-limit "$budget"
+    # The same batch recorded uncapped, as a user would on a larger card: the worked example's
+    # first trace (its second is b16).
+    echo "$batch" >"$dir/oom_batch"
+    # shellcheck disable=SC2086
+    record_with_gpumem "example_b$batch" "$dir" --tensors -- $python "${advise_transformer[@]}" \
+      --batch "$batch"
   fi
   advise_record_batches "$dir" "${advise_transformer[@]}"
 }

@@ -198,9 +198,11 @@ REMEDY_COLUMNS = (("script", "script"), ("remedy", "remedy"), ("line", "where"),
                   ("difference", "difference"), ("", "result"))
 
 
-def check_worked_example(advise_dir):
+def check_worked_example(advise_dir, gpumem):
     """The transformer run at a batch that does not fit 8 GiB, under `gpumem record`: it must have
-    run out of memory. Returns its description and failures."""
+    run out of memory; and `gpumem advise` on that batch recorded uncapped with the recording at
+    batch 16 must say it does not fit and offer a change that fits. Returns its description (the
+    advice's text included, for the README) and failures."""
     runs = glob.glob(os.path.join(advise_dir, "transformer", "oom_b*", "stdout"))
     if len(runs) != 1:
         return "", [f"the worked example: {len(runs)} runs of the transformer that does not "
@@ -211,7 +213,22 @@ def check_worked_example(advise_dir):
     text = (f"Worked example ({os.path.relpath(os.path.dirname(runs[0]), advise_dir)}): "
             f"train_transformer.py at batch {report.get('batch')} under "
             f"--memory-limit {report.get('memory_limit')}: {outcome}")
-    return text, [] if report.get("oom") else ["the worked example did not run out of memory"]
+    failures = [] if report.get("oom") else ["the worked example did not run out of memory"]
+    batch = report.get("batch")
+    example = os.path.join(advise_dir, "transformer", f"example_b{batch}", f"example_b{batch}.trace")
+    second = os.path.join(advise_dir, "transformer", "b16", "b16.trace")
+    if not os.path.exists(example) or not os.path.exists(second):
+        return text, failures + [f"the worked example: {example} or {second} missing"]
+    command = [gpumem, "advise", "--device-memory", "8GiB", example, second]
+    advice = subprocess.run(command, capture_output=True, text=True)
+    exit_code, result = advise(gpumem, 8 << 30, [example, second])
+    if exit_code != 1 or advice.returncode != 1:
+        failures.append(f"the worked example: advise exit {exit_code}, not 1 (does not fit)")
+    if not any(remedy.get("fits") for remedy in result.get("remedies") or []):
+        failures.append("the worked example: advise offers no change that fits")
+    with open(os.path.join(advise_dir, "worked_example.txt"), "w") as out:
+        out.write("$ " + " ".join(command) + "\n" + advice.stdout)
+    return text + "\n\n```\n$ gpumem advise --device-memory 8GiB ...\n" + advice.stdout + "```", failures
 
 
 def check_trace_sizes(advise_dir):
@@ -237,7 +254,7 @@ def check(out, gpumem):
                 failures += failed
             except (CheckError, OSError, KeyError, TypeError, ValueError) as error:
                 failures.append(f"{spec[1]}: {error.__class__.__name__}: {error}")
-    example, failed = check_worked_example(advise_dir)
+    example, failed = check_worked_example(advise_dir, gpumem)
     failures += failed + check_trace_sizes(advise_dir)
     text = ("Largest batch under a memory cap: real runs against `gpumem advise` of two recorded "
             "batch sizes\n\n" + table(batch_rows, BATCH_COLUMNS) + f"\n\n{example}" +
@@ -258,6 +275,8 @@ FAKE_GPUMEM = f"""#!{sys.executable} -S
 import json, os, sys
 answers = json.load(open(os.path.join(os.path.dirname(sys.argv[0]), "answers.json")))
 folder = os.path.basename(os.path.dirname(os.path.dirname(sys.argv[-1])))
+if any("example_b" in argument for argument in sys.argv):
+    folder = "example"
 answer = answers[folder]
 print(json.dumps(answer["json"]))
 sys.exit(answer.get("exit", 0))
@@ -282,6 +301,7 @@ def make_runs(out):
              "completed_with_ooms": [], "non_monotonic": []}))
         for batch in (8, 16):
             write(f"{out}/advise/{name}/b{batch}/b{batch}.trace", "")
+    write(f"{out}/advise/transformer/example_b256/example_b256.trace", "")
     write(f"{out}/advise/transformer/oom_b256/stdout", "gpumem: a line\n" + json.dumps(
         {"batch": 256, "memory_limit": 8589934592, "oom": True, "oom_step": 0, "oom_line": 42,
          "oom_requested_bytes": 1 << 30}))
@@ -315,6 +335,7 @@ def good_answers():
         "growing_list": remedy("release_growing", "growing_list.py", grow, 1290000000,
                                f"growing_list.py:{keep} in main"),
         "no_grad_eval": remedy("free_after_last_use", "no_grad_eval.py", forward, 2090000000),
+        "example": {"exit": 1, "json": {"remedies": [{"kind": "batch", "fits": True}]}},
     }
 
 
