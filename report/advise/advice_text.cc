@@ -59,8 +59,8 @@ void AppendRemedy(const Advice& advice, const Remedy& remedy, size_t rank, Advis
     first.sites().AppendStackText(remedy.site, out, "     ");
   }
   if (remedy.holder_stack_id != 0) {
-    absl::StrAppend(out, "   kept by Python references (list.append) taken at:\n");
-    first.sites().AppendStackText(remedy.holder_stack_id, out, "     ");
+    absl::StrAppend(out, "   kept by Python references (list.append) taken at ",
+                    first.sites().Label(remedy.holder_stack_id), "\n");
   }
   absl::StrAppend(out, "   ", Outcome(advice, remedy), "\n");
 }

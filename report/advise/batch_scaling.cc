@@ -152,6 +152,10 @@ std::vector<ReplayedTensor> TensorsAtBatch(const BatchModel& model, int64_t batc
   return tensors;
 }
 
+// How far below an answer every batch is checked to fit: an eighth of it, at least 16, at most 64
+// (each check is one replay).
+int64_t CheckedBelow(int64_t batch) { return std::clamp<int64_t>(batch / 8, 16, 64); }
+
 LargestBatch FindLargestBatch(const BatchModel& model, AllocatorKind kind,
                               const NativeAllocatorConfig& config) {
   LargestBatch largest;
@@ -177,6 +181,18 @@ LargestBatch FindLargestBatch(const BatchModel& model, AllocatorKind kind,
     const Probe probe = ProbeBatch(model, middle, kind, config);
     (probe.fits ? low : high) = middle;
     if (probe.fits) fitting = probe;
+  }
+  // Near the limit neither the allocator nor its model is monotonic in the batch: a batch can fit
+  // where a smaller one does not (its request just misses a block that the larger one's layout
+  // leaves free). The answer is one at and below which every batch fits, checked down to
+  // CheckedBelow(answer) batches below it.
+  for (int64_t batch = low - 1; batch >= 1 && low - batch <= CheckedBelow(low); --batch) {
+    const Probe probe = ProbeBatch(model, batch, kind, config);
+    if (!probe.fits) {
+      low = batch - 1;
+    } else if (batch == low) {
+      fitting = probe;
+    }
   }
   largest.batch = low;
   largest.peak = fitting.peak;

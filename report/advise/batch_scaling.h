@@ -67,8 +67,10 @@ struct LargestBatch {
 };
 inline constexpr int64_t kMaxBatch = int64_t{1} << 20;
 
-// The largest batch (1..kMaxBatch) whose synthesized stream fits under `config` with `kind`,
-// searched assuming a batch that fits means every smaller one fits.
+// The largest batch (1..kMaxBatch) whose synthesized stream fits under `config` with `kind`, and
+// every smaller one too: found by doubling and halving, then checked below (near the limit a
+// batch can fit where a smaller one does not, so the answer drops below any that does not, checked
+// down to an eighth of it, at least 16 and at most 64 batches).
 LargestBatch FindLargestBatch(const BatchModel& model, AllocatorKind kind,
                               const NativeAllocatorConfig& config);
 

@@ -53,6 +53,24 @@ LifetimeChange ReleaseEachIteration(AdviseTrace& trace, const GrowingSite& site,
   return change;
 }
 
+// The stack among `change`'s tensors that holds the most bytes (ties: the lowest id): a site is
+// shown by its largest stack, as reports show one.
+uint64_t LargestStack(const AdviseTrace& trace, const LifetimeChange& change) {
+  absl::flat_hash_map<uint64_t, uint64_t> bytes_by_stack;
+  for (const auto& [index, freed_at] : change.frees) {
+    bytes_by_stack[trace.tensors[index].stack_id] += trace.tensors[index].size;
+  }
+  uint64_t largest = 0;
+  uint64_t stack = change.site;
+  for (const auto& [stack_id, bytes] : bytes_by_stack) {
+    if (bytes > largest || (bytes == largest && stack_id < stack)) {
+      largest = bytes;
+      stack = stack_id;
+    }
+  }
+  return stack;
+}
+
 }  // namespace
 
 std::vector<ReplayedTensor> Applied(const std::vector<ReplayedTensor>& tensors,
@@ -71,7 +89,9 @@ std::vector<LifetimeChange> ReleaseGrowingSites(AdviseTrace& trace) {
   for (size_t i = 0; i < occurrences.size(); ++i) by_occurrence.emplace(occurrences[i], i);
   for (const GrowingSite& site : growth->sites) {
     LifetimeChange change = ReleaseEachIteration(trace, site, occurrences, by_occurrence);
-    if (!change.frees.empty()) changes.push_back(std::move(change));
+    if (change.frees.empty()) continue;
+    change.site = LargestStack(trace, change);
+    changes.push_back(std::move(change));
   }
   return changes;
 }
@@ -81,8 +101,6 @@ std::vector<LifetimeChange> FreeIdleAtPeak(AdviseTrace& trace, int32_t device, u
   std::vector<LifetimeChange> changes;
   if (trace.launches == 0) return changes;
   absl::flat_hash_map<uint64_t, size_t> by_site;  // index in changes
-  // Per change, its bytes by stack: the site is shown by its largest stack, as reports show one.
-  std::vector<absl::flat_hash_map<uint64_t, uint64_t>> stack_bytes;
   for (size_t i = 0; i < trace.tensors.size(); ++i) {
     const ReplayedTensor& tensor = trace.tensors[i];
     const bool live = tensor.allocated_at <= peak_at && peak_at < tensor.freed_at;
@@ -90,25 +108,17 @@ std::vector<LifetimeChange> FreeIdleAtPeak(AdviseTrace& trace, int32_t device, u
         !UsersOwn(trace, tensor)) {
       continue;
     }
-    auto [it, added] = by_site.try_emplace(trace.sites().Of(tensor.stack_id), changes.size());
+    const uint64_t site = trace.sites().Of(tensor.stack_id);
+    auto [it, added] = by_site.try_emplace(site, changes.size());
     if (added) {
       changes.emplace_back().device = device;
-      stack_bytes.emplace_back();
+      changes.back().site = site;
     }
     LifetimeChange& change = changes[it->second];
     change.bytes += tensor.size;
     change.frees.emplace_back(i, std::max(tensor.last_use_at, tensor.allocated_at + 1));
-    stack_bytes[it->second][tensor.stack_id] += tensor.size;
   }
-  for (size_t i = 0; i < changes.size(); ++i) {
-    uint64_t largest = 0;
-    for (const auto& [stack_id, bytes] : stack_bytes[i]) {
-      if (bytes > largest || (bytes == largest && stack_id < changes[i].site)) {
-        largest = bytes;
-        changes[i].site = stack_id;
-      }
-    }
-  }
+  for (LifetimeChange& change : changes) change.site = LargestStack(trace, change);
   std::stable_sort(
       changes.begin(), changes.end(),
       [](const LifetimeChange& a, const LifetimeChange& b) { return a.bytes > b.bytes; });

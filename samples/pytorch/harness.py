@@ -60,12 +60,16 @@ def steps_argument(argv, default):
 
 def apply_memory_limit(argv):
     """--memory-limit BYTES: torch.cuda.set_per_process_memory_fraction(BYTES / total memory),
-    the cap `gpumem whatif --device-memory BYTES` models. Returns the limit, or None."""
+    the cap `gpumem whatif --device-memory BYTES` models. Returns the limit and the cap PyTorch
+    enforces (fraction x total in floating point, truncated: it can fall a byte short of BYTES),
+    or (None, None)."""
     limit = option(argv, "--memory-limit", kind=int)
-    if limit is not None:
-        total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(limit / total)
-    return limit
+    if limit is None:
+        return None, None
+    total = torch.cuda.get_device_properties(0).total_memory
+    fraction = limit / total
+    torch.cuda.set_per_process_memory_fraction(fraction)
+    return limit, int(fraction * total)
 
 
 def run_steps(train_step, steps, script):
@@ -90,8 +94,9 @@ def train_main(make_training, script, context=None, **shape):
     runs the steps (inside `context`, if given) and prints the JSON line, with the run's `shape`
     (its batch size, ...). Returns the exit code."""
     steps = steps_argument(sys.argv, 10)
-    limit = apply_memory_limit(sys.argv)
+    limit, allocator_limit = apply_memory_limit(sys.argv)
     with context if context is not None else contextlib.nullcontext():
         outcome = run_steps(make_training(torch.device("cuda")), steps, script)
-    print(memory_report(steps=steps, memory_limit=limit, **shape, **outcome))
+    print(memory_report(steps=steps, memory_limit=limit, allocator_limit=allocator_limit, **shape,
+                        **outcome))
     return 0
