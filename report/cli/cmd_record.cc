@@ -596,8 +596,10 @@ std::optional<std::string> Summarize(const std::vector<std::string>& paths, Summ
 }
 
 // The summary on stderr, then the commands that show more: of the traces the recorder wrote, or
-// nothing when there are none.
-void PrintSummary(const std::vector<WrittenTrace>& traces, const OutputPlan& plan) {
+// nothing when there are none. After an out-of-memory error, how to find the change that makes it
+// fit: `gpumem advise` on this trace when it was recorded at tensor level (`tensors`), else on one
+// recorded so.
+void PrintSummary(const std::vector<WrittenTrace>& traces, const OutputPlan& plan, bool tensors) {
   std::vector<std::string> paths;
   for (const WrittenTrace& trace : traces) {
     if (IsGpumemTrace(trace.shown)) paths.push_back(trace.shown);
@@ -616,7 +618,15 @@ void PrintSummary(const std::vector<WrittenTrace>& traces, const OutputPlan& pla
   inputs = Printable(inputs);  // the summary's own names are escaped already
   std::string text = absl::StrCat("gpumem: summary of ", inputs, ":\n", *summary,
                                   "gpumem: to see more:\n  gpumem report ", inputs, "\n");
-  if (hints.failed_allocations) absl::StrAppend(&text, "  gpumem report --oom ", inputs, "\n");
+  if (hints.failed_allocations) {
+    absl::StrAppend(&text, "  gpumem report --oom ", inputs, "\n");
+    absl::StrAppend(&text,
+                    tensors ? absl::StrCat("  gpumem advise --device-memory SIZE ",
+                                           Printable(ShellWord(hints.view)))
+                            : "  gpumem record --tensors -o run.trace -- <the same command>, then "
+                              "gpumem advise --device-memory SIZE run.trace",
+                    "   (what would make it fit in SIZE: the card's memory, or the cap)\n");
+  }
   if (hints.growing) absl::StrAppend(&text, "  gpumem report --growth ", inputs, "\n");
   absl::StrAppend(&text, "  gpumem view ", Printable(ShellWord(hints.view)), "\n");
   std::fputs(text.c_str(), stderr);
@@ -651,7 +661,7 @@ int FinishRecording(OutputPlan plan, const std::map<std::string, fs::file_time_t
     std::fprintf(stderr, "gpumem: trace written to %s (%s)\n", Printable(trace.shown).c_str(),
                  HumanSize(fs::file_size(trace.actual, error)).c_str());
   }
-  if (!options.no_summary) PrintSummary(traces, plan);
+  if (!options.no_summary) PrintSummary(traces, plan, options.tensors);
   if (WIFSIGNALED(run.status)) return 128 + WTERMSIG(run.status);
   return WIFEXITED(run.status) ? WEXITSTATUS(run.status) : kExitBadInput;
 }

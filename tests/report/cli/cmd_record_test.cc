@@ -508,6 +508,19 @@ TEST_F(RecordTest, TheSummaryTellsOfFailedAllocations) {
       << result.err;
   EXPECT_NE(result.err.find("\n  gpumem report --oom oom.trace\n"), std::string::npos)
       << result.err;
+  // Recorded without --tensors: how to find the change that makes it fit starts with a recording
+  // that has them; with --tensors, advise reads this trace.
+  EXPECT_NE(result.err.find("\n  gpumem record --tensors -o run.trace -- <the same command>, then "
+                            "gpumem advise --device-memory SIZE run.trace   (what would make it "
+                            "fit"),
+            std::string::npos)
+      << result.err;
+  const ProgramRun tensors = Record({"--tensors", "-o", "oom.trace", BuildPath("bin/oom_loop")},
+                                    {{"LD_LIBRARY_PATH", BuildPath("lib/fake")}});
+  ASSERT_EQ(tensors.exit_code, 0) << tensors.err;
+  EXPECT_NE(tensors.err.find("\n  gpumem advise --device-memory SIZE oom.trace   (what would "),
+            std::string::npos)
+      << tensors.err;
 }
 
 // Several processes: a line each, the highest peak first, the combined peak, and the commands
