@@ -192,6 +192,35 @@ TEST(FindLargestBatch, AgreesWithTryingEveryBatch) {
   }
 }
 
+// A batch that does not fit below batches that do, as the native allocator makes them: a request
+// under 10 MiB takes a 20 MiB segment, one of 10 MiB or more a segment of its own size, so the
+// activation that crosses 10 MiB at batch 16 costs less than it did at 15. Under 55 MiB batches
+// 1-14 fit, 15 does not, 16-22 do: the answer is 14, the largest below which every batch fits.
+TEST(FindLargestBatch, BelowABatchThatDoesNotFitEvenWhenLargerOnesDo) {
+  constexpr int64_t kKiB = 1024;
+  TraceBuilder at8(8);
+  at8.Allocate("activations", 1, static_cast<int64_t>(20 * kMiB) + 8 * 1024 * kKiB);
+  at8.Allocate("crosses 10 MiB", 1, static_cast<int64_t>(9 * kMiB) + 8 * 64 * kKiB);
+  TraceBuilder at16(16);
+  at16.Allocate("activations", 1, static_cast<int64_t>(20 * kMiB) + 16 * 1024 * kKiB);
+  at16.Allocate("crosses 10 MiB", 1, static_cast<int64_t>(9 * kMiB) + 16 * 64 * kKiB);
+  const absl::StatusOr<BatchModel> model = FitBatchModel(at16.trace(), at8.trace());
+  ASSERT_TRUE(model.ok()) << model.status();
+  NativeAllocatorConfig config;
+  config.device_memory = 55 * kMiB;
+  const auto fits = [&](int64_t batch) {
+    return ReplayTensors(TensorsAtBatch(*model, batch), AllocatorKind::kNative, config).Fits();
+  };
+  ASSERT_TRUE(fits(14));
+  ASSERT_FALSE(fits(15));
+  ASSERT_TRUE(fits(16) && fits(22));  // what a search by halving alone would land on
+  ASSERT_FALSE(fits(23));
+  const LargestBatch largest = FindLargestBatch(*model, AllocatorKind::kNative, config);
+  EXPECT_EQ(largest.batch, 14);
+  EXPECT_EQ(largest.batch, LargestByBruteForce(*model, AllocatorKind::kNative, config));
+  EXPECT_EQ(largest.peak, 54 * kMiB);
+}
+
 TEST(FindLargestBatch, NoneFitsWhenTheFixedPartIsTooLarge) {
   const absl::StatusOr<BatchModel> model = FitBatchModel(LinearTrace(16), LinearTrace(8));
   ASSERT_TRUE(model.ok()) << model.status();
