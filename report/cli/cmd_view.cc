@@ -39,9 +39,9 @@ recorded at tensor level, what would lower the peak, as gpumem advise TRACE rank
 )usage";
 
 constexpr char kEpilogue[] = R"usage(
-Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged
-trace still gives a page of what could be read, with a notice at its top), or a page that could
-not be written.
+Exit status: 0 ok, also for a trace gpumem advise cannot answer for (the page says why); 2 bad
+usage, a trace that is missing, not a trace or damaged (a damaged trace still gives a page of what
+could be read, with a notice at its top), or a page that could not be written.
 )usage";
 
 struct Options {
