@@ -25,6 +25,7 @@
 #include "report/stacks/python_stacks.h"
 #include "viewer/flame.h"
 #include "viewer/iterations.h"
+#include "viewer/page_advice.h"
 
 namespace gpumem::viewer {
 
@@ -114,6 +115,7 @@ struct PageData {
   std::vector<PageSite> sites;
   Iterations iterations;
   std::string summary;  // report/analysis/summary_table.h's text
+  PageAdvice advice;    // not built by BuildPageData: gpumem view adds it (BuildPageAdvice)
 };
 
 // Reads and reduces `path`. Fails as report::TraceFile::Open does (one line naming the path); a

@@ -78,6 +78,33 @@ std::string PlaceJson(const PagePlace& place) {
   return out;
 }
 
+std::string JsonBool(bool value) { return value ? "true" : "false"; }
+
+std::string RemedyJson(const PageRemedy& remedy) {
+  return absl::StrCat("{\"rank\":", remedy.rank, ",\"kind\":", JsonString(remedy.kind),
+                      ",\"change\":", JsonString(remedy.change),
+                      ",\"allocator\":", JsonString(remedy.allocator), ",\"peak\":", remedy.peak,
+                      ",\"saving\":", remedy.saving, ",\"fits\":", JsonBool(remedy.fits),
+                      ",\"source\":", JsonString(remedy.extrapolated ? "extrapolated" : "modelled"),
+                      ",\"site_heading\":", JsonString(remedy.site_heading),
+                      ",\"site\":", Strings(remedy.site_lines),
+                      ",\"holder_heading\":", JsonString(remedy.holder_heading),
+                      ",\"holder\":", Strings(remedy.holder_lines), "}");
+}
+
+std::string PageAdviceJson(const PageAdvice& advice) {
+  std::vector<std::string> remedies;
+  for (const PageRemedy& remedy : advice.remedies) remedies.push_back(RemedyJson(remedy));
+  return absl::StrCat(
+      "{\"refused\":", JsonString(advice.refused), ",\"device_memory\":", advice.device_memory,
+      ",\"device_memory_recorded\":", JsonBool(advice.device_memory_recorded),
+      ",\"allocator\":", JsonString(advice.allocator), ",\"peak\":", advice.peak,
+      ",\"fits\":", JsonBool(advice.fits), ",\"verdict\":", Strings(advice.verdict),
+      ",\"heading\":", JsonString(advice.heading), ",\"remedies\":[", absl::StrJoin(remedies, ","),
+      "],\"second_recording\":", Strings(advice.second_recording),
+      ",\"notes\":", Strings(advice.notes), "}");
+}
+
 }  // namespace
 
 std::string PageJson(const PageData& page) {
@@ -93,7 +120,8 @@ std::string PageJson(const PageData& page) {
       ",\"unrecorded\":", JsonString(page.unrecorded),
       ",\"iterations\":{\"count\":", page.iterations.count, ",\"stride\":", page.iterations.stride,
       ",\"times\":", Numbers(page.iterations.times), ",\"rule\":", JsonString(page.iterations.rule),
-      "},\"summary\":", JsonString(page.summary), ",\"sites\":[");
+      "},\"summary\":", JsonString(page.summary), ",\"advice\":", PageAdviceJson(page.advice),
+      ",\"sites\":[");
   for (size_t i = 0; i < page.sites.size(); ++i) {
     const PageSite& site = page.sites[i];
     absl::StrAppend(&out, i > 0 ? "," : "", "{\"label\":", JsonString(site.label),

@@ -79,6 +79,21 @@ absl::StatusOr<Advice> Advise(AdviseTrace& first, AdviseTrace* second,
 std::string AdviceText(const Advice& advice, AdviseTrace& first);
 std::string AdviceJson(const Advice& advice, AdviseTrace& first);
 
+// The text's words, line by line, for other views of the advice (gpumem view's page):
+// "device memory: 8.00 GiB (8589934592 bytes), the recorded device's ...; <the limit's meaning>"
+std::string DeviceMemoryLine(const Advice& advice);
+// "the run, under <allocator and settings>: peak ... reserved (modelled): fits" (DOES NOT FIT)
+std::string RunVerdictLine(const Advice& advice);
+// "what would lower the peak, the largest saving first:", or that nothing does.
+const char* RemediesHeading(const Advice& advice);
+// A remedy with a call site: "4.00 MiB more each iteration, allocated at:" (or held idle at the
+// peak), above the site's lines; the holder's lines under kRemedyHolderHeading.
+std::string RemedySiteHeading(const Remedy& remedy);
+inline constexpr char kRemedyHolderHeading[] = "kept by Python references (list.append) taken at:";
+// What a second recording at another batch size adds (one line, no colon), then the commands
+// that record it and advise on both.
+std::vector<std::string> SecondRecordingLines(const Advice& advice);
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_ADVISE_ADVICE_H_

@@ -1,6 +1,7 @@
 // `gpumem advise` as text: the verdict, the changes that help (largest saving first), the largest
 // batch that fits, and what a second recording would add.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,14 +32,7 @@ void AppendVerdict(const Advice& advice, AdviseTrace& first, std::string* out) {
   absl::StrAppend(out, "advise: ", Printable(first.path));
   if (!first.command_line.empty())
     absl::StrAppend(out, " (", CommandLineText(first.command_line), ")");
-  absl::StrAppend(out, "\ndevice memory: ", SizeText(advice.device_memory),
-                  advice.device_memory_recorded
-                      ? ", the recorded device's (--device-memory asks about another)"
-                      : "",
-                  "; ", kWhatifLimitNote, "\n");
-  absl::StrAppend(out, "the run, under ", RunAllocatorText(advice), ": peak ",
-                  SizeText(advice.peak),
-                  " reserved (modelled): ", advice.fits ? "fits" : "DOES NOT FIT", "\n");
+  absl::StrAppend(out, "\n", DeviceMemoryLine(advice), "\n", RunVerdictLine(advice), "\n");
 }
 
 std::string Outcome(const Advice& advice, const Remedy& remedy) {
@@ -52,14 +46,12 @@ void AppendRemedy(const Advice& advice, const Remedy& remedy, size_t rank, Advis
                   std::string* out) {
   absl::StrAppend(out, "\n", rank, ". ", remedy.change, "\n");
   if (remedy.site != 0) {
-    absl::StrAppend(out, "   ", FormatBytes(remedy.bytes),
-                    remedy.kind == RemedyKind::kReleaseGrowing
-                        ? " more each iteration, allocated at:\n"
-                        : " held at the peak that no later kernel used, allocated at:\n");
+    absl::StrAppend(out, "   ", RemedySiteHeading(remedy), "\n");
     first.sites().AppendStackText(remedy.site, out, "     ");
   }
   if (remedy.holder_stack_id != 0) {
-    absl::StrAppend(out, "   kept by Python references (list.append) taken at ",
+    // The line of the append alone: how it got there (the interpreter) says nothing more.
+    absl::StrAppend(out, "   ", kRemedyHolderHeading, "\n     ",
                     first.sites().Label(remedy.holder_stack_id), "\n");
   }
   absl::StrAppend(out, "   ", Outcome(advice, remedy), "\n");
@@ -98,31 +90,54 @@ std::string SizeArgument(uint64_t bytes) {
 }
 
 void AppendSecondRecording(const Advice& advice, std::string* out) {
-  absl::StrAppend(out,
-                  "\nwith a second recording of the same script at another batch size, advise also "
-                  "finds the largest batch that fits and the gradient-accumulation steps that keep "
-                  "this run's batch:\n");
-  if (advice.second_recording) {
-    absl::StrAppend(out, "  ", Printable(*advice.second_recording), "\n");
-  } else {
-    absl::StrAppend(out,
-                    "  gpumem record --tensors -o second.trace -- <the same command, another batch "
-                    "size>\n");
-  }
-  absl::StrAppend(out, "  gpumem advise --device-memory ", SizeArgument(advice.device_memory), " ",
-                  Printable(advice.paths.front()), " second.trace\n");
+  const std::vector<std::string> lines = SecondRecordingLines(advice);
+  absl::StrAppend(out, "\n", lines.front(), ":\n");
+  for (size_t i = 1; i < lines.size(); ++i) absl::StrAppend(out, "  ", lines[i], "\n");
 }
 
 }  // namespace
 
+std::string DeviceMemoryLine(const Advice& advice) {
+  return absl::StrCat("device memory: ", SizeText(advice.device_memory),
+                      advice.device_memory_recorded
+                          ? ", the recorded device's (--device-memory asks about another)"
+                          : "",
+                      "; ", kWhatifLimitNote);
+}
+
+std::string RunVerdictLine(const Advice& advice) {
+  return absl::StrCat("the run, under ", RunAllocatorText(advice), ": peak ", SizeText(advice.peak),
+                      " reserved (modelled): ", advice.fits ? "fits" : "DOES NOT FIT");
+}
+
+const char* RemediesHeading(const Advice& advice) {
+  return advice.remedies.empty() ? "no change the models cover lowers the peak"
+                                 : "what would lower the peak, the largest saving first:";
+}
+
+std::string RemedySiteHeading(const Remedy& remedy) {
+  return absl::StrCat(FormatBytes(remedy.bytes),
+                      remedy.kind == RemedyKind::kReleaseGrowing
+                          ? " more each iteration, allocated at:"
+                          : " held at the peak that no later kernel used, allocated at:");
+}
+
+std::vector<std::string> SecondRecordingLines(const Advice& advice) {
+  return {
+      "with a second recording of the same script at another batch size, advise also finds "
+      "the largest batch that fits and the gradient-accumulation steps that keep this run's "
+      "batch",
+      advice.second_recording ? Printable(*advice.second_recording)
+                              : "gpumem record --tensors -o second.trace -- <the same "
+                                "command, another batch size>",
+      absl::StrCat("gpumem advise --device-memory ", SizeArgument(advice.device_memory), " ",
+                   Printable(advice.paths.front()), " second.trace")};
+}
+
 std::string AdviceText(const Advice& advice, AdviseTrace& first) {
   std::string out;
   AppendVerdict(advice, first, &out);
-  if (advice.remedies.empty()) {
-    absl::StrAppend(&out, "\nno change the models cover lowers the peak\n");
-  } else {
-    absl::StrAppend(&out, "\nwhat would lower the peak, the largest saving first:\n");
-  }
+  absl::StrAppend(&out, "\n", RemediesHeading(advice), "\n");
   for (size_t i = 0; i < advice.remedies.size(); ++i) {
     AppendRemedy(advice, advice.remedies[i], i + 1, first, &out);
   }

@@ -74,11 +74,7 @@ CommandLine AdviseCommandLine(Options* options) {
       .epilogue = kEpilogue,
       .help_column = 15,
       .flags = {
-          Size({"--device-memory"},
-               "what the allocator may reserve on each device: 8GiB, 8G, 8589934592 (the limit\n"
-               "torch.cuda.set_per_process_memory_fraction sets; default: the recorded device's\n"
-               "total memory)",
-               &options->device_memory),
+          AdviseDeviceMemoryFlag(&options->device_memory),
           BatchSizesFlag(&options->batch_sizes),
           Number({"--top"},
                  "call sites holding memory idle at the peak that are modelled (default 5; 0: "

@@ -1,8 +1,11 @@
 // `gpumem view`: one self-contained HTML page of a trace (viewer/): the memory timeline per
 // device with its largest call sites as bands, launches, the peak, failed allocations and
 // iterations marked; flame graphs of what was live at the peak and never freed; the summary table
-// and tables of call sites. Written atomically (a temporary file renamed into place).
+// and tables of call sites; gpumem advise's ranked changes (viewer/page_advice.h). Written
+// atomically (a temporary file renamed into place).
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "viewer/html_page.h"
+#include "viewer/page_advice.h"
 #include "viewer/page_data.h"
 
 namespace gpumem::report {
@@ -24,24 +28,26 @@ namespace {
 
 constexpr char kSynopsis[] =
     R"usage(usage: gpumem view [-o OUT.html] [--bands N] [--group-by user|python|stack]
-                  [--iteration-marker FUNCTION] TRACE
+                  [--iteration-marker FUNCTION] [--device-memory SIZE] TRACE
 
 Writes one self-contained HTML page of TRACE (no network needed: open it from disk): per device,
 memory in use over time with the largest call sites as bands (zoom with the wheel, pan by
 dragging, hover or click for a call site's stack), reserved memory where the trace knows it,
 kernel launches, the peak, failed allocations and iterations marked; flame graphs of what was live
-at the peak and what was never freed; the summary table and tables of call sites.
+at the peak and what was never freed; the summary table and tables of call sites; and, for a trace
+recorded at tensor level, what would lower the peak, as gpumem advise TRACE ranks it.
 )usage";
 
 constexpr char kEpilogue[] = R"usage(
-Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged (a damaged
-trace still gives a page of what could be read, with a notice at its top), or a page that could
-not be written.
+Exit status: 0 ok, also for a trace gpumem advise cannot answer for (the page says why); 2 bad
+usage, a trace that is missing, not a trace or damaged (a damaged trace still gives a page of what
+could be read, with a notice at its top), or a page that could not be written.
 )usage";
 
 struct Options {
   viewer::ViewOptions view;
-  std::string output;  // empty: next to the trace
+  std::optional<uint64_t> device_memory;  // advice's limit; nullopt: the recorded device's
+  std::string output;                     // empty: next to the trace
 };
 
 CommandLine ViewCommandLine(Options* options) {
@@ -66,6 +72,7 @@ CommandLine ViewCommandLine(Options* options) {
                "iterations start at allocations whose stack has a function containing FUNCTION\n"
                "(default: detected, as gpumem report --growth does)",
                &options->view.iteration_marker),
+          AdviseDeviceMemoryFlag(&options->device_memory),
       }};
 }
 
@@ -102,6 +109,7 @@ int RunView(const std::vector<std::string>& args) {
     PrintError(page.status().message());
     return kExitBadInput;
   }
+  page->advice = viewer::BuildPageAdvice(path, options.device_memory);
   const std::string html = viewer::RenderPage(*page);
   if (absl::Status written = WriteWholeFile(output, html); !written.ok()) {
     PrintError(written.message());

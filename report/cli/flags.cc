@@ -189,6 +189,14 @@ Flag Size(std::vector<std::string> names, std::string help, std::optional<uint64
               }};
 }
 
+Flag AdviseDeviceMemoryFlag(std::optional<uint64_t>* out) {
+  return Size({"--device-memory"},
+              "what the allocator may reserve on each device: 8GiB, 8G, 8589934592 (the limit\n"
+              "torch.cuda.set_per_process_memory_fraction sets; default: the recorded device's\n"
+              "total memory)",
+              out);
+}
+
 Flag GroupByFlag(std::string help, GroupBy* out) {
   const std::vector<std::string> words = {"user", "python", "stack"};
   return ChoiceOf({"--group-by"}, words, std::move(help),

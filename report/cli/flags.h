@@ -88,6 +88,9 @@ Flag Choice(std::vector<std::string> names, std::vector<std::pair<std::string, V
       [choices = std::move(choices), out](size_t chosen) { *out = choices[chosen].second; });
 }
 
+// --device-memory SIZE as advise and view take it: the allocator's limit their advice is modelled
+// against (unset: the recorded device's total memory).
+Flag AdviseDeviceMemoryFlag(std::optional<uint64_t>* out);
 // --group-by user|python|stack (report/stacks/python_stacks.h), as report, check and view take it.
 Flag GroupByFlag(std::string help, GroupBy* out);
 // --stacks short|full (report/stacks/user_frames.h StackStyle), as report and whatif take it.

@@ -5,7 +5,9 @@ For each bundled real trace, `gpumem view` writes the page, Chromium opens it fr
 network), and the test checks what a user would see: no console error, no exception; the timeline
 canvas drawn in the band colours; a real mouse click on the band of the known call site shows its
 stack in the details panel; the flame graph and the leak table name the leak; the peak the page
-shows is `gpumem report --json`'s. A screenshot of each page is saved under
+shows is `gpumem report --json`'s. The section "What would lower the peak" shows
+`gpumem advise --json`'s remedies (rank, change, peaks, fits, source, call site) in its words, and
+a trace at segment level the reason advise refuses it. A screenshot of each page is saved under
 BUILD/test-artifacts/view-<name>.png.
 
 The protocol runs over --remote-debugging-pipe: JSON messages separated by NUL bytes, written to
@@ -317,6 +319,48 @@ def check_torn(browser, failures, gpumem, source, artifacts):
     failures.check(browser.evaluate(COUNT_BAND_PIXELS)["band"] > 0, "what was read is drawn")
 
 
+def check_advice(browser, failures, gpumem, source, artifacts):
+    """The section "What would lower the peak" shows gpumem advise's ranked list in its words; a
+    trace at segment level shows why advise cannot answer."""
+    traces = os.path.join(source, "samples", "traces")
+    trace = os.path.join(traces, "train_mlp-async-h100.trace")
+    page = os.path.join(artifacts, "view-advice.html")
+    subprocess.run([gpumem, "view", "--device-memory", "80MiB", trace, "-o", page], check=True)
+    advise = subprocess.run([gpumem, "advise", "--json", "--device-memory", "80MiB", trace],
+                            capture_output=True, text=True)
+    expected = json.loads(advise.stdout)
+    load_page(browser, page)
+    print("== advice")
+    failures.check(not browser.errors(), "no console error or exception: " + "; ".join(browser.errors()))
+    section = browser.evaluate("(document.querySelector('section.advice') || {}).innerText || ''")
+    failures.check("What would lower the peak" in section, "the section is there")
+    failures.check("DOES NOT FIT" in section and "80.00 MiB" in section,
+                   "the verdict: the run does not fit 80.00 MiB")
+    rows = browser.evaluate("Array.from(document.querySelectorAll('table.remedies tbody tr'))"
+                            ".map(r => r.innerText)")
+    failures.check(len(rows) == len(expected["remedies"]) > 0,
+                   f"{len(rows)} remedies shown, advise ranks {len(expected['remedies'])}")
+    for row, remedy in zip(rows, expected["remedies"]):
+        words = [f"{remedy['rank']}.", remedy["change"], f"{remedy['peak'] / 1048576:.2f} MiB",
+                 f"{remedy['saving'] / 1048576:.2f} MiB less",
+                 "fits" if remedy["fits"] else "does not fit", remedy["source"]]
+        if remedy.get("user_frame"):
+            words += [f"{os.path.basename(remedy['user_frame']['file'])}:{remedy['user_frame']['line']}",
+                      "via " + remedy["via"]]
+        missing = [word for word in words if word not in row]
+        failures.check(not missing, f"remedy {remedy['rank']} shows its figures and lines: missing {missing}")
+    screenshot(browser, os.path.join(artifacts, "view-advice.png"))
+
+    page = os.path.join(artifacts, "view-advice-segments.html")
+    subprocess.run([gpumem, "view", os.path.join(traces, "train_mlp-default-h100.trace"), "-o", page],
+                   check=True)
+    load_page(browser, page)
+    failures.check(not browser.errors(), "no console error or exception (segments)")
+    section = browser.evaluate("(document.querySelector('section.advice') || {}).innerText || ''")
+    failures.check("cannot answer" in section and "recorded under PyTorch's caching allocator" in section,
+                   f"a trace at segment level shows the reason: {section[:160]}")
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -343,6 +387,7 @@ def main():
         check_page(browser, failures, gpumem, source, artifacts, "train_mlp-async-h100",
                    "train_mlp.py", mlp["leaks"]["places"][0]["bytes"], "train_mlp.py", "train_step")
         check_torn(browser, failures, gpumem, source, artifacts)
+        check_advice(browser, failures, gpumem, source, artifacts)
     finally:
         browser.close()
         shutil.rmtree(profile, ignore_errors=True)

@@ -675,6 +675,67 @@
     fill();
   }
 
+  // ---- what would lower the peak (gpumem advise's ranked list) ----
+  var SOURCE_TEXT = { modelled: 'modelled', extrapolated: 'extrapolated from two batch sizes' };
+  function renderAdvice(app) {
+    var a = data.advice;
+    if (!a || (!a.refused && !a.verdict.length)) return;
+    var card = add(app, el('section', 'card advice'));
+    var head = add(card, el('div', 'card-head'));
+    add(head, el('h2', '', 'What would lower the peak'));
+    add(head, el('span', 'sub', 'as gpumem advise ranks it'));
+    if (a.refused) {
+      add(card, el('div', 'none refused', 'gpumem advise cannot answer for this trace: ' + a.refused));
+      return;
+    }
+    var facts = add(card, el('div', 'facts'));
+    function fact(k, v, sub, bad) {
+      var f = add(facts, el('div', 'fact' + (bad ? ' bad' : '')));
+      add(f, el('div', 'k', k)); add(f, el('div', 'v', v)); if (sub) add(f, el('div', 's', sub));
+    }
+    fact('Device memory', fmtBytes(a.device_memory), a.device_memory_recorded ? "the recorded device's" : '--device-memory');
+    fact('Allocator', a.allocator, 'the run\'s');
+    fact('Peak', fmtBytes(a.peak), 'reserved (modelled)');
+    fact('The run', a.fits ? 'fits' : 'does not fit', '', !a.fits);
+    var verdict = add(card, el('div', 'verdict'));
+    a.verdict.forEach(function (line) { add(verdict, el('div', '', line)); });
+    add(card, el('h3', 'remedies-head', a.heading));
+    if (a.remedies.length) renderRemedies(card, a);
+    var second = add(card, el('div', 'second'));
+    add(second, el('div', 'hint', a.second_recording[0] + ':'));
+    a.second_recording.slice(1).forEach(function (line) { add(second, el('div', 'command', line)); });
+    a.notes.forEach(function (note) { add(card, el('div', 'hint note', 'note: ' + note)); });
+  }
+  function renderRemedies(parent, a) {
+    var wrap = add(parent, el('div', 'table-wrap'));
+    var table = add(wrap, el('table', 'sites remedies'));
+    var hr = add(add(table, el('thead')), el('tr'));
+    [['#', 'num'], ['Change', ''], ['Peak after', 'num'], ['Saving', 'num'],
+      ['Fits ' + fmtBytes(a.device_memory), ''], ['From', '']].forEach(function (c) {
+      add(hr, el('th', c[1], c[0]));
+    });
+    var tbody = add(table, el('tbody'));
+    a.remedies.forEach(function (r) {
+      var tr = add(tbody, el('tr'));
+      tr.dataset.kind = r.kind;
+      add(tr, el('td', 'num rank', r.rank + '.'));
+      var change = add(tr, el('td', 'change'));
+      add(change, el('div', 'what', r.change));
+      if (r.site_heading) {
+        add(change, el('div', 'loc', r.site_heading));
+        r.site.forEach(function (line) { add(change, el('div', 'line', line)); });
+      }
+      if (r.holder_heading) {
+        add(change, el('div', 'loc', r.holder_heading));
+        r.holder.forEach(function (line) { add(change, el('div', 'line', line)); });
+      }
+      add(tr, el('td', 'num', fmtBytes(r.peak)));
+      add(tr, el('td', 'num', fmtBytes(r.saving) + ' less'));
+      add(tr, el('td', r.fits ? 'fits' : 'fits no', r.fits ? 'fits' : 'does not fit'));
+      add(tr, el('td', 'source', SOURCE_TEXT[r.source] || r.source));
+    });
+  }
+
   // ---- the page ----
   function render() {
     var app = document.getElementById('app');
@@ -714,6 +775,7 @@
         p.leaked.bytes, 'Of leaked', details, 'everything was freed');
     });
     if (!data.places.length) add(add(app, el('section', 'card')), el('div', 'none', 'No memory was allocated in this trace.'));
+    renderAdvice(app);
     var sum = add(app, el('section', 'card'));
     var det = add(sum, el('details'));
     det.open = true;
