@@ -76,8 +76,6 @@ ProgramRun Advise(std::vector<std::string> args) {
   return RunGpumem(args);
 }
 
-std::string MiB(uint64_t mebibytes) { return std::to_string(mebibytes * kMiB); }
-
 // `gpumem advise --json` on `args`, parsed (an empty object, with a failure, when it is not JSON).
 Struct AdviseJson(std::vector<std::string> args, int expected_exit) {
   args.insert(args.begin(), "--json");
