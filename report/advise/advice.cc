@@ -87,18 +87,25 @@ void AddAllocatorRemedies(const AdviseTrace& trace, uint64_t limit, std::vector<
   }
 }
 
+// What to do, in the words of a PyTorch script, or of any program (a plain CUDA one).
+std::string LifetimeChangeText(RemedyKind kind, bool plain) {
+  if (kind == RemedyKind::kReleaseGrowing) {
+    return plain ? "free these allocations each iteration instead of keeping them"
+                 : "release these tensors each iteration: keep a number (.item()) or a CPU copy "
+                   "(.detach().cpu()) instead of the tensor, or empty what keeps them";
+  }
+  return plain ? "free it right after its last use"
+               : "free it after its last use: `del` it, or compute it under torch.no_grad() when "
+                 "no gradient flows back through it";
+}
+
 Remedy LifetimeRemedy(const AdviseTrace& trace, const LifetimeChange& change, RemedyKind kind,
                       uint64_t limit) {
   const Modelled modelled =
       Model(Applied(trace.tensors, change), trace.allocator.kind, trace.allocator.config, limit);
   Remedy remedy;
   remedy.kind = kind;
-  remedy.change =
-      kind == RemedyKind::kReleaseGrowing
-          ? "release these tensors each iteration: keep a number (.item()) or a CPU copy "
-            "(.detach().cpu()) instead of the tensor, or empty what keeps them"
-          : "free it after its last use: `del` it, or compute it under torch.no_grad() when no "
-            "gradient flows back through it";
+  remedy.change = LifetimeChangeText(kind, trace.mode == SummaryMode::kPlain);
   remedy.allocator = trace.allocator.kind;
   remedy.peak = modelled.peak;
   remedy.fits = modelled.fits;

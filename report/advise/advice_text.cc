@@ -88,6 +88,15 @@ void AppendBatch(const Advice& advice, std::string* out) {
   }
 }
 
+// A size as --device-memory takes it back: "8GiB", "60MiB", or bytes.
+std::string SizeArgument(uint64_t bytes) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  if (bytes != 0 && bytes % kGiB == 0) return absl::StrCat(bytes / kGiB, "GiB");
+  if (bytes != 0 && bytes % kMiB == 0) return absl::StrCat(bytes / kMiB, "MiB");
+  return absl::StrCat(bytes);
+}
+
 void AppendSecondRecording(const Advice& advice, std::string* out) {
   absl::StrAppend(out,
                   "\nwith a second recording of the same script at another batch size, advise also "
@@ -100,7 +109,7 @@ void AppendSecondRecording(const Advice& advice, std::string* out) {
                     "  gpumem record --tensors -o second.trace -- <the same command, another batch "
                     "size>\n");
   }
-  absl::StrAppend(out, "  gpumem advise --device-memory ", FormatBytes(advice.device_memory), " ",
+  absl::StrAppend(out, "  gpumem advise --device-memory ", SizeArgument(advice.device_memory), " ",
                   Printable(advice.paths.front()), " second.trace\n");
 }
 
@@ -119,7 +128,8 @@ std::string AdviceText(const Advice& advice, AdviseTrace& first) {
   }
   if (advice.batch) AppendBatch(advice, &out);
   if (advice.paths.size() == 1) AppendSecondRecording(advice, &out);
-  for (const std::string& note : advice.notes) absl::StrAppend(&out, "\nnote: ", note, "\n");
+  if (!advice.notes.empty()) absl::StrAppend(&out, "\n");
+  for (const std::string& note : advice.notes) absl::StrAppend(&out, "note: ", note, "\n");
   return out;
 }
 

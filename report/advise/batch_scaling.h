@@ -3,6 +3,16 @@
 // the same occurrence within its iteration), its size fitted as constant + per-sample, the tensor
 // stream synthesized at any batch and replayed through an allocator model to find the largest batch
 // that fits, and the gradient-accumulation steps that keep the first run's effective batch.
+//
+// The rules:
+// - A tensor's identity across the two runs is (allocation point, iteration, occurrence): the
+//   occurrence counts the tensors of the same allocation point allocated before it in the same
+//   iteration. A tensor of an iteration the other run does not have, or one past the other run's
+//   count, has no counterpart; it keeps its size at every batch (per_sample 0).
+// - A matched size is the straight line through its two sizes; lifetimes (allocated_at, freed_at,
+//   last_use_at), stream, device and stack id are the first run's at every batch.
+// - The search assumes that a batch that fits means every smaller one fits: it doubles from 1 to
+//   find a batch that does not fit, then halves the interval; peaks are reserved peaks.
 #ifndef GPUMEM_REPORT_ADVISE_BATCH_SCALING_H_
 #define GPUMEM_REPORT_ADVISE_BATCH_SCALING_H_
 
@@ -39,12 +49,14 @@ struct BatchModel {
   size_t matched = 0;                   // tensors matched to the second trace
 };
 
-// Matches the two traces' tensors and fits each matched size. Fails when the batch sizes are
-// equal or not positive, or when no tensor matches (not the same script).
+// Matches the two traces' tensors and fits each matched size: per_sample = (size1 - size2) /
+// (batch1 - batch2), constant = size1 - per_sample x batch1. Fails when the batch sizes are equal
+// or not positive, when a trace's keys or iterations are not one per tensor, or when no tensor
+// matches (not the same script).
 absl::StatusOr<BatchModel> FitBatchModel(const BatchTrace& first, const BatchTrace& second);
 
-// The first trace's tensors at `batch` (sizes rounded to the byte; a size that would fall to 0 or
-// below leaves the tensor out, as size 0).
+// The first trace's tensors at `batch`: llround(constant + per_sample x batch); a size that would
+// fall to 0 or below leaves the tensor out, as size 0 (ReplayTensors skips it).
 std::vector<ReplayedTensor> TensorsAtBatch(const BatchModel& model, int64_t batch);
 
 struct LargestBatch {
@@ -68,15 +80,21 @@ struct Accumulation {
 // The fewest steps k with effective_batch % k == 0 and effective_batch / k <= largest.
 Accumulation AccumulationFor(int64_t effective_batch, int64_t largest);
 
-// The batch sizes of two recordings of one script, from their command lines: the one argument that
-// is an integer in both and differs (as "--batch 16", "--batch=16", "batch_size=16" or a bare
-// "16"). Fails, saying so, when none or several differ.
+// The batch sizes of two recordings of one script, from their command lines, compared argument by
+// argument: the one position where both hold a positive integer ("16" as in "--batch 16", or
+// "NAME=16" with the same NAME in both, as "--batch=16" or "batch_size=16") and the two differ.
+// Positions that differ otherwise (a log file's name) are not the batch and are passed over.
+// Fails, telling the user to pass --batch-sizes A,B, when the lines differ in length or when no
+// such position or several are found.
 absl::StatusOr<std::pair<int64_t, int64_t>> BatchSizesFromCommandLines(
     const std::vector<std::string>& first, const std::vector<std::string>& second);
 
 // The command that records a second run at another batch size, for a user who gave one trace:
-// `first` with its batch argument (an option whose name contains "batch", or "batch_size=N")
-// halved (doubled when 1); nullopt when no argument says the batch.
+// "gpumem record --tensors -o second.trace -- " and `command_line` with its batch argument halved
+// (doubled when 1), each argument a shell word (ShellWord, report/format/printable.h). The batch
+// argument is the first of: an option ("-..." without '=') whose name contains "batch" in any case,
+// followed by a positive integer ("--batch-size 16"), or NAME=N with NAME containing "batch"
+// ("--batch=16", "--per_device_train_batch_size=16", "batch_size=16"). nullopt when there is none.
 std::optional<std::string> SecondRecordingCommand(const std::vector<std::string>& command_line);
 
 }  // namespace gpumem::report

@@ -13,6 +13,11 @@ namespace {
 // its counterpart in another iteration (iteration + 1) or another run.
 using Occurrence = std::tuple<uint64_t, uint32_t, uint32_t>;
 
+// Memory a library holds (a cuBLAS workspace, NCCL's buffers) is not the script's to free.
+bool UsersOwn(AdviseTrace& trace, const ReplayedTensor& tensor) {
+  return trace.sites().HolderOf(tensor.stack_id) == nullptr;
+}
+
 std::vector<Occurrence> OccurrencesOf(AdviseTrace& trace) {
   std::vector<Occurrence> occurrences(trace.tensors.size());
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> seen;
@@ -34,7 +39,10 @@ LifetimeChange ReleaseEachIteration(AdviseTrace& trace, const GrowingSite& site,
   if (!site.holders.empty()) change.holder_stack_id = site.holders.front().stack_id;
   for (size_t i = 0; i < trace.tensors.size(); ++i) {
     const ReplayedTensor& tensor = trace.tensors[i];
-    if (tensor.device != site.place || trace.sites().Of(tensor.stack_id) != site.stack_id) continue;
+    if (tensor.device != site.place || trace.sites().Of(tensor.stack_id) != site.stack_id ||
+        !UsersOwn(trace, tensor)) {
+      continue;
+    }
     const auto& [point, iteration, occurrence] = occurrences[i];
     if (iteration == 0) continue;  // before the loop
     const auto next = by_occurrence.find({point, iteration + 1, occurrence});
@@ -73,20 +81,33 @@ std::vector<LifetimeChange> FreeIdleAtPeak(AdviseTrace& trace, int32_t device, u
   std::vector<LifetimeChange> changes;
   if (trace.launches == 0) return changes;
   absl::flat_hash_map<uint64_t, size_t> by_site;  // index in changes
+  // Per change, its bytes by stack: the site is shown by its largest stack, as reports show one.
+  std::vector<absl::flat_hash_map<uint64_t, uint64_t>> stack_bytes;
   for (size_t i = 0; i < trace.tensors.size(); ++i) {
     const ReplayedTensor& tensor = trace.tensors[i];
     const bool live = tensor.allocated_at <= peak_at && peak_at < tensor.freed_at;
-    if (tensor.device != device || !live || tensor.last_use_at > peak_at) continue;
-    const uint64_t site = trace.sites().Of(tensor.stack_id);
-    auto [it, added] = by_site.try_emplace(site, changes.size());
+    if (tensor.device != device || !live || tensor.last_use_at > peak_at ||
+        !UsersOwn(trace, tensor)) {
+      continue;
+    }
+    auto [it, added] = by_site.try_emplace(trace.sites().Of(tensor.stack_id), changes.size());
     if (added) {
-      changes.emplace_back();
-      changes.back().device = device;
-      changes.back().site = site;
+      changes.emplace_back().device = device;
+      stack_bytes.emplace_back();
     }
     LifetimeChange& change = changes[it->second];
     change.bytes += tensor.size;
     change.frees.emplace_back(i, std::max(tensor.last_use_at, tensor.allocated_at + 1));
+    stack_bytes[it->second][tensor.stack_id] += tensor.size;
+  }
+  for (size_t i = 0; i < changes.size(); ++i) {
+    uint64_t largest = 0;
+    for (const auto& [stack_id, bytes] : stack_bytes[i]) {
+      if (bytes > largest || (bytes == largest && stack_id < changes[i].site)) {
+        largest = bytes;
+        changes[i].site = stack_id;
+      }
+    }
   }
   std::stable_sort(
       changes.begin(), changes.end(),

@@ -3,7 +3,8 @@
 //   variable that held each one rebound by the next iteration);
 // - tensors held at the peak that no later launch received, freed just after their last use (a
 //   `del`, or no autograd graph kept: `torch.no_grad()`).
-// Each change is a list of new free positions for some tensors; applied to a copy of the tensors
+// Memory a library holds (report/stacks/memory_holders.h) is left as it is. Each change is a list
+// of new free positions for some tensors; applied to a copy of the tensors
 // and replayed, it gives the peak the change would leave.
 #ifndef GPUMEM_REPORT_ADVISE_LIFETIME_REMEDIES_H_
 #define GPUMEM_REPORT_ADVISE_LIFETIME_REMEDIES_H_
@@ -20,7 +21,9 @@ namespace gpumem::report {
 
 struct LifetimeChange {
   int32_t device = 0;
-  uint64_t site = 0;             // the call site (CallSites::Of) whose tensors it frees earlier
+  // A stack of the call site (CallSites::Of) whose tensors it frees earlier: growth's, or the
+  // stack of the site that holds the most of them.
+  uint64_t site = 0;
   uint64_t holder_stack_id = 0;  // a growing site: where Python kept them (0: not known)
   uint64_t bytes = 0;            // growth per iteration; bytes held idle at the peak
   std::vector<std::pair<size_t, uint64_t>> frees;  // (tensor index, new freed_at)

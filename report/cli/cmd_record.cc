@@ -595,17 +595,6 @@ std::optional<std::string> Summarize(const std::vector<std::string>& paths, Summ
   return several ? ProcessesSummaryText(std::move(briefs), timelines) : text;
 }
 
-// `path` as one shell word: quoted unless it is made of characters a shell leaves alone.
-std::string ShellWord(const std::string& path) {
-  const bool plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
-    return absl::ascii_isalnum(c) || std::strchr("_-./+:=@%,", c) != nullptr;
-  });
-  if (plain) return path;
-  std::string quoted = "'";
-  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // The summary on stderr, then the commands that show more: of the traces the recorder wrote, or
 // nothing when there are none.
 void PrintSummary(const std::vector<WrittenTrace>& traces, const OutputPlan& plan) {

@@ -1,7 +1,10 @@
 #include "report/format/printable.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 
 namespace gpumem::report {
@@ -125,6 +128,16 @@ std::string Printable(absl::string_view bytes) {
   std::string out;
   AppendEscaped(bytes, TextEscape::kText, &out);
   return out;
+}
+
+std::string ShellWord(absl::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return absl::ascii_isalnum(c) || std::strchr("_-./+:=@%,", c) != nullptr;
+  });
+  if (plain) return std::string(word);
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 }  // namespace gpumem::report

@@ -34,6 +34,11 @@ void AppendEscaped(absl::string_view bytes, TextEscape style, std::string* out);
 // `bytes` escaped for text output (TextEscape::kText).
 std::string Printable(absl::string_view bytes);
 
+// `word` as one POSIX shell word: as it is when made only of characters a shell leaves alone
+// ([A-Za-z0-9_./=:,+@%-]), else in single quotes (a quote inside as '\''), so a command gpumem
+// prints can be pasted back.
+std::string ShellWord(absl::string_view word);
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_FORMAT_PRINTABLE_H_

@@ -11,9 +11,12 @@
 
 namespace gpumem::report {
 
+const MemoryHolder* CallSites::HolderOf(uint64_t stack_id) {
+  return FindMemoryHolder(Frames(stack_id), stream_ordered_.contains(stack_id));
+}
+
 SiteLabel CallSites::LabelOf(uint64_t stack_id) {
-  const std::vector<Frame>& frames = Frames(stack_id);
-  return report::LabelOf(frames, FindMemoryHolder(frames, stream_ordered_.contains(stack_id)));
+  return report::LabelOf(Frames(stack_id), HolderOf(stack_id));
 }
 
 std::vector<std::string> CallSites::Lines(uint64_t stack_id) {

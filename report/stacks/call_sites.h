@@ -91,6 +91,9 @@ class CallSites {
   void SetStreamOrderedStacks(absl::flat_hash_set<uint64_t> stacks) {
     stream_ordered_ = std::move(stacks);
   }
+  // The library or allocator that holds a stack's memory (FindMemoryHolder), nullptr when the
+  // program's own code does.
+  const MemoryHolder* HolderOf(uint64_t stack_id);
   // The label of a stack (its holder found as FindMemoryHolder does).
   SiteLabel LabelOf(uint64_t stack_id);
   // The line that names the call site (SiteLabel::first_line: the user's line), as printed.

@@ -85,12 +85,13 @@ def run_steps(train_step, steps, script):
     return {"oom": False}
 
 
-def train_main(make_training, script, context=None):
+def train_main(make_training, script, context=None, **shape):
     """The command line of the training samples: [STEPS] (default 10) [--memory-limit BYTES];
-    runs the steps (inside `context`, if given) and prints the JSON line. Returns the exit code."""
+    runs the steps (inside `context`, if given) and prints the JSON line, with the run's `shape`
+    (its batch size, ...). Returns the exit code."""
     steps = steps_argument(sys.argv, 10)
     limit = apply_memory_limit(sys.argv)
     with context if context is not None else contextlib.nullcontext():
         outcome = run_steps(make_training(torch.device("cuda")), steps, script)
-    print(memory_report(steps=steps, memory_limit=limit, **outcome))
+    print(memory_report(steps=steps, memory_limit=limit, **shape, **outcome))
     return 0

@@ -1,6 +1,7 @@
 """train_cnn: a small deterministic convolutional network trained on random images.
 
-Usage: python3 train_cnn.py [STEPS] [--memory-limit BYTES]   (default 10; needs a CUDA device)
+Usage: python3 train_cnn.py [STEPS] [--batch N] [--memory-limit BYTES]
+       (default 10 steps of batch 32; needs a CUDA device)
 
 Fixed seed, fixed shapes, cuDNN in deterministic mode without autotuning, so two runs ask for the
 same tensors (cuDNN may still pick workspaces by free memory: compare the runs' figures before
@@ -13,13 +14,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from harness import train_main
+from harness import option, train_main
 
 BATCH = 32
 CLASSES = 10
 
 
-def make_training(device):
+def make_training(device, batch=BATCH):
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.manual_seed(0)
@@ -34,8 +35,8 @@ def make_training(device):
 
     def train_step(step):
         generator = torch.Generator().manual_seed(step)
-        x = torch.randn(BATCH, 3, 64, 64, generator=generator).to(device)
-        y = torch.randint(0, CLASSES, (BATCH,), generator=generator).to(device)
+        x = torch.randn(batch, 3, 64, 64, generator=generator).to(device)
+        y = torch.randint(0, CLASSES, (batch,), generator=generator).to(device)
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)  # line: forward
         loss.backward()
@@ -44,5 +45,10 @@ def make_training(device):
     return train_step
 
 
+def main():
+    batch = option(sys.argv, "--batch", BATCH, int)
+    return train_main(lambda device: make_training(device, batch), __file__, batch=batch)
+
+
 if __name__ == "__main__":
-    sys.exit(train_main(make_training, __file__))
+    sys.exit(main())

@@ -1,7 +1,8 @@
 """train_transformer: a small deterministic transformer encoder trained as a language model on
 random tokens.
 
-Usage: python3 train_transformer.py [STEPS] [--memory-limit BYTES]   (default 10; CUDA device)
+Usage: python3 train_transformer.py [STEPS] [--batch N] [--sequence N] [--memory-limit BYTES]
+       (default 10 steps of batch 16, sequences of 128 tokens; needs a CUDA device)
 
 Fixed seed and shapes, AdamW (its state appears at the first step), math attention kernels: two
 runs ask for the same tensors. The last line of output is one JSON object with PyTorch's own
@@ -13,7 +14,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from harness import train_main
+from harness import option, train_main
 
 VOCAB = 4096
 MODEL = 256
@@ -23,7 +24,7 @@ BATCH = 16
 SEQUENCE = 128
 
 
-def make_training(device):
+def make_training(device, batch=BATCH, sequence=SEQUENCE):
     torch.manual_seed(0)
     embedding = torch.nn.Embedding(VOCAB, MODEL).to(device)
     layer = torch.nn.TransformerEncoderLayer(MODEL, HEADS, dim_feedforward=4 * MODEL, dropout=0.0,
@@ -32,11 +33,11 @@ def make_training(device):
     head = torch.nn.Linear(MODEL, VOCAB).to(device)
     params = list(embedding.parameters()) + list(encoder.parameters()) + list(head.parameters())
     optimizer = torch.optim.AdamW(params, lr=1e-3)
-    mask = torch.nn.Transformer.generate_square_subsequent_mask(SEQUENCE, device=device)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(sequence, device=device)
 
     def train_step(step):
         generator = torch.Generator().manual_seed(step)
-        tokens = torch.randint(0, VOCAB, (BATCH, SEQUENCE + 1), generator=generator).to(device)
+        tokens = torch.randint(0, VOCAB, (batch, sequence + 1), generator=generator).to(device)
         optimizer.zero_grad(set_to_none=True)
         hidden = encoder(embedding(tokens[:, :-1]), mask=mask, is_causal=True)
         loss = F.cross_entropy(head(hidden).reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
@@ -46,6 +47,13 @@ def make_training(device):
     return train_step
 
 
-if __name__ == "__main__":
+def main():
+    batch = option(sys.argv, "--batch", BATCH, int)
+    sequence = option(sys.argv, "--sequence", SEQUENCE, int)
     math_attention = torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)
-    sys.exit(train_main(make_training, __file__, math_attention))
+    return train_main(lambda device: make_training(device, batch, sequence), __file__,
+                      math_attention, batch=batch, sequence=sequence)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

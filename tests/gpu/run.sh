@@ -12,6 +12,10 @@
 #                                     record)
 #   tests/gpu/run.sh small_stacks OUT_DIR   only CUDA on small stacks and in signal handlers,
 #                                     without and under gpumem (part of record)
+#   tests/gpu/run.sh advise OUT_DIR   only the runs `gpumem advise` is checked against: the
+#                                     largest batch under a cap by real runs, recordings at two
+#                                     other batch sizes, the remedy samples unfixed and fixed
+#                                     (tests/gpu/advise.sh; part of record) into OUT_DIR/advise
 #   tests/gpu/run.sh compat OUT_DIR   the compatibility matrix (tests/gpu/compat.sh), recorded and
 #                                     checked: apart from `record`, so each fits in one device
 #                                     command; `check` reads it from OUT_DIR/compat
@@ -33,6 +37,8 @@ cuda_libs=${CUDA_LIBS:-/usr/local/cuda/lib64}
 python=${PYTHON:-python3}
 # shellcheck source=tests/gpu/compat.sh
 source tests/gpu/compat.sh
+# shellcheck source=tests/gpu/advise.sh
+source tests/gpu/advise.sh
 
 have_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; }
 
@@ -100,6 +106,7 @@ record() {
   framework_ooms "$out"
   allocators "$out"
   exports "$out"
+  advise_record "$out"
 }
 
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c GPU; }
@@ -121,6 +128,21 @@ ddp() {
   echo "ddp: exit $(cat "$out/ddp/exit_code"), $(ls "$out/ddp" | grep -c '\.trace$') trace(s)"
 }
 
+# record_with_gpumem NAME OUT_DIR [OPTION...] -- COMMAND...: `gpumem record [OPTION...]` of
+# COMMAND under PyTorch's default allocator into OUT_DIR/NAME/ (NAME.trace, and the stdout, stderr
+# and exit_code of both: the program's output and gpumem's summary).
+record_with_gpumem() {
+  local name=$1 out=$2 options=()
+  shift 2
+  while [[ $1 != -- ]]; do options+=("$1"); shift; done
+  shift
+  rm -rf "${out:?}/$name" && mkdir -p "$out/$name"
+  PYTORCH_CUDA_ALLOC_CONF= gpumem_here record "${options[@]}" -o "$out/$name/$name.trace" -- \
+    env -u LD_LIBRARY_PATH "$@" >"$out/$name/stdout" 2>"$out/$name/stderr"
+  echo $? >"$out/$name/exit_code"
+  echo "$name: exit $(cat "$out/$name/exit_code")"
+}
+
 # PyTorch's out-of-memory error as gpumem's Python observer sees it: samples/pytorch/oom_capped.py
 # (a set_per_process_memory_fraction cap: no driver call fails) and samples/pytorch/oom.py (no cap:
 # the driver refuses), each in the three allocator modes (default, expandable segments,
@@ -134,12 +156,7 @@ framework_ooms() {
       $python samples/pytorch/$script.py
     record_one "${name}_expandable" "$out" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True -- \
       $python samples/pytorch/$script.py
-    rm -rf "${out:?}/${name}_tensors" && mkdir -p "$out/${name}_tensors"
-    PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors \
-      -o "$out/${name}_tensors/${name}_tensors.trace" -- env -u LD_LIBRARY_PATH \
-      $python samples/pytorch/$script.py >"$out/${name}_tensors/stdout" 2>"$out/${name}_tensors/stderr"
-    echo $? >"$out/${name}_tensors/exit_code"
-    echo "${name}_tensors: exit $(cat "$out/${name}_tensors/exit_code")"
+    record_with_gpumem "${name}_tensors" "$out" --tensors -- $python samples/pytorch/$script.py
   done
 }
 
@@ -205,15 +222,10 @@ exports() {
 # they fit in, and 2 MiB below it: the analyzer runs here, since the caps depend on its answer.
 gpumem_here() { LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$build/bin/gpumem" "$@"; }
 allocators() {
-  local out=$1 script name
+  local out=$1 script
   for script in train_mlp train_cnn train_transformer; do
-    name=alloc_${script}_tensors
-    rm -rf "${out:?}/$name" && mkdir -p "$out/$name"
-    PYTORCH_CUDA_ALLOC_CONF= gpumem_here record --tensors -o "$out/$name/$name.trace" -- \
-      env -u LD_LIBRARY_PATH $python samples/pytorch/$script.py 10 >"$out/$name/stdout" \
-      2>"$out/$name/stderr"
-    echo $? >"$out/$name/exit_code"
-    echo "$name: exit $(cat "$out/$name/exit_code")"
+    record_with_gpumem "alloc_${script}_tensors" "$out" --tensors -- \
+      $python samples/pytorch/$script.py 10
     record_one alloc_${script}_default "$out" PYTORCH_CUDA_ALLOC_CONF= -- \
       $python samples/pytorch/$script.py 10
   done
@@ -349,6 +361,8 @@ small_stacks() {
 counts() { "$build/bin/gpumem" dump --counts "$1"/*.trace; }
 count_of() { awk -v key="$2 $3" 'index($0, key " count=") == 1 {split($3, c, "="); print c[2]}' <<<"$1"; }
 json_field() { $python -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+# last_json_field FILE KEY: KEY of the JSON object on FILE's last line (the samples' memory report).
+last_json_field() { tail -1 "$1" | $python -c "import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])" "$2"; }
 
 # Each rank's trace without anomalies, NCCL's buffers labelled, and the combined report's table
 # with a row for each of ranks 0 and 1.
@@ -391,7 +405,7 @@ check() {
     [[ $(count_of "$c_expandable" alloc $api) -gt 0 ]] || fail "expandable segments: no $api recorded"
   done
   local torch_allocs=$(json_field "$out/torch_default/stdout" allocation.all.allocated 2>/dev/null ||
-                       tail -1 "$out/torch_default/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['allocation.all.allocated'])")
+                       last_json_field "$out/torch_default/stdout" allocation.all.allocated)
   local async_allocs=$(count_of "$c_async" alloc cudaMallocAsync)
   echo "-- cudaMallocAsync mode: $async_allocs allocation events; PyTorch's default-allocator count (allocation.all.allocated): $torch_allocs"
   [[ -n $torch_allocs && $async_allocs == "$torch_allocs" ]] || fail "allocation events ($async_allocs) != PyTorch's count ($torch_allocs)"
@@ -399,7 +413,7 @@ check() {
   # max_memory_reserved() (under cudaMallocAsync, the pool's reserved high-water mark).
   local pool_reserved=$("$build/bin/gpumem" dump "$out"/torch_async/*.trace |
     awk '/pool_usage/ {for (i = 1; i <= NF; i++) if ($i ~ /^reserved=/) {split($i, r, "="); if (r[2] > m) m = r[2]}} END {print m + 0}')
-  local torch_reserved=$(tail -1 "$out/torch_async/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['max_memory_reserved'])")
+  local torch_reserved=$(last_json_field "$out/torch_async/stdout" max_memory_reserved)
   echo "-- cudaMallocAsync mode: pool reserved at most $pool_reserved bytes (pool attributes); PyTorch's max_memory_reserved: $torch_reserved"
   [[ $pool_reserved == "$torch_reserved" ]] || fail "pool reserved ($pool_reserved) != PyTorch's max_memory_reserved ($torch_reserved)"
 
@@ -411,15 +425,15 @@ check() {
   echo "== PyTorch: launch events per step against torch.profiler's kernel count"
   launches() { counts "$1" | awk '/^launch / {for (i = 1; i <= NF; ++i) if ($i ~ /^count=/) {split($i, c, "="); n += c[2]}} END {print n + 0}'; }
   local l5=$(launches "$out/torch_launches_5") l15=$(launches "$out/torch_launches_15")
-  local reference=$(tail -1 "$out/profiler_reference.json" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
-  local profiled=$(tail -1 "$out/torch_profiled/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  local reference=$(last_json_field "$out/profiler_reference.json" profiler_kernels)
+  local profiled=$(last_json_field "$out/torch_profiled/stdout" profiler_kernels)
   echo "-- gpumem: $l5 launches in 5 steps, $l15 in 15: $((l15 - l5)) in steps 5..14; torch.profiler: $reference kernels in steps 5..14 ($profiled with gpumem recording)"
   [[ $((l15 - l5)) == "$reference" ]] || fail "launch events of steps 5..14 ($((l15 - l5))) != torch.profiler's kernels ($reference)"
   [[ $profiled == "$reference" ]] || fail "torch.profiler saw $profiled kernels under gpumem, $reference without"
   echo "-- the profiled run under gpumem: $("$build/bin/gpumem" dump "$out/torch_profiled"/*.trace | grep -m1 ' cupti ' | cut -d' ' -f2-)"
   echo "   $(launches "$out/torch_profiled") launch events recorded"
-  local late_reference=$(tail -1 "$out/profiler_late_reference.json" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
-  local late=$(tail -1 "$out/torch_profiled_late/stdout" | $python -c "import json,sys; print(json.loads(sys.stdin.read())['profiler_kernels'])")
+  local late_reference=$(last_json_field "$out/profiler_late_reference.json" profiler_kernels)
+  local late=$(last_json_field "$out/torch_profiled_late/stdout" profiler_kernels)
   local late_status=$("$build/bin/gpumem" dump "$out/torch_profiled_late"/*.trace | grep ' cupti ' | tail -1)
   echo "-- torch.profiler started at step 40, after gpumem detached CUPTI: $late kernels in steps 40..49 under gpumem, $late_reference without"
   echo "   last status: ...${late_status: -160}"
@@ -504,6 +518,13 @@ check() {
     fail "capture_rules: this driver's rules differ from tests/fake_cuda/capture_rules.expected"
   fi
 
+  echo "== gpumem advise against real runs: the largest batch under a cap, and remedies' savings"
+  if [[ -d $out/advise ]]; then
+    $python tests/gpu/check_advise.py "$out" "$build/bin/gpumem" || fail "gpumem advise"
+  else
+    echo "   skipped: $out/advise not recorded (tests/gpu/run.sh advise OUT_DIR)"
+  fi
+
   if [[ -d $out/compat ]]; then
     compat_check "$out" || fail "compatibility matrix: a job ran differently under gpumem"
   else
@@ -527,6 +548,7 @@ case ${1:-all} in
   small_stacks) small_stacks "$2" ;;
   speed) speed "$2" ;;
   bundled) bundled "$2" ;;
+  advise) advise_record "$2" ;;
   compat)
     have_gpu || { echo "no NVIDIA GPU here: GPU checks skipped"; exit 77; }
     compat_record "$2"
@@ -537,5 +559,5 @@ case ${1:-all} in
     out=$(mktemp -d)
     record "$out" && compat_record "$out" && bench "$out" && check "$out"
     ;;
-  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR | compat OUT_DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR | compat OUT_DIR | advise OUT_DIR]" >&2; exit 2 ;;
 esac

@@ -496,5 +496,32 @@ TEST(JsonSchemaTest, WhatifOutputValidates) {
   EXPECT_EQ(ValidateAgainst("report/whatif.schema.json", {broken}).exit_code, 1);
 }
 
+// `gpumem advise --json` on the bundled tensor-level H100 trace, fitting and not (its remedies with
+// their call sites), and a plain CUDA program; and a document with a field the schema does not
+// name, which it must reject.
+TEST(JsonSchemaTest, AdviseOutputValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
+  const std::string plain = SourcePath("samples/traces/leak_loop-h200.trace");
+  std::vector<std::string> documents;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--device-memory", "8GiB", async},
+        std::vector<std::string>{"--device-memory", "60MiB", async},
+        std::vector<std::string>{"--device-memory", "8GiB", plain}}) {
+    std::vector<std::string> argv = {BuildPath("bin/gpumem"), "advise", "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+    ASSERT_LE(run.exit_code, 1) << run.err;
+    ExpectOneLine(run, args[1]);
+    documents.push_back(run.out);
+  }
+  EXPECT_NE(documents[1].find("\"kind\":\"free_after_last_use\""), std::string::npos);
+  const ProgramRun run = ValidateAgainst("report/advise.schema.json", documents);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string broken = documents[1];
+  broken.insert(broken.find("\"fits\""), "\"surprise\":1,");
+  EXPECT_EQ(ValidateAgainst("report/advise.schema.json", {broken}).exit_code, 1);
+}
+
 }  // namespace
 }  // namespace gpumem

@@ -65,5 +65,14 @@ TEST(Printable, Utf8OnlyReplacesWhatIsNotUtf8) {
   EXPECT_EQ(Escaped("a\xff\n\"\\", TextEscape::kUtf8), "a\\xff\n\"\\");
 }
 
+TEST(ShellWord, QuotesOnlyWhatTheShellWouldChange) {
+  EXPECT_EQ(ShellWord("run/b16.trace"), "run/b16.trace");
+  EXPECT_EQ(ShellWord("--lr=1e-3,x+y:z@a%b"), "--lr=1e-3,x+y:z@a%b");
+  EXPECT_EQ(ShellWord("my run.trace"), "'my run.trace'");
+  EXPECT_EQ(ShellWord("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellWord("$HOME"), "'$HOME'");
+  EXPECT_EQ(ShellWord(""), "''");
+}
+
 }  // namespace
 }  // namespace gpumem::report
