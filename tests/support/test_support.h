@@ -57,16 +57,19 @@ class TempDir {
   std::string path_;
 };
 
-// A test program's `# line: NAME` markers: NAME -> line number, so that a test names the lines
-// it expects by marker and an edit of the program needs no edit of the test.
+// A test program's `# line: NAME` (Python) or `// line: NAME` (C++) markers after code: NAME ->
+// line number, so that a test names the lines it expects by marker and an edit of the program
+// needs no edit of the test.
 inline std::map<std::string, uint32_t> MarkedLines(const std::string& path) {
   std::map<std::string, uint32_t> markers;
   std::ifstream in(path);
   uint32_t number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
-    const size_t at = line.find("# line: ");
-    if (at != std::string::npos && at > 0) markers[line.substr(at + 8)] = number;
+    for (const std::string marker : {"# line: ", "// line: "}) {
+      const size_t at = line.find(marker);
+      if (at != std::string::npos && at > 0) markers[line.substr(at + marker.size())] = number;
+    }
   }
   return markers;
 }

@@ -496,6 +496,16 @@ TEST(JsonSchemaTest, WhatifOutputValidates) {
   EXPECT_EQ(ValidateAgainst("report/whatif.schema.json", {broken}).exit_code, 1);
 }
 
+// `gpumem advise --json` with `args`: one JSON object on one line, exit 0 or 1.
+std::string AdviseJson(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem"), "advise", "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+  EXPECT_LE(run.exit_code, 1) << run.err;
+  ExpectOneLine(run, args.back());
+  return run.out;
+}
+
 // `gpumem advise --json` on the bundled tensor-level H100 trace, fitting and not (its remedies with
 // their call sites), and a plain CUDA program; and a document with a field the schema does not
 // name, which it must reject.
@@ -508,12 +518,7 @@ TEST(JsonSchemaTest, AdviseOutputValidates) {
        {std::vector<std::string>{"--device-memory", "8GiB", async},
         std::vector<std::string>{"--device-memory", "60MiB", async},
         std::vector<std::string>{"--device-memory", "8GiB", plain}}) {
-    std::vector<std::string> argv = {BuildPath("bin/gpumem"), "advise", "--json"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-    ASSERT_LE(run.exit_code, 1) << run.err;
-    ExpectOneLine(run, args[1]);
-    documents.push_back(run.out);
+    documents.push_back(AdviseJson(args));
   }
   EXPECT_NE(documents[1].find("\"kind\":\"free_after_last_use\""), std::string::npos);
   const ProgramRun run = ValidateAgainst("report/advise.schema.json", documents);
@@ -521,6 +526,32 @@ TEST(JsonSchemaTest, AdviseOutputValidates) {
   std::string broken = documents[1];
   broken.insert(broken.find("\"fits\""), "\"surprise\":1,");
   EXPECT_EQ(ValidateAgainst("report/advise.schema.json", {broken}).exit_code, 1);
+}
+
+// `gpumem advise --json` on a training loop in plain CUDA recorded under the fake CUDA
+// (tests/integration/programs/advise_program.cc): one trace (remedies at the program's lines, the
+// command of a second recording), and two at batch sizes 16 and 8 under a limit that 16 does not
+// fit (the batch section, the batch remedy).
+TEST(JsonSchemaTest, AdviseOfTwoBatchSizesValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  TempDir dir;
+  std::vector<std::string> traces;
+  for (const std::string batch : {"16", "8"}) {
+    traces.push_back(dir.File("b" + batch + ".trace"));
+    const ProgramRun run =
+        RunProgram({BuildPath("tests/programs/advise_program"), "--batch", batch},
+                   RecordingEnvironment(traces.back()));
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  }
+  const std::vector<std::string> documents = {
+      AdviseJson({"--device-memory", "1GiB", traces[0]}),
+      AdviseJson({"--device-memory", "81MiB", traces[0], traces[1]})};
+  EXPECT_NE(documents[0].find("\"kind\":\"release_growing\""), std::string::npos);
+  EXPECT_NE(documents[0].find("\"second_trace\":{\"command\":\"gpumem record"), std::string::npos);
+  EXPECT_NE(documents[1].find("\"kind\":\"batch\""), std::string::npos);
+  EXPECT_NE(documents[1].find("\"batch\":{\"sizes\":[16,8]"), std::string::npos);
+  const ProgramRun run = ValidateAgainst("report/advise.schema.json", documents);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
 }
 
 }  // namespace
