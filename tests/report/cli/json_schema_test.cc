@@ -469,11 +469,20 @@ TEST(JsonSchemaTest, BrokenDocumentsAreRejected) {
   EXPECT_NE(run.out.find("'summary' is a required property"), std::string::npos) << run.out;
 }
 
-// `gpumem whatif --json` on the bundled H100 traces: every allocator fitting, every allocator out
-// of memory (the OOM objects with their frames and sites), and a plain CUDA program (async only);
-// and a document with a field the schema does not name, which it must reject.
-TEST(JsonSchemaTest, WhatifOutputValidates) {
-  SKIP_WITHOUT_JSONSCHEMA();
+// `gpumem COMMAND --json` with `args` (whatif, advise): one JSON object on one line, exit 0 or 1.
+std::string CommandJson(const std::string& command, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BuildPath("bin/gpumem"), command, "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
+  EXPECT_LE(run.exit_code, 1) << run.err;
+  ExpectOneLine(run, args.back());
+  return run.out;
+}
+std::string AdviseJson(const std::vector<std::string>& args) { return CommandJson("advise", args); }
+
+// COMMAND's JSON on the bundled tensor-level H100 trace with 8 GiB and with 60 MiB (which no model
+// fits), and on a plain CUDA program with 8 GiB.
+std::vector<std::string> TensorAndPlainDocuments(const std::string& command) {
   const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
   const std::string plain = SourcePath("samples/traces/leak_loop-h200.trace");
   std::vector<std::string> documents;
@@ -481,13 +490,17 @@ TEST(JsonSchemaTest, WhatifOutputValidates) {
        {std::vector<std::string>{"--device-memory", "8GiB", async},
         std::vector<std::string>{"--device-memory", "60MiB", async},
         std::vector<std::string>{"--device-memory", "8GiB", plain}}) {
-    std::vector<std::string> argv = {BuildPath("bin/gpumem"), "whatif", "--json"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-    ASSERT_LE(run.exit_code, 1) << run.err;
-    ExpectOneLine(run, args[1]);
-    documents.push_back(run.out);
+    documents.push_back(CommandJson(command, args));
   }
+  return documents;
+}
+
+// `gpumem whatif --json` on the bundled H100 traces: every allocator fitting, every allocator out
+// of memory (the OOM objects with their frames and sites), and a plain CUDA program (async only);
+// and a document with a field the schema does not name, which it must reject.
+TEST(JsonSchemaTest, WhatifOutputValidates) {
+  SKIP_WITHOUT_JSONSCHEMA();
+  const std::vector<std::string> documents = TensorAndPlainDocuments("whatif");
   EXPECT_NE(documents[1].find("\"oom\":{"), std::string::npos);
   const ProgramRun run = ValidateAgainst("report/whatif.schema.json", documents);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -496,30 +509,12 @@ TEST(JsonSchemaTest, WhatifOutputValidates) {
   EXPECT_EQ(ValidateAgainst("report/whatif.schema.json", {broken}).exit_code, 1);
 }
 
-// `gpumem advise --json` with `args`: one JSON object on one line, exit 0 or 1.
-std::string AdviseJson(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BuildPath("bin/gpumem"), "advise", "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const ProgramRun run = RunProgram(argv, {{"GPUMEM_SYMBOL_PATH", ""}});
-  EXPECT_LE(run.exit_code, 1) << run.err;
-  ExpectOneLine(run, args.back());
-  return run.out;
-}
-
 // `gpumem advise --json` on the bundled tensor-level H100 trace, fitting and not (its remedies with
 // their call sites), and a plain CUDA program; and a document with a field the schema does not
 // name, which it must reject.
 TEST(JsonSchemaTest, AdviseOutputValidates) {
   SKIP_WITHOUT_JSONSCHEMA();
-  const std::string async = SourcePath("samples/traces/train_mlp-async-h100.trace");
-  const std::string plain = SourcePath("samples/traces/leak_loop-h200.trace");
-  std::vector<std::string> documents;
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--device-memory", "8GiB", async},
-        std::vector<std::string>{"--device-memory", "60MiB", async},
-        std::vector<std::string>{"--device-memory", "8GiB", plain}}) {
-    documents.push_back(AdviseJson(args));
-  }
+  const std::vector<std::string> documents = TensorAndPlainDocuments("advise");
   EXPECT_NE(documents[1].find("\"kind\":\"free_after_last_use\""), std::string::npos);
   const ProgramRun run = ValidateAgainst("report/advise.schema.json", documents);
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
