@@ -1,6 +1,7 @@
 #include "report/advise/advice.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,9 +40,12 @@ Modelled Model(const std::vector<ReplayedTensor>& tensors, AllocatorKind kind,
   return modelled;
 }
 
+// max_split_size_mb not set (NativeAllocatorConfig's default).
+constexpr uint64_t kNoMaxSplit = std::numeric_limits<uint64_t>::max();
+
 struct Setting {
   AllocatorKind kind = AllocatorKind::kNative;
-  uint64_t max_split_size = kUnlimitedDeviceMemory;
+  uint64_t max_split_size = kNoMaxSplit;
   std::string change;
 };
 
@@ -51,7 +55,7 @@ std::vector<Setting> SettingsToTry(const AdviseTrace& trace) {
   if (trace.mode == SummaryMode::kPlain) return settings;  // PyTorch's allocators do not apply
   const RunAllocator& run = trace.allocator;
   if (run.kind != AllocatorKind::kExpandable) {
-    settings.push_back({AllocatorKind::kExpandable, kUnlimitedDeviceMemory,
+    settings.push_back({AllocatorKind::kExpandable, kNoMaxSplit,
                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
   }
   if (run.kind == AllocatorKind::kNative) {
@@ -62,11 +66,11 @@ std::vector<Setting> SettingsToTry(const AdviseTrace& trace) {
     }
   }
   if (run.kind != AllocatorKind::kAsync) {
-    settings.push_back({AllocatorKind::kAsync, kUnlimitedDeviceMemory,
-                        "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"});
+    settings.push_back(
+        {AllocatorKind::kAsync, kNoMaxSplit, "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"});
   }
   if (run.kind != AllocatorKind::kNative) {
-    settings.push_back({AllocatorKind::kNative, kUnlimitedDeviceMemory,
+    settings.push_back({AllocatorKind::kNative, kNoMaxSplit,
                         "PyTorch's default allocator (no expandable_segments, no backend in "
                         "PYTORCH_CUDA_ALLOC_CONF)"});
   }
