@@ -57,6 +57,14 @@ absl::string_view InnermostLibrary(const std::vector<Frame>& frames, size_t end)
   return "";
 }
 
+// The library in a via line: a tensor that PyTorch's allocator asked the driver for on its own
+// (the cudaMallocAsync backend: no segment holds it) reads as a tensor, not as the allocator's
+// module.
+std::string LibraryLabel(absl::string_view library) {
+  if (absl::StartsWith(library, "libc10_cuda.so")) return "PyTorch tensor";
+  return std::string(library);
+}
+
 // Where `name` has an operator's name at `at` ("operator<<", "operator()"): its length; else 0.
 size_t OperatorLength(absl::string_view name, size_t at) {
   constexpr absl::string_view kOperator = "operator";
@@ -299,7 +307,7 @@ SiteLabel LabelOf(const std::vector<Frame>& frames, const MemoryHolder* holder) 
   if (user != nullptr) {
     label.user_frame = *user;
     label.first_line = RawUserFrameText(*user);
-    via.push_back(holder != nullptr ? std::string(holder->label) : std::string(library));
+    via.push_back(holder != nullptr ? std::string(holder->label) : LibraryLabel(library));
   } else if (frames.empty()) {
     label.first_line = "(no stack recorded)";
   } else {

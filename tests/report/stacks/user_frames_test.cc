@@ -114,6 +114,20 @@ TEST(UserFramesTest, AForwardPassReadsAsTheUsersLineViaModuleOperatorAndHolder) 
   EXPECT_EQ(label.via, "torch.nn.Linear.forward → aten::addmm → cuBLAS workspace");
 }
 
+// Under the cudaMallocAsync backend each tensor is its own allocation, which no holder keeps: the
+// via line ends in the tensor, not in the allocator's library.
+TEST(UserFramesTest, AStreamOrderedTensorReadsAsATensor) {
+  const std::vector<Frame> forward = ForwardStack();
+  std::vector<Frame> frames = {
+      Native("/usr/lib/x86_64-linux-gnu/libcudart.so.12", "cudaMallocAsync"),
+      Native(std::string(kTorchLib) + "libc10_cuda.so",
+             "c10::cuda::CUDACachingAllocator::CudaMallocAsync::mallocAsync(void**, int, unsigned "
+             "long, CUstream_st*)")};
+  frames.insert(frames.end(), forward.begin() + 3, forward.end());  // from addmm_out_cuda_impl
+  const SiteLabel label = LabelOf(frames, FindMemoryHolder(frames, /*stream_ordered=*/true));
+  EXPECT_EQ(label.via, "torch.nn.Linear.forward → aten::addmm → PyTorch tensor");
+}
+
 TEST(UserFramesTest, ABackwardPassNamesTheAutogradNodeAndTheBackwardCall) {
   // An autograd thread's stack with the Python frames of loss.backward() appended outermost.
   const std::vector<Frame> frames = {
