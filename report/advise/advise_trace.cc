@@ -12,17 +12,6 @@
 namespace gpumem::report {
 namespace {
 
-std::function<std::optional<std::string>(const std::string&)> HeaderOptions(
-    const TraceFile& trace) {
-  return [&trace](const std::string& name) {
-    std::optional<std::string> value;
-    for (const Option& option : trace.header().option()) {
-      if (option.name() == name) value = option.value();
-    }
-    return value;
-  };
-}
-
 // The tensors, kept by a replay of their own over the file opened again, with backward passes
 // credited as the report's pass credited them (so stack ids agree with its call sites).
 absl::StatusOr<AllocatorReplayResult> KeepTensors(const std::string& path,
@@ -94,7 +83,8 @@ absl::StatusOr<AdviseTrace> LoadAdviseTrace(const std::string& path, StackStyle 
   trace.report = *std::move(report);
   trace.mode = kept->mode;
   trace.tensors = std::move(kept->tensors);
-  trace.allocator = RunAllocatorOf(trace.mode, HeaderOptions(trace.file()));
+  trace.allocator = RunAllocatorOf(
+      trace.mode, [&trace](const std::string& name) { return trace.file().HeaderOption(name); });
   trace.iterations = IterationsOf(trace.tensors, trace.report.findings.growth, trace.sites());
   if (const std::optional<KernelReport>& kernels = trace.report.findings.kernels) {
     trace.launches = kernels->launches;

@@ -400,12 +400,7 @@ SummaryAnalysis::~SummaryAnalysis() = default;
 void SummaryAnalysis::StartModel() {
   const TraceFile* trace = trace_;
   model_ = ChooseSummaryModel(model_choice_, [trace](const std::string& name) {
-    std::optional<std::string> value;
-    if (trace == nullptr) return value;
-    for (const Option& option : trace->header().option()) {
-      if (option.name() == name) value = option.value();
-    }
-    return value;
+    return trace == nullptr ? std::nullopt : trace->HeaderOption(name);
   });
   model_choice_ = SummaryModelChoice::kNone;  // started
   if (!model_) return;

@@ -132,6 +132,14 @@ class TraceFile {
 
   const std::string& path() const { return path_; }
   const Header& header() const { return header_; }
+  // The value of the header's option `name` (the last one given), nullopt when absent.
+  std::optional<std::string> HeaderOption(const std::string& name) const {
+    std::optional<std::string> value;
+    for (const Option& option : header_.option()) {
+      if (option.name() == name) value = option.value();
+    }
+    return value;
+  }
   const std::vector<Device>& devices() const { return devices_; }
   // Every stream capture's begin and end, in trace order (CUDA graphs the program captured).
   const std::vector<StreamCapture>& stream_captures() const { return stream_captures_; }
