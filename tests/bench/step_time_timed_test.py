@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """step_time_timed.py without torch or a GPU: the Williams orders, the windows each condition gets
 (and what is switched on in each), a recorder that raises, the ratios of a block, the budget in steps
-or seconds, the command line, and the whole run in --dry-run."""
+or seconds, the command line, and the whole run in --dry-run; and run_recorders_side_by_side.sh in
+its dry run, through to the summary's table."""
 import importlib.util
 import itertools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "step_time_timed.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "step_time_timed.py")
+RUNNER = os.path.join(HERE, "run_recorders_side_by_side.sh")
 spec = importlib.util.spec_from_file_location("step_time_timed", SCRIPT)
 timed = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(timed)
@@ -175,6 +179,33 @@ class DryRun(unittest.TestCase):
         for key in ("steps", "step_ms", "step_ms_median_window", "step_cpu_ms",
                     "step_process_cpu_ms", "toggle_wall_ratios", "toggle_cpu_ratios"):
             self.assertIn(key, line)
+
+
+class Runner(unittest.TestCase):
+    def test_dry_run_of_two_modes_through_to_the_table(self):
+        with tempfile.TemporaryDirectory() as out:
+            environment = dict(os.environ, GPUMEM_BENCH_DRY_RUN="1", MODELS="mlp",
+                               MODES="default tensors", PYTHON=sys.executable)
+            result = subprocess.run([RUNNER, "build", "2", "0.05", out], capture_output=True,
+                                    text=True, env=environment)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("recorders side by side: mlp x default tensors, 2 processes (+ 1 A/A)",
+                          result.stdout)
+            self.assertIn("| mlp | default | 2 (", result.stdout)
+            self.assertIn("| mlp | tensors | 2 (", result.stdout)
+            # The tensors mode's environment reached the process: its recorder raised.
+            self.assertIn("- mlp, tensors: C, D not available: cudaMallocAsync", result.stdout)
+            self.assertNotIn("mlp, default: C", result.stdout)
+            with open(os.path.join(out, "mlp.tensors.recorders_aa.txt")) as control:
+                self.assertTrue(json.loads(control.readline())["aa_control"])
+            with open(os.path.join(out, "mlp.default.recorders.txt")) as runs:
+                self.assertEqual(len(runs.readlines()), 2)
+
+    def test_an_unknown_mode_is_a_usage_error(self):
+        result = subprocess.run([RUNNER], capture_output=True, text=True,
+                                env=dict(os.environ, MODES="default async"))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("unknown mode 'async'", result.stderr)
 
 
 if __name__ == "__main__":
