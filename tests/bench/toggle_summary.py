@@ -14,7 +14,8 @@ end is under it: the last line says whether the recording's interval is under --
 
 run_recorders_side_by_side.sh: OUT_DIR/MODEL.MODE.recorders.txt (and .recorders_aa.txt, the A/A
 control), one JSON line per process of step_time_timed.py --recorders. One Markdown row per model and
-allocator mode: the median over all blocks of B/A (gpumem recording), C/A (PyTorch's
+allocator mode: the step time in A (the median over processes of each one's median window), the
+median over all blocks of B/A (gpumem recording), C/A (PyTorch's
 _record_memory_history, stacks="all") and D/A (stacks="python"), and gpumem's added cost as a
 fraction of what stacks="all" adds, (B-1)/(C-1), each with its 95 % interval from the same bootstrap
 resamples of the processes; where C was not available (PyTorch's recorder raises under
@@ -118,13 +119,17 @@ def condition_medians(processes):
 
 def row_statistics(runs, seed):
     """The medians over all processes, the same for every bootstrap resample of the processes,
-    and why a condition was not available (as the processes said)."""
+    why a condition was not available (as the processes said), and the median process's step
+    in A."""
     runs = [run for run in runs if "recorder_wall_ratios" in run]
     unavailable = {}
     for run in runs:
         for condition, why in run.get("recorder_unavailable", {}).items():
             unavailable.setdefault(condition, why)
+    a_ms = [run.get("recorder_window_ms", {}).get("A") for run in runs]
+    a_ms = [ms for ms in a_ms if ms is not None]
     return {"processes": len(runs), "blocks": sum(run["recorder_blocks"] for run in runs),
+            "step_ms": f"{statistics.median(a_ms):.3f}" if a_ms else "–",
             "point": condition_medians(runs),
             "rounds": [condition_medians(sample) for sample in resamples(runs, seed=seed)]
             if runs else [], "unavailable": unavailable}
@@ -176,14 +181,15 @@ def recorder_row(model, mode, files, default_row):
     cells.append(estimate(control["point"]["B"], (r["B"] for r in control["rounds"]),
                           control["processes"])[0] if control["processes"] else "–")
     label = f"{row['processes']} ({row['blocks']} blocks)"
-    return [model, mode, label] + cells, uppers, notes
+    return [model, mode, label, row["step_ms"]] + cells, uppers, notes
 
 
 def recorder_table(rows):
     """The Markdown table (one row per model and allocator mode), its notes and the targets'
     verdicts, as lines."""
-    lines = ["| model | allocator | processes | B/A gpumem | C/A stacks=all | D/A stacks=python "
-             "| (B-1)/(C-1) | A/A control |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | allocator | processes | step, A (ms) | B/A gpumem | C/A stacks=all "
+             "| D/A stacks=python | (B-1)/(C-1) | A/A control |",
+             "|---|---|---|---|---|---|---|---|---|"]
     notes, verdicts = [], []
     defaults = {model: row_statistics(files["runs"], zlib.crc32(f"{model}.default".encode()))
                 for (model, mode), files in rows.items() if mode == "default"}

@@ -30,7 +30,7 @@ def write_recorder_runs(directory, row, per_process, suffix=".recorders.txt", un
     with open(os.path.join(directory, row + suffix), "a") as f:
         for ratios in per_process:
             f.write(json.dumps({"recorder_blocks": len(ratios["B"]), "recorder_wall_ratios": ratios,
-                                "recorder_cpu_ratios": ratios,
+                                "recorder_cpu_ratios": ratios, "recorder_window_ms": {"A": 1.5},
                                 "recorder_unavailable": unavailable or {}}) + "\n")
 
 
@@ -90,10 +90,11 @@ class RecordersTable(unittest.TestCase):
                                 suffix=".recorders_aa.txt")
             result = summary(out)
             self.assertEqual(result.returncode, 0, result.stderr)
-            self.assertIn("| model | allocator | processes | B/A gpumem | C/A stacks=all | "
-                          "D/A stacks=python | (B-1)/(C-1) | A/A control |", result.stdout)
+            self.assertIn("| model | allocator | processes | step, A (ms) | B/A gpumem | "
+                          "C/A stacks=all | D/A stacks=python | (B-1)/(C-1) | A/A control |",
+                          result.stdout)
             self.assertEqual(table_row(result.stdout, "mlp", "default"),
-                             "| mlp | default | 4 (20 blocks) | 1.020 (1.020–1.020) | "
+                             "| mlp | default | 4 (20 blocks) | 1.500 | 1.020 (1.020–1.020) | "
                              "1.500 (1.500–1.500) | 1.200 (1.200–1.200) | 0.040 (0.040–0.040) | "
                              "1.000 (1.000–1.000) |")
             self.assertIn("mlp, default: B/A upper end <= 1.03: met (upper end 1.020)",
@@ -104,7 +105,7 @@ class RecordersTable(unittest.TestCase):
             spread = [{"B": [b], "C": [1.5], "D": [1.2]} for b in (1.00, 1.01, 1.02, 1.03, 1.06)]
             write_recorder_runs(out, "transformer-amp.expandable", spread)
             result = summary(out)
-            self.assertIn("| transformer-amp | expandable | 5 (5 blocks) | 1.020 (", result.stdout)
+            self.assertIn("| transformer-amp | expandable | 5 (5 blocks) | 1.500 | 1.020 (", result.stdout)
             self.assertIn("transformer-amp, expandable: B/A upper end <= 1.03: not met",
                           result.stdout)
 
@@ -125,7 +126,7 @@ class RecordersTable(unittest.TestCase):
                                 unavailable={"C": UNSUPPORTED, "D": UNSUPPORTED})
             result = summary(out)
             row = table_row(result.stdout, "mlp", "tensors")
-            self.assertEqual(row, "| mlp | tensors | 3 (12 blocks) | 1.040 (1.040–1.040) | "
+            self.assertEqual(row, "| mlp | tensors | 3 (12 blocks) | 1.500 | 1.040 (1.040–1.040) | "
                                   "n/a (not available) | n/a (not available) | "
                                   "0.080 (0.080–0.080), C of default | – |")
             self.assertIn(f"- mlp, tensors: C, D not available: {UNSUPPORTED}", result.stdout)
