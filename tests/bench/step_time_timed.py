@@ -61,7 +61,8 @@ def parse_arguments(argv):
                                      description="a training sample's steps, timed")
     parser.add_argument("steps", nargs="?", type=int, default=20, metavar="STEPS")
     parser.add_argument("--model", choices=sorted(WINDOW_STEPS), default="mlp")
-    parser.add_argument("--amp", action="store_true", help="the transformer under bfloat16 autocast")
+    parser.add_argument("--amp", action="store_true",
+                        help="the transformer under bfloat16 autocast")
     parser.add_argument("--window", type=int, help="steps per timed window")
     parser.add_argument("--recorders", action="store_true",
                         help="gpumem against PyTorch's recorder, four conditions")
@@ -203,7 +204,8 @@ class Conditions:
         self.recorder_on = False
         self.unavailable = {}
         if gpumem_switch is None:
-            self.unavailable["B"] = "no gpumem_bench_set_recording (libgpumem_bench.so not preloaded)"
+            self.unavailable["B"] = ("no gpumem_bench_set_recording (libgpumem_bench.so not "
+                                     "preloaded)")
 
     def enter(self, condition):
         """Switches to `condition`; False, with everything off, where it cannot be entered."""
@@ -321,9 +323,8 @@ class DryRun:
         self.torch_stacks = stacks
 
     def report(self, **figures):
-        return json.dumps(dict(figures, dry_run=True,
-                               PYTORCH_CUDA_ALLOC_CONF=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")),
-                          sort_keys=True)
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        return json.dumps(dict(figures, dry_run=True, PYTORCH_CUDA_ALLOC_CONF=conf), sort_keys=True)
 
 
 def sample_training(args, torch):

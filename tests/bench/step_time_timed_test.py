@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """step_time_timed.py without torch or a GPU: the Williams orders, the windows each condition gets
-(and what is switched on in each), a recorder that raises, the ratios of a block, the budget in steps
-or seconds, the command line, and the whole run in --dry-run; and run_recorders_side_by_side.sh in
+(and what is switched on in each), a recorder that raises, the ratios of a block, the budget in
+steps or seconds, the command line, and the whole run in --dry-run; and run_recorders_side_by_side.sh in
 its dry run, through to the summary's table."""
 import importlib.util
 import itertools
@@ -138,7 +138,8 @@ class Budget(unittest.TestCase):
 class CommandLine(unittest.TestCase):
     def test_defaults_and_windows_per_model(self):
         args = timed.parse_arguments([])
-        self.assertEqual((args.steps, args.model, args.window, args.recorders), (20, "mlp", 25, False))
+        self.assertEqual((args.steps, args.model, args.window, args.recorders),
+                         (20, "mlp", 25, False))
         args = timed.parse_arguments(["300", "--model", "transformer", "--amp"])
         self.assertEqual((args.steps, args.window, args.amp), (300, 10, True))
         self.assertEqual(timed.parse_arguments(["--window", "7"]).window, 7)
@@ -168,7 +169,8 @@ class DryRun(unittest.TestCase):
         line = dry_run("--recorders", "--seconds", "0.05", "--model", "transformer", "--amp",
                        PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync",
                        GPUMEM_BENCH_TOGGLE_AA="1")
-        self.assertEqual((line["model"], line["amp"], line["window_steps"]), ("transformer", True, 10))
+        self.assertEqual((line["model"], line["amp"], line["window_steps"]),
+                         ("transformer", True, 10))
         self.assertEqual(sorted(line["recorder_wall_ratios"]), ["B"])
         self.assertEqual(sorted(line["recorder_unavailable"]), ["C", "D"])
         self.assertTrue(line["aa_control"])

@@ -13,11 +13,11 @@ end is under it: the last line says whether the recording's interval is under --
 1.05, the project's target).
 
 run_recorders_side_by_side.sh: OUT_DIR/MODEL.MODE.recorders.txt (and .recorders_aa.txt, the A/A
-control), one JSON line per process of step_time_timed.py --recorders. One Markdown row per model and
-allocator mode: the step time in A (the median over processes of each one's median window), the
-median over all blocks of B/A (gpumem recording), C/A (PyTorch's
-_record_memory_history, stacks="all") and D/A (stacks="python"), and gpumem's added cost as a
-fraction of what stacks="all" adds, (B-1)/(C-1), each with its 95 % interval from the same bootstrap
+control), one JSON line per process of step_time_timed.py --recorders. One Markdown row per model
+and allocator mode: the step time in A (the median over processes of each one's median window),
+the median over all blocks of B/A (gpumem recording), C/A (PyTorch's _record_memory_history,
+stacks="all") and D/A (stacks="python"), and gpumem's added cost as a fraction of what
+stacks="all" adds, (B-1)/(C-1), each with its 95 % interval from the same bootstrap
 resamples of the processes; where C was not available (PyTorch's recorder raises under
 backend:cudaMallocAsync), C comes from the same model's default-allocator processes, resampled on
 their own. Then the targets, met when the interval's upper end is at most: B/A 1.03 under the
@@ -173,7 +173,8 @@ def recorder_row(model, mode, files, default_row):
     if row["point"]["C"] is None and default_row is not None and default_row["point"]["C"]:
         c_row = default_row
         notes.append("(B-1)/(C-1) takes C from the default allocator's processes")
-    fractions = [added_cost_fraction(r["B"], c["C"]) for r, c in zip(row["rounds"], c_row["rounds"])]
+    fractions = [added_cost_fraction(r["B"], c["C"])
+                 for r, c in zip(row["rounds"], c_row["rounds"])]
     text, uppers["(B-1)/(C-1)"] = estimate(
         added_cost_fraction(row["point"]["B"], c_row["point"]["C"]), fractions,
         min(row["processes"], c_row["processes"]))

@@ -105,7 +105,8 @@ class RecordersTable(unittest.TestCase):
             spread = [{"B": [b], "C": [1.5], "D": [1.2]} for b in (1.00, 1.01, 1.02, 1.03, 1.06)]
             write_recorder_runs(out, "transformer-amp.expandable", spread)
             result = summary(out)
-            self.assertIn("| transformer-amp | expandable | 5 (5 blocks) | 1.500 | 1.020 (", result.stdout)
+            self.assertIn("| transformer-amp | expandable | 5 (5 blocks) | 1.500 | 1.020 (",
+                          result.stdout)
             self.assertIn("transformer-amp, expandable: B/A upper end <= 1.03: not met",
                           result.stdout)
 
