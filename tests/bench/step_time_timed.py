@@ -219,12 +219,16 @@ class Conditions:
         if condition in TORCH_STACKS:
             try:
                 self.recorder(TORCH_STACKS[condition])
-            except Exception as error:  # noqa: BLE001 - PyTorch raises RuntimeError, others may not
-                self.unavailable[condition] = (str(error).strip().splitlines() or [""])[0][:200] \
-                    or type(error).__name__
+            except Exception as error:  # PyTorch raises RuntimeError; it need not stay so
+                self.unavailable[condition] = first_line(error)
                 return False
             self.recorder_on = True
         return True
+
+
+def first_line(error):
+    lines = str(error).strip().splitlines()
+    return lines[0][:200] if lines else type(error).__name__
 
 
 def run_blocks(train_step, window_steps, conditions, synchronize, more_blocks):
@@ -275,7 +279,8 @@ def recorder_figures(blocks, unavailable):
         for condition in wall:
             if base is not None and condition in block:
                 wall[condition].append(round(block[condition]["ms"] / base["ms"], 4))
-                cpu[condition].append(round(block[condition]["cpu_ms"] / base["cpu_ms"], 4))
+                if base["cpu_ms"] > 0:
+                    cpu[condition].append(round(block[condition]["cpu_ms"] / base["cpu_ms"], 4))
     window_ms = {}
     for condition in "ABCD":
         times = [block[condition]["ms"] for block in blocks if condition in block]

@@ -96,6 +96,15 @@ class Blocks(unittest.TestCase):
         self.assertEqual(process.recorder_calls, ["all", "python"])  # tried once each, never again
         self.assertTrue(all(sorted(block) == ["A", "B"] for block in blocks))
 
+    def test_an_error_without_a_message_is_named_by_its_type(self):
+        def recorder(stacks):
+            if stacks is not None:
+                raise NotImplementedError()
+
+        conditions = timed.Conditions(lambda on: None, recorder)
+        self.assertFalse(conditions.enter("C"))
+        self.assertEqual(conditions.unavailable, {"C": "NotImplementedError"})
+
     def test_without_gpumems_switch_b_is_left_out(self):
         process = Process()
         conditions = timed.Conditions(None, process.recorder)
