@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 
 import torch
@@ -72,10 +73,25 @@ def apply_memory_limit(argv):
     return limit, int(fraction * total)
 
 
-def run_steps(train_step, steps, script):
-    """Runs train_step(0..steps-1); on torch.OutOfMemoryError stops and describes it: the step,
-    the bytes PyTorch tried to allocate, and the innermost line of `script` in the traceback."""
-    for step in range(steps):
+def step_numbers(steps, seconds=None):
+    """0, 1, ..., steps - 1; with `seconds`, instead as many as start within that many seconds of
+    the first (at least one)."""
+    if seconds is None:
+        yield from range(steps)
+        return
+    start = time.monotonic()
+    step = 0
+    while step == 0 or time.monotonic() - start < seconds:
+        yield step
+        step += 1
+
+
+def run_steps(train_step, steps, script, seconds=None):
+    """Runs train_step over step_numbers(steps, seconds); on torch.OutOfMemoryError stops and
+    describes it: the step, the bytes PyTorch tried to allocate, and the innermost line of `script`
+    in the traceback. With `seconds`, the outcome also holds the number of steps run (steps_run)."""
+    ran = 0
+    for step in step_numbers(steps, seconds):
         try:
             train_step(step)
         except torch.OutOfMemoryError as error:
@@ -83,20 +99,27 @@ def run_steps(train_step, steps, script):
             requested = requested_bytes(str(error))
             lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
                      if os.path.basename(frame.filename) == os.path.basename(script)]
-            return {"oom": True, "oom_step": step, "oom_requested_bytes": requested,
-                    "oom_line": lines[-1] if lines else None, "oom_message": message}
+            outcome = {"oom": True, "oom_step": step, "oom_requested_bytes": requested,
+                       "oom_line": lines[-1] if lines else None, "oom_message": message}
+            return outcome if seconds is None else dict(outcome, steps_run=step + 1)
+        ran += 1
     torch.cuda.synchronize()
-    return {"oom": False}
+    return {"oom": False} if seconds is None else {"oom": False, "steps_run": ran}
 
 
 def train_main(make_training, script, context=None, **shape):
-    """The command line of the training samples: [STEPS] (default 10) [--memory-limit BYTES];
-    runs the steps (inside `context`, if given) and prints the JSON line, with the run's `shape`
-    (its batch size, ...). Returns the exit code."""
+    """The command line of the training samples: [STEPS] (default 10) [--seconds S] (train until S
+    seconds have passed instead: the JSON line's steps is then the number run, and it has seconds)
+    [--memory-limit BYTES]; runs the steps (inside `context`, if given) and prints the JSON line,
+    with the run's `shape` (its batch size, ...). Returns the exit code."""
     steps = steps_argument(sys.argv, 10)
+    seconds = option(sys.argv, "--seconds", kind=float)
     limit, allocator_limit = apply_memory_limit(sys.argv)
     with context if context is not None else contextlib.nullcontext():
-        outcome = run_steps(make_training(torch.device("cuda")), steps, script)
-    print(memory_report(steps=steps, memory_limit=limit, allocator_limit=allocator_limit, **shape,
+        outcome = run_steps(make_training(torch.device("cuda")), steps, script, seconds)
+    length = {"steps": steps}
+    if seconds is not None:
+        length = {"steps": outcome.pop("steps_run"), "seconds": seconds}
+    print(memory_report(**length, memory_limit=limit, allocator_limit=allocator_limit, **shape,
                         **outcome))
     return 0

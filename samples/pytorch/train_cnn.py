@@ -1,7 +1,7 @@
 """train_cnn: a small deterministic convolutional network trained on random images.
 
-Usage: python3 train_cnn.py [STEPS] [--batch N] [--memory-limit BYTES]
-       (default 10 steps of batch 32; needs a CUDA device)
+Usage: python3 train_cnn.py [STEPS] [--batch N] [--memory-limit BYTES] [--seconds S]
+       (default 10 steps of batch 32; --seconds: train for S seconds instead; needs a CUDA device)
 
 Fixed seed, fixed shapes, cuDNN in deterministic mode without autotuning, so two runs ask for the
 same tensors (cuDNN may still pick workspaces by free memory: compare the runs' figures before

@@ -8,7 +8,7 @@
 // samples a second here), and a sample counts only when the thread ran for most of the interval,
 // so threads that wait (a blocked autograd worker, a CUDA driver thread) add nothing. With
 // PC_SAMPLER_GATED=1 samples count only between pc_sampler_enable(1) and pc_sampler_enable(0),
-// which a program calls around the part it wants profiled (train_mlp_timed.py around its steps).
+// which a program calls around the part it wants profiled (step_time_timed.py around its steps).
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>

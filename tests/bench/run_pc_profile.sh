@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a PyTorch training step's time goes with gpumem recording, on machines without perf (GPU
-# only): samples/pytorch/train_mlp.py's steps (tests/bench/train_mlp_timed.py) under pc_sampler
+# only): samples/pytorch/train_mlp.py's steps (tests/bench/step_time_timed.py) under pc_sampler
 # (tests/bench/pc_sampler.cc: each working thread's program counter every 100 µs, during the steps only), once without gpumem and once with it, then
 # pc_profile.py's summary of each: libraries' shares, the top functions, gpumem's top source lines.
 # The sample files stay in OUT_DIR (pc.plain.PID, pc.gpumem.PID) to be summarised again elsewhere
@@ -18,10 +18,10 @@ sampler="$PWD/$build/tests/bench/libpc_sampler.so"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 export PC_SAMPLER_GATED=1
 PC_SAMPLER_OUTPUT="$out/pc.plain" LD_PRELOAD="$sampler" "${pin[@]}" \
-  $python tests/bench/train_mlp_timed.py "$steps" | tail -1
+  $python tests/bench/step_time_timed.py "$steps" | tail -1
 PC_SAMPLER_OUTPUT="$out/pc.gpumem" LD_PRELOAD="$PWD/$build/lib/libgpumem.so $sampler" \
   PYTHONPATH="$PWD/$build/lib/python" GPUMEM_OUTPUT="$out/pc.trace" "${pin[@]}" \
-  $python tests/bench/train_mlp_timed.py "$steps" | tail -1
+  $python tests/bench/step_time_timed.py "$steps" | tail -1
 rm -f "$out/pc.trace"
 echo "== without gpumem"
 $python "$(dirname "$0")/pc_profile.py" --lib "$build/lib/libgpumem.so" --top 12 "$out"/pc.plain.*

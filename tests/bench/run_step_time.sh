@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Step time of a PyTorch training script under gpumem against the same script without it (GPU only):
-# samples/pytorch/train_mlp.py's steps (timed by tests/bench/train_mlp_timed.py) in the tensor-level
+# samples/pytorch/train_mlp.py's steps (timed by tests/bench/step_time_timed.py) in the tensor-level
 # mode (backend:cudaMallocAsync: every tensor is a driver allocation with a stack, every kernel launch has a stack, Python frames on), A/B
 # interleaved: each round runs every arm once, in turn. Arms (GPUMEM_BENCH_ARMS, default all):
 # plain (without gpumem); default (gpumem's default); pool_records (GPUMEM_CUPTI_POOLS=1: CUPTI
@@ -12,7 +12,7 @@
 # gpumem's Python observer on PYTHONPATH, as `gpumem record` gives it. Every run is pinned to the
 # same CPUs (GPUMEM_BENCH_CPUS, default 2-5, when taskset exists): where the process lands
 # otherwise moves its step time more than what is measured. Each run reports four figures
-# (train_mlp_timed.py): the mean step, the median of its 25-step windows (a burst of noise moves one
+# (step_time_timed.py): the mean step, the median of its 25-step windows (a burst of noise moves one
 # window, not the figure), the main thread's CPU time per step and all threads' (the backward
 # pass runs on PyTorch's autograd thread). Prints, per arm and figure, the median over rounds of (arm / plain of the same
 # round): the ratio, robust to the machine drifting between rounds. The window median is the
@@ -24,7 +24,7 @@ rounds=${2:-7}
 steps=${3:-300}
 out=${4:-$(mktemp -d)}
 python=${PYTHON:-python3}
-script=tests/bench/train_mlp_timed.py
+script=tests/bench/step_time_timed.py
 cuda_libs=${GPUMEM_BENCH_CUDA_LIBS:-}
 source "$(dirname "$0")/pin.sh"
 mkdir -p "$out"

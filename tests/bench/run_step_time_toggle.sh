@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Step time of samples/pytorch/train_mlp.py's steps with gpumem recording against without, measured
 # inside one process (GPU only): under the benchmarks' build, libgpumem_bench.so (the shipped
-# libgpumem.so has no pause), tests/bench/train_mlp_timed.py pauses and resumes recording
+# libgpumem.so has no pause), tests/bench/step_time_timed.py pauses and resumes recording
 # (gpumem_bench_set_recording) at each 25-step window, in the order off on on off ..., so each
 # adjacent pair of windows holds one of each and a drift of the machine cancels. What differs
 # between processes (where the kernel placed memory, which cores, the VM's neighbours: far more than
@@ -27,7 +27,7 @@ mkdir -p "$out"
 run() {
   env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$@" \
     LD_PRELOAD="$PWD/$build/lib/libgpumem_bench.so" PYTHONPATH="$PWD/$build/lib/python" \
-    GPUMEM_OUTPUT="$out/toggle.trace" "${pin[@]}" $python tests/bench/train_mlp_timed.py "$steps" |
+    GPUMEM_OUTPUT="$out/toggle.trace" "${pin[@]}" $python tests/bench/step_time_timed.py "$steps" |
     tail -1
 }
 for ((i = 0; i < processes; i++)); do

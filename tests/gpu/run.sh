@@ -5,6 +5,13 @@
 #                                     (needs only build/ and the real CUDA libraries: no protobuf)
 #   tests/gpu/run.sh bench OUT_DIR    the benchmarks (step time, costs per event, the analyzer)
 #                                     into OUT_DIR/step_time.txt and OUT_DIR/bench.txt
+#   tests/gpu/run.sh recorders OUT_DIR    gpumem against PyTorch's own memory recorder, in one
+#                                     process (tests/bench/run_recorders_side_by_side.sh: ~8
+#                                     minutes; RECORDERS_MODES=default for a quick run) into
+#                                     OUT_DIR/recorders.txt, then the self_timing step: apart
+#                                     from bench, so that each fits in one device command
+#   tests/gpu/run.sh self_timing OUT_DIR  only gpumem's own time per phase in the transformer with
+#                                     AMP under `gpumem record --tensors` (OUT_DIR/self_timing.txt)
 #   tests/gpu/run.sh allocators OUT_DIR   only the allocator-model runs (part of record)
 #   tests/gpu/run.sh framework_ooms OUT_DIR   only PyTorch's out-of-memory errors under the
 #                                     Python observer (part of record)
@@ -280,6 +287,35 @@ bench() {
   cat "$out/bench.txt"
 }
 
+# gpumem against PyTorch's own recorder (torch.cuda.memory._record_memory_history), both models in
+# the three allocator modes, measured inside each process (tests/bench/
+# run_recorders_side_by_side.sh): the Markdown table and the targets into OUT_DIR/recorders.txt,
+# each process's line under OUT_DIR/recorders/; then self_timing.
+recorders() {
+  local out=$1
+  mkdir -p "$out"
+  MODES=${RECORDERS_MODES:-default expandable tensors} PYTHON=$python \
+    tests/bench/run_recorders_side_by_side.sh "$build" 3 8 "$out/recorders" >"$out/recorders.txt" 2>&1
+  cat "$out/recorders.txt"
+  self_timing "$out"
+}
+
+# gpumem's own time per recording phase (GPUMEM_SELF_TIMING=1: core/self_timing.h's table, printed
+# on stderr when the trace is finished) in samples/pytorch/train_transformer.py --amp under `gpumem
+# record --tensors`: the table into OUT_DIR/self_timing.txt, the run under OUT_DIR/self_timing/.
+self_timing() {
+  local out=$1
+  mkdir -p "$out"
+  GPUMEM_SELF_TIMING=1 record_with_gpumem self_timing "$out" --tensors --no-symbolize --no-summary \
+    -- $python samples/pytorch/train_transformer.py 300 --amp
+  {
+    echo "self timing: train_transformer.py 300 --amp under gpumem record --tensors, exit $(cat "$out/self_timing/exit_code"): $(tail -1 "$out/self_timing/stdout")"
+    sed -n '/^gpumem: self timing/,/^gpumem:   process:/p' "$out/self_timing/stderr"
+  } >"$out/self_timing.txt"
+  rm -f "$out/self_timing/self_timing.trace"
+  cat "$out/self_timing.txt"
+}
+
 # `gpumem report` on PyTorch traces at tensor level (transformer, 10, 40 and 300 steps: up to ~10 MB), recorded
 # without symbols, then symbolized as `gpumem record` does at exit (tests/gpu/report_speed.py).
 speed() {
@@ -534,6 +570,7 @@ check() {
   echo "== cost (from the GPU run)"
   cat "$out/bench.txt" 2>/dev/null
   cat "$out/step_time.txt" 2>/dev/null || true
+  cat "$out/recorders.txt" "$out/self_timing.txt" 2>/dev/null || true
   if ((failures)); then echo "GPU check: $failures failure(s)"; return 1; fi
   echo "GPU check: all passed"
 }
@@ -541,6 +578,8 @@ check() {
 case ${1:-all} in
   record) record "$2" ;;
   bench) bench "$2" ;;
+  recorders) recorders "$2" ;;
+  self_timing) self_timing "$2" ;;
   check) check "$2" ;;
   allocators) allocators "$2" ;;
   framework_ooms) framework_ooms "$2" ;;
@@ -559,5 +598,5 @@ case ${1:-all} in
     out=$(mktemp -d)
     record "$out" && compat_record "$out" && bench "$out" && check "$out"
     ;;
-  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | check OUT_DIR | compat OUT_DIR | advise OUT_DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 [record OUT_DIR | bench OUT_DIR | recorders OUT_DIR | check OUT_DIR | compat OUT_DIR | advise OUT_DIR]" >&2; exit 2 ;;
 esac
