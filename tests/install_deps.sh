@@ -6,7 +6,7 @@ set -euo pipefail
 # report/report.schema.json with it. chromium-headless-shell: tests/viewer/browser_test.py opens
 # `gpumem view`'s page in it (Debian 12 bookworm / bookworm-security; the test is skipped without).
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libprotobuf-dev protobuf-compiler
-          libabsl-dev libdw-dev libelf-dev libgtest-dev binutils python3 python3-jsonschema
+          libabsl-dev libdw-dev libelf-dev zlib1g-dev libgtest-dev binutils python3 python3-jsonschema
           chromium-headless-shell)
 missing=()
 for package in "${packages[@]}"; do

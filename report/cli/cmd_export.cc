@@ -1,6 +1,7 @@
 // `gpumem export`: a trace in another tool's format: PyTorch's memory snapshot
-// (report/export/memory_viz.h), Chrome/Perfetto trace JSON (report/export/perfetto.h), folded
-// stacks and speedscope (report/export/folded.h). The output is written to a temporary file next
+// (report/export/memory_viz.h), Perfetto's protobuf trace (report/export/perfetto.h), Chrome's
+// trace JSON (report/export/chrome_json.h), pprof's profile (report/export/pprof.h), folded stacks
+// and speedscope (report/export/folded.h). The output is written to a temporary file next
 // to it and renamed into place, so a failed export never leaves half a file.
 #include <cstdio>
 #include <memory>
@@ -15,9 +16,11 @@
 #include "report/cli/commands.h"
 #include "report/cli/flags.h"
 #include "report/cli/output_file.h"
+#include "report/export/chrome_json.h"
 #include "report/export/folded.h"
 #include "report/export/memory_viz.h"
 #include "report/export/perfetto.h"
+#include "report/export/pprof.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/trace/progress.h"
@@ -41,7 +44,7 @@ Exit status: 0 ok; 2 bad usage, a trace that is missing, not a trace or damaged,
 cannot be written (one line: "gpumem: error: writing OUT: REASON").
 )usage";
 
-enum class Format { kMemoryViz, kPerfetto, kFolded, kSpeedscope };
+enum class Format { kMemoryViz, kPerfetto, kChromeJson, kPprof, kFolded, kSpeedscope };
 
 struct Options {
   Format format = Format::kMemoryViz;
@@ -54,6 +57,9 @@ CommandLine ExportCommandLine(Options* options) {
   Flag format = Choice<Format>({"--format"},
                                {{"memory-viz", Format::kMemoryViz},
                                 {"perfetto", Format::kPerfetto},
+                                {"chrome-json", Format::kChromeJson},
+                                {"perfetto-json", Format::kChromeJson},
+                                {"pprof", Format::kPprof},
                                 {"folded", Format::kFolded},
                                 {"speedscope", Format::kSpeedscope}},
                                "", &options->format)
@@ -67,9 +73,19 @@ CommandLine ExportCommandLine(Options* options) {
        "torch.cuda._memory_viz; segments live at the end, and each device's\n"
        "allocations, frees, segments and failed allocations with their stacks"},
       {"perfetto",
-       "Chrome Trace Event JSON for https://ui.perfetto.dev: live bytes per\n"
-       "device as a counter (its peak is gpumem report's), allocations and frees\n"
-       "as instant events with their stacks, kernel launches per stream"},
+       "Perfetto's protobuf trace for https://ui.perfetto.dev and its trace\n"
+       "processor: live bytes per device as a counter (its peak is gpumem\n"
+       "report's), allocations and frees as instant events with their stacks,\n"
+       "kernel launches per stream; far smaller than JSON, and loads where JSON\n"
+       "is too large"},
+      {"chrome-json",
+       "the same timeline as Chrome Trace Event JSON (chrome://tracing,\n"
+       "ui.perfetto.dev); also accepted as perfetto-json"},
+      {"pprof",
+       "pprof's profile.proto, gzip-compressed (pprof, Pyroscope, Parca): per\n"
+       "stack alloc_objects/alloc_space (every allocation), peak_objects/\n"
+       "peak_space (live at the device's peak, the default) and\n"
+       "never_freed_objects/never_freed_space; labels place and device"},
       {"folded",
        "collapsed stacks, \"device;outer;...;inner BYTES\" per line, for\n"
        "flamegraph.pl and speedscope"},
@@ -90,9 +106,9 @@ CommandLine ExportCommandLine(Options* options) {
               .Also([options] { options->what_given = true; }),
           OutputFlag({"-o", "--output"}, "OUT",
                      "where to write ('-': standard output); default next to TRACE:\n"
-                     "TRACE without .trace plus .pickle, .perfetto.json, .peak.folded,\n"
-                     ".peak.speedscope.json (leaks: .leaks.folded, ...). OUT is a regular\n"
-                     "file (or new), never TRACE itself",
+                     "TRACE without .trace plus .pickle, .pftrace, .perfetto.json, .pb.gz,\n"
+                     ".peak.folded, .peak.speedscope.json (leaks: .leaks.folded, ...). OUT\n"
+                     "is a regular file (or new), never TRACE itself",
                      &options->output),
       }};
 }
@@ -104,7 +120,11 @@ std::string DefaultOutput(const std::string& trace, Format format, StackWeight w
     case Format::kMemoryViz:
       return stem + ".pickle";
     case Format::kPerfetto:
+      return stem + ".pftrace";
+    case Format::kChromeJson:
       return stem + ".perfetto.json";
+    case Format::kPprof:
+      return stem + ".pb.gz";
     case Format::kFolded:
       return absl::StrCat(stem, weight, ".folded");
     case Format::kSpeedscope:
@@ -146,6 +166,10 @@ TraceReplay Convert(std::unique_ptr<TraceFile> file, const std::string& path,
       return ExportMemoryViz(std::move(file), progress, bytes);
     case Format::kPerfetto:
       return ExportPerfetto(std::move(file), progress, bytes);
+    case Format::kChromeJson:
+      return ExportChromeJson(std::move(file), progress, bytes);
+    case Format::kPprof:
+      return ExportPprof(std::move(file), progress, bytes);
     case Format::kFolded:
     case Format::kSpeedscope:
       break;

@@ -25,9 +25,11 @@ Commands:
                                             memory budgets for CI (exit 1 when one is broken)
   symbolize [-o OUT] TRACE...               record function/file/line in the trace, so it reads
                                             the same where the binaries are absent
-  export --format memory-viz|perfetto|folded|speedscope [--what peak|leaks] [-o OUT] TRACE
+  export --format memory-viz|perfetto|chrome-json|pprof|folded|speedscope [--what peak|leaks]
+         [-o OUT] TRACE
                                             the trace for PyTorch's memory viewer, Perfetto,
-                                            flame graphs (folded stacks) or speedscope
+                                            pprof (Pyroscope, Parca), flame graphs (folded
+                                            stacks) or speedscope
   whatif --device-memory SIZE [--allocator native|expandable|async|all] [--json] TRACE
                                             would the run fit in SIZE under PyTorch's allocators
                                             (exit 1 when one runs out), and the smallest that fits

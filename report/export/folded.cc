@@ -16,20 +16,67 @@ namespace {
 
 constexpr char kNoStack[] = "(no stack recorded)";
 
-// The frame table, each name once.
+// The frame table, each printed frame once.
 class FrameTable {
  public:
-  explicit FrameTable(std::vector<WeightedStacks::FrameInfo>* frames) : frames_(frames) {}
-  uint32_t Of(const std::string& name, const std::string& file, int line) {
-    const auto [it, added] = index_.try_emplace(name, static_cast<uint32_t>(frames_->size()));
-    if (added) frames_->push_back({name, file, line});
+  explicit FrameTable(std::vector<FrameInfo>* frames) : frames_(frames) {}
+  uint32_t Of(const Frame& frame) {
+    FrameInfo info;
+    info.name = FoldedFrameName(frame.ToString());
+    info.file = frame.file;
+    info.line = frame.line;
+    info.function = frame.function;
+    info.module = frame.module;
+    info.pc = frame.pc;
+    info.module_offset = frame.module_offset;
+    return Of(std::move(info));
+  }
+  uint32_t Of(FrameInfo info) {
+    const auto [it, added] = index_.try_emplace(info.name, static_cast<uint32_t>(frames_->size()));
+    if (added) frames_->push_back(std::move(info));
     return it->second;
   }
 
  private:
-  std::vector<WeightedStacks::FrameInfo>* frames_;
+  std::vector<FrameInfo>* frames_;
   absl::flat_hash_map<std::string, uint32_t> index_;
 };
+
+// Stack ids to frame indices, outermost first, each stack symbolized once.
+class StackFrames {
+ public:
+  StackFrames(const TraceFile* trace, std::vector<FrameInfo>* frames)
+      : symbolizer_(trace), table_(frames) {}
+  const std::vector<uint32_t>& Of(uint64_t stack_id) {
+    auto it = frames_.find(stack_id);
+    if (it != frames_.end()) return it->second;
+    std::vector<uint32_t> frames;
+    const std::vector<Frame> symbolized = symbolizer_.Symbolize(stack_id);
+    for (auto frame = symbolized.rbegin(); frame != symbolized.rend(); ++frame) {
+      frames.push_back(table_.Of(*frame));
+    }
+    if (frames.empty()) {
+      FrameInfo none;
+      none.name = kNoStack;
+      frames.push_back(table_.Of(std::move(none)));
+    }
+    return frames_.emplace(stack_id, std::move(frames)).first->second;
+  }
+
+ private:
+  Symbolizer symbolizer_;
+  FrameTable table_;
+  absl::flat_hash_map<uint64_t, std::vector<uint32_t>> frames_;
+};
+
+// Adds `sites` into the tallies `member` of `place`'s stacks.
+void AddSites(const std::vector<SiteTally>& sites, Tally StackTallies::*member, StackFrames* frames,
+              TalliedStacks::Place* place) {
+  for (const SiteTally& site : sites) {
+    if (site.tally.count == 0 && site.tally.bytes == 0) continue;
+    (place->stacks[frames->Of(site.stack_id)].*member).Add(site.tally);
+  }
+}
 
 }  // namespace
 
@@ -42,49 +89,47 @@ std::string FoldedFrameName(absl::string_view name) {
   return out;
 }
 
+TraceReplay TallyStacks(std::unique_ptr<TraceFile> file, Progress* progress, TalliedStacks* out) {
+  const TraceFile* trace = file.get();
+  TraceReplay replay = ReplayTrace(std::move(file), [&](const MemoryEvent& event) {
+    out->last_event_ns = std::max(out->last_event_ns, event.timestamp_ns());
+    if (progress != nullptr) progress->Update(trace->bytes_read());
+  });
+  StackFrames frames(replay.file.get(), &out->frames);
+  for (const PlaceUsage& usage : replay.places) {
+    TalliedStacks::Place place;
+    place.place = usage.place;
+    place.name = PlaceName(usage.place, *replay.file);
+    AddSites(usage.allocated_sites, &StackTallies::allocated, &frames, &place);
+    AddSites(usage.peak_sites, &StackTallies::at_peak, &frames, &place);
+    AddSites(usage.live_sites, &StackTallies::never_freed, &frames, &place);
+    if (!place.stacks.empty()) out->places.push_back(std::move(place));
+  }
+  return replay;
+}
+
 TraceReplay WeighStacks(std::unique_ptr<TraceFile> file, StackWeight what, Progress* progress,
                         WeightedStacks* out) {
-  const TraceFile* trace = file.get();
-  MemoryEventVisitor tick;
-  if (progress != nullptr) {
-    tick = [progress, trace](const MemoryEvent&) { progress->Update(trace->bytes_read()); };
-  }
-  TraceReplay replay = ReplayTrace(std::move(file), tick);
-  Symbolizer symbolizer(replay.file.get());
-  FrameTable table(&out->frames);
-  absl::flat_hash_map<uint64_t, std::vector<uint32_t>> stack_frames;  // stack id -> outermost first
-  for (const PlaceUsage& place : replay.places) {
-    const std::vector<SiteTally>& sites =
-        what == StackWeight::kPeak ? place.peak_sites : place.live_sites;
-    // Stacks that symbolize the same are one sample.
-    std::map<std::vector<uint32_t>, uint64_t> bytes_by_stack;
-    uint64_t total = 0;
-    for (const SiteTally& site : sites) {
-      if (site.tally.bytes == 0) continue;
-      auto it = stack_frames.find(site.stack_id);
-      if (it == stack_frames.end()) {
-        std::vector<uint32_t> frames;
-        const std::vector<Frame> symbolized = symbolizer.Symbolize(site.stack_id);
-        for (auto frame = symbolized.rbegin(); frame != symbolized.rend(); ++frame) {
-          frames.push_back(table.Of(FoldedFrameName(frame->ToString()), frame->file, frame->line));
-        }
-        if (frames.empty()) frames.push_back(table.Of(kNoStack, "", 0));
-        it = stack_frames.emplace(site.stack_id, std::move(frames)).first;
-      }
-      uint64_t& bytes = bytes_by_stack[it->second];
-      bytes = SaturatingAdd(bytes, site.tally.bytes);
-      total = SaturatingAdd(total, site.tally.bytes);
-    }
-    if (bytes_by_stack.empty()) continue;
-    WeightedStacks::Profile& profile = out->profiles.emplace_back();
+  TalliedStacks tallied;
+  TraceReplay replay = TallyStacks(std::move(file), progress, &tallied);
+  out->frames = std::move(tallied.frames);
+  for (const TalliedStacks::Place& place : tallied.places) {
+    WeightedStacks::Profile profile;
     profile.place = place.place;
-    profile.name = PlaceName(place.place, *replay.file);
-    profile.total_bytes = total;
-    for (auto& [frames, bytes] : bytes_by_stack) profile.samples.push_back({frames, bytes});
+    profile.name = place.name;
+    for (const auto& [frames, tallies] : place.stacks) {
+      const uint64_t bytes =
+          what == StackWeight::kPeak ? tallies.at_peak.bytes : tallies.never_freed.bytes;
+      if (bytes == 0) continue;
+      profile.samples.push_back({frames, bytes});
+      profile.total_bytes = SaturatingAdd(profile.total_bytes, bytes);
+    }
+    if (profile.samples.empty()) continue;
     std::stable_sort(profile.samples.begin(), profile.samples.end(),
                      [](const WeightedStacks::Sample& a, const WeightedStacks::Sample& b) {
                        return a.bytes > b.bytes;
                      });
+    out->profiles.push_back(std::move(profile));
   }
   return replay;
 }
@@ -106,7 +151,7 @@ std::string FoldedText(const WeightedStacks& stacks) {
 std::string SpeedscopeJson(const WeightedStacks& stacks, absl::string_view name) {
   std::vector<std::string> frames;
   frames.reserve(stacks.frames.size());
-  for (const WeightedStacks::FrameInfo& frame : stacks.frames) {
+  for (const FrameInfo& frame : stacks.frames) {
     std::string json = absl::StrCat("{\"name\":", JsonString(frame.name));
     if (!frame.file.empty()) {
       absl::StrAppend(&json, ",\"file\":", JsonString(frame.file));

@@ -1,11 +1,13 @@
 // `gpumem export --format folded|speedscope`: memory by stack, for flame graphs.
 //
-// One piece weighs the stacks (WeighStacks) and serves both formats: with --what peak, the bytes
-// each stack held when its place (device, pinned host) stood at its peak (report/replay/replay.h:
-// PlaceUsage::peak_sites, what `gpumem report` lists at the peak); with --what leaks, the bytes
-// each stack still held at the end, never freed. Stacks are symbolized once each, Python frames
-// spliced in (report/stacks/symbolizer.h); stacks that symbolize the same are one. So the weights
-// of a place add up to its peak (or its never-freed bytes) in `gpumem report --json`.
+// One piece tallies the stacks of every place (TallyStacks: every allocation, what was live at the
+// place's peak, what was never freed), shared with pprof (pprof.h); WeighStacks picks one weight
+// of it for both formats here: with --what peak, the bytes each stack held when its place
+// (device, pinned host) stood at its peak (report/replay/replay.h: PlaceUsage::peak_sites, what
+// `gpumem report` lists at the peak); with --what leaks, the bytes each stack still held at the
+// end, never freed. Stacks are symbolized once each, Python frames spliced in
+// (report/stacks/symbolizer.h); stacks that symbolize the same are one. So the weights of a place
+// add up to its peak (or its never-freed bytes) in `gpumem report --json`.
 //
 // - folded (collapsed stacks, for flamegraph.pl, speedscope, inferno): one line per stack,
 //   "PLACE;outermost;...;innermost BYTES", PLACE being the place's name ("device 0 (NVIDIA H100
@@ -20,12 +22,14 @@
 #define GPUMEM_REPORT_EXPORT_FOLDED_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "report/replay/event_counts.h"
 #include "report/replay/replay.h"
 #include "report/trace/progress.h"
 #include "report/trace/trace_file.h"
@@ -34,12 +38,42 @@ namespace gpumem::report {
 
 enum class StackWeight { kPeak, kLeaks };
 
-struct WeightedStacks {
-  struct FrameInfo {
-    std::string name;  // as `gpumem report` prints the frame, made safe by FoldedFrameName
-    std::string file;  // empty when unknown
-    int line = 0;
+// One frame as the exports show it: one entry per distinct printed frame.
+struct FrameInfo {
+  std::string name;  // as `gpumem report` prints the frame, made safe by FoldedFrameName
+  std::string file;  // empty when unknown
+  int line = 0;
+  std::string function;  // the function alone (Frame::function); empty when not resolved
+  std::string module;    // Frame::module: empty for Python frames and addresses outside modules
+  uint64_t pc = 0;       // the recorded return address (0 for Python frames)
+  uint64_t module_offset = 0;
+};
+
+// What one stack (as symbolized: stacks that read the same are one) did on one place.
+struct StackTallies {
+  Tally allocated;    // every allocation (PlaceUsage::allocated_sites)
+  Tally at_peak;      // live when the place stood at its peak (PlaceUsage::peak_sites)
+  Tally never_freed;  // still live at the end (PlaceUsage::live_sites)
+};
+
+// Every stack of every place with its three tallies: what folded, speedscope and pprof share.
+struct TalliedStacks {
+  struct Place {
+    int32_t place = 0;
+    std::string name;  // PlaceName()
+    // Frame indices outermost first ("(no stack recorded)" for a stack without frames).
+    std::map<std::vector<uint32_t>, StackTallies> stacks;
   };
+  std::vector<FrameInfo> frames;
+  std::vector<Place> places;   // as Replay::Places orders them
+  uint64_t last_event_ns = 0;  // the latest memory event's CLOCK_MONOTONIC timestamp
+};
+
+// Replays `file` (opened, not read yet) and tallies its stacks. `progress` may be null.
+TraceReplay TallyStacks(std::unique_ptr<TraceFile> file, Progress* progress, TalliedStacks* out);
+
+struct WeightedStacks {
+  using FrameInfo = report::FrameInfo;
   struct Sample {
     std::vector<uint32_t> frames;  // indices into `frames`, outermost first
     uint64_t bytes = 0;

@@ -1,24 +1,25 @@
-// `gpumem export --format perfetto`: a trace as Chrome's Trace Event Format (JSON), which
-// ui.perfetto.dev and chrome://tracing open: {"traceEvents": [...], "displayTimeUnit": "ns",
-// "metadata": {...}}. Times (`ts`, `dur`) are microseconds since the trace's start.
+// `gpumem export --format perfetto`: the timeline (timeline.h) as Perfetto's own protobuf trace
+// (a `Trace`: TracePackets of TrackEvent data, protos/perfetto/trace/ in Perfetto's repository),
+// which ui.perfetto.dev and Perfetto's trace processor load at sizes where JSON
+// (chrome_json.h) fails. Written by hand in the wire format (proto_encoder.h), packet by packet.
 //
-// One process track per place (pid = device + 1; 100000 for memory whose device is unknown,
-// 100001 for pinned host memory), named by "M" process_name events:
-// - a counter ("ph":"C") "live bytes" with args {"bytes": N} after every event that changes the
-//   place's live memory, as `gpumem report` replays it (report/replay/replay.h): its highest value
-//   is the report's peak for that place. Under PyTorch's caching allocator gpumem sees its
-//   segments, so this is PyTorch's reserved memory there.
-// - a counter "pool reserved bytes" where the trace has the memory pools' reserved sizes
-//   (PoolUsage packets; report/trace/pool_sizes.h), at their own timestamps.
-// - on thread 1 ("memory"), each allocation, free and failed allocation as an instant event
-//   ("ph":"i", "s":"t") named "alloc cudaMalloc" ..., args: size, address, stream, seq and the
-//   stack (frames as `gpumem report` prints them, innermost first).
-// - kernel launches as slices ("ph":"X") on one thread per stream (tid 2, 3, ... named "stream
-//   0x..."): at the GPU's start and end when the trace has them (GPUMEM_KERNEL_TIMES=1, CUPTI's
-//   KernelTiming joined by correlation id), else at the host's launch time with at most 1 µs
-//   (less when the next launch on the stream comes sooner, so slices never overlap); args "time"
-//   says which ("gpu" or "host launch").
-// Launches are held until the end of the trace (their GPU times come later in the file).
+// One packet sequence (trusted_packet_sequence_id 1): its first packet clears the incremental
+// state (SEQ_INCREMENTAL_STATE_CLEARED), every later one needs it (SEQ_NEEDS_INCREMENTAL_STATE).
+// Event names, debug annotation names and string values (a stack, a kind) are interned
+// (InternedData) in the packet that first uses them, so a stack is written once however many events
+// it made; each track is described (TrackDescriptor) in a packet before its first event.
+// Timestamps: nanoseconds since the trace's start.
+// - a process track per place (pid TimelinePid(place), named PlaceName), holding:
+// - counter tracks "live bytes" and "pool reserved bytes" (CounterDescriptor, unit bytes),
+//   TYPE_COUNTER events;
+// - a track "memory": each allocation, free and failed allocation as a TYPE_INSTANT event named
+//   "alloc cudaMalloc" ..., annotations size, address, stream, seq, kind (result, free_bytes for
+//   a failure) and stack (the frames as `gpumem report` prints them, innermost first, one a line);
+// - a track per stream ("stream 0x..."): each kernel launch a TYPE_SLICE_BEGIN and its
+//   TYPE_SLICE_END, annotations time ("gpu" or "host launch"), seq, correlation_id.
+// - a track "gpumem" with one instant at 0, "trace", whose annotations say what the JSON's
+//   metadata says (host, pid, command_line, start_time_unix_ns, memory_events, launches,
+//   launches_with_gpu_times, complete).
 #ifndef GPUMEM_REPORT_EXPORT_PERFETTO_H_
 #define GPUMEM_REPORT_EXPORT_PERFETTO_H_
 
@@ -31,10 +32,7 @@
 
 namespace gpumem::report {
 
-inline constexpr int64_t kUnknownDevicePid = 100000;
-inline constexpr int64_t kPinnedHostPid = 100001;
-
-// Replays `file` (opened, not read yet) and appends the JSON to `*out`. `progress` may be null.
+// Replays `file` (opened, not read yet) and appends the trace to `*out`. `progress` may be null.
 TraceReplay ExportPerfetto(std::unique_ptr<TraceFile> file, Progress* progress, std::string* out);
 
 }  // namespace gpumem::report

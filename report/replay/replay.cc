@@ -47,6 +47,7 @@ void Replay::Count(const Live& live, const MemoryEvent& event) {
   PlaceUsage& usage = state.usage;
   usage.place = live.place;
   usage.allocated.Add(live.size);
+  state.allocated_by_stack[live.stack_id].Add(live.size);
   usage.live.Add(live.size);
   if (usage.live.bytes > usage.peak_bytes) {
     usage.peak_bytes = usage.live.bytes;
@@ -299,6 +300,7 @@ std::vector<PlaceUsage> Replay::Places() const {
     PlaceUsage usage = state.usage;
     usage.peak_sites = Sorted(at_peak[place]);
     usage.live_sites = Sorted(live[place]);
+    usage.allocated_sites = Sorted(state.allocated_by_stack);
     places.push_back(std::move(usage));
   }
   // Devices ascending, then the unknown device, then pinned host.

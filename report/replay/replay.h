@@ -22,8 +22,8 @@
 //   size (left out before the replay: report/trace/event_stream.h).
 //
 // Memory used by the replay is bounded by the live set (and the set of addresses freed, for double
-// free detection), not by trace length: the peak's live set is kept as per-stack tallies of what
-// was freed since the peak, not as snapshots.
+// free detection, and a tally per call site), not by trace length: the peak's live set is kept as
+// per-stack tallies of what was freed since the peak, not as snapshots.
 #ifndef GPUMEM_REPORT_REPLAY_REPLAY_H_
 #define GPUMEM_REPORT_REPLAY_REPLAY_H_
 
@@ -90,6 +90,8 @@ struct PlaceUsage {
   std::vector<SiteTally> peak_sites;
   // What is live now, by call site, largest first.
   std::vector<SiteTally> live_sites;
+  // Every allocation counted here (`allocated`), by call site, largest first.
+  std::vector<SiteTally> allocated_sites;
 };
 
 class Replay;
@@ -165,6 +167,7 @@ class Replay {
     PlaceUsage usage;
     // Since the last peak: what was live at it and freed after it, by stack id.
     absl::flat_hash_map<uint64_t, Tally> freed_since_peak;
+    absl::flat_hash_map<uint64_t, Tally> allocated_by_stack;  // PlaceUsage::allocated_sites
   };
 
   void Count(const Live& live, const MemoryEvent& event);

@@ -91,10 +91,10 @@ TEST_F(ProgramStringsTest, ReportAndCheckShowThemEscaped) {
   ExpectShown(ReadFile(markdown), {"run\\xff/strings.trace"});
 }
 
-TEST_F(ProgramStringsTest, ViewAndPerfettoExportShowThemEscaped) {
+TEST_F(ProgramStringsTest, ViewAndChromeJsonExportShowThemEscaped) {
   ExpectShown(Read({"view", "-o", "-"}).out, {"\"--tag=\\\\xff\""});
 
-  const ProgramRun perfetto = Read({"export", "--format", "perfetto", "-o", "-"});
+  const ProgramRun perfetto = Read({"export", "--format", "chrome-json", "-o", "-"});
   EXPECT_EQ(
       PythonCheck(perfetto.out, true, "d['metadata']['command_line'].endswith(' --tag=\\\\xff')"),
       "ok");

@@ -2,7 +2,7 @@
 """Reads back what `gpumem export` wrote, with Python's own pickle and json, and checks it.
 
     check_export.py memory-viz SNAPSHOT [--report REPORT_JSON] [--counts COUNTS] [--expect K=V ...]
-    check_export.py perfetto TRACE_JSON --report REPORT_JSON [--counts COUNTS]
+    check_export.py chrome-json TRACE_JSON --report REPORT_JSON [--counts COUNTS]
     check_export.py speedscope FILE --report REPORT_JSON --what peak|leaks
     check_export.py folded FILE --report REPORT_JSON --what peak|leaks
 
@@ -183,7 +183,7 @@ def memory_viz(args):
               (live_bytes, device_live))
 
 
-def perfetto(args):
+def chrome_json(args):
     document = json.load(open(args.file))
     check(set(document) >= {"traceEvents", "displayTimeUnit", "metadata"}, "top-level keys")
     check(document.get("displayTimeUnit") == "ns", "displayTimeUnit")
@@ -275,7 +275,7 @@ def folded(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("format", choices=["memory-viz", "perfetto", "speedscope", "folded"])
+    parser.add_argument("format", choices=["memory-viz", "chrome-json", "speedscope", "folded"])
     parser.add_argument("file")
     parser.add_argument("--report")
     parser.add_argument("--counts")
@@ -283,7 +283,7 @@ def main():
     parser.add_argument("--expect", nargs="*")
     args = parser.parse_args()
     try:
-        {"memory-viz": memory_viz, "perfetto": perfetto, "speedscope": speedscope,
+        {"memory-viz": memory_viz, "chrome-json": chrome_json, "speedscope": speedscope,
          "folded": folded}[args.format](args)
     except Exception as error:  # a crash reading it back is a failure, said on one line
         failures.append("%s: %s" % (type(error).__name__, error))

@@ -13,6 +13,7 @@
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
 #include "report/export/folded.h"
+#include "tests/support/export_traces.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem {
@@ -79,8 +80,8 @@ void ExportAndCheckAll(const std::string& trace, const std::vector<std::string>&
     viz.insert(viz.end(), expect.begin(), expect.end());
   }
   EXPECT_CHECKED(Check(viz));
-  EXPECT_CHECKED(Check({"perfetto", Export(dir, trace, "perfetto", "p.json"), "--report", report,
-                        "--counts", counts}));
+  EXPECT_CHECKED(Check({"chrome-json", Export(dir, trace, "chrome-json", "p.json"), "--report",
+                        report, "--counts", counts}));
   for (const std::string what : {"peak", "leaks"}) {
     EXPECT_CHECKED(
         Check({"folded", Export(dir, trace, "folded", what + ".folded", {"--what", what}),
@@ -161,68 +162,16 @@ TEST(ExportTest, OomSampleHasAnOomEntry) {
 
 // ---- synthetic traces ----
 
-// A launch with GPU times (KernelTiming, CUPTI's CLOCK_REALTIME) and one without, and a stack
-// whose only frame is a Python function named with ';' and a line break.
 std::string SyntheticTrace(const TempDir& dir) {
-  std::vector<TracePacket> packets;
-  TracePacket header = HeaderPacket();
-  header.mutable_header()->set_start_time_mono_ns(1000000000);
-  header.mutable_header()->set_start_time_unix_ns(5000000000);
-  packets.push_back(header);
-  TracePacket code;
-  code.mutable_python_code()->set_id(1);
-  code.mutable_python_code()->set_filename("/home/me/train.py");
-  code.mutable_python_code()->set_function("step;inner\nline");
-  packets.push_back(code);
-  TracePacket stack;
-  stack.mutable_stack()->set_id(7);
-  stack.mutable_stack()->add_python_code(1);
-  stack.mutable_stack()->add_python_line(12);
-  stack.mutable_stack()->add_python_group(0);
-  packets.push_back(stack);
-  TracePacket name;
-  name.mutable_kernel_name()->set_id(3);
-  name.mutable_kernel_name()->set_name("_Z6kernelPi");
-  packets.push_back(name);
-  TracePacket alloc;
-  MemoryEvent* event = alloc.mutable_memory();
-  event->set_seq(1);
-  event->set_timestamp_ns(1000000000 + 5000);
-  event->set_device(0);
-  event->set_api(CUDA_MALLOC);
-  event->set_kind(DEVICE);
-  event->set_action(ALLOC);
-  event->set_size(1 << 20);
-  event->set_address(0x7f0000000000);
-  event->set_stack_id(7);
-  packets.push_back(alloc);
-  for (int i = 0; i < 2; ++i) {
-    TracePacket launch;
-    LaunchEvent* l = launch.mutable_launch();
-    l->set_seq(2 + i);
-    l->set_timestamp_ns(1000000000 + 10000 + 1000 * i);
-    l->set_device(0);
-    l->set_api(CU_LAUNCH_KERNEL);
-    l->set_kernel_id(3);
-    l->set_stream(0x55);
-    l->set_correlation_id(i == 0 ? 42 : 0);
-    packets.push_back(launch);
-  }
-  TracePacket timing;
-  timing.mutable_kernel_timing()->set_correlation_id(42);
-  timing.mutable_kernel_timing()->set_start_ns(5000000000 + 20000);  // 20 us after the start
-  timing.mutable_kernel_timing()->set_end_ns(5000000000 + 23500);
-  packets.push_back(timing);
-  packets.push_back(FooterPacket(3));
   const std::string path = dir.File("synthetic.trace");
-  std::ofstream(path, std::ios::binary) << FramedAll(packets);
+  testing::WriteSyntheticExportTrace(path);
   return path;
 }
 
 TEST(ExportTest, KernelSlicesUseGpuTimesWhenRecorded) {
   TempDir dir;
   const std::string trace = SyntheticTrace(dir);
-  const std::string json = Export(dir, trace, "perfetto", "p.json");
+  const std::string json = Export(dir, trace, "chrome-json", "p.json");
   const ProgramRun slices =
       RunProgram({GPUMEM_PYTHON3, "-c",
                   "import json,sys; d=json.load(open(sys.argv[1])); "
@@ -240,7 +189,7 @@ TEST(ExportTest, FoldedFramesNeverHoldSeparators) {
   const std::string trace = SyntheticTrace(dir);
   const std::string folded = Export(dir, trace, "folded", "s.folded", {"--what", "leaks"});
   // The frame's line break is escaped as every report prints it; its ';' is the format's.
-  EXPECT_EQ(ReadFile(folded), "device 0;/home/me/train.py:12 in step,inner\\nline 1048576\n");
+  EXPECT_EQ(ReadFile(folded), "device 0;/home/me/train.py:12 in step,inner\\nline 2097152\n");
   EXPECT_EQ(report::FoldedFrameName("a;b\nc\rd"), "a,b c d");
 }
 
@@ -261,13 +210,17 @@ TEST(ExportTest, BadUsageIsOneErrorLine) {
   ExpectErrorLine(Gpumem({"export", "--format", "folded", "--what", "all", trace}), "--what");
   ExpectErrorLine(Gpumem({"export", "--format", "perfetto", "--what", "peak", trace}),
                   "folded and speedscope only");
+  ExpectErrorLine(Gpumem({"export", "--format", "pprof", "--what", "leaks", trace}),
+                  "folded and speedscope only");
   ExpectErrorLine(Gpumem({"export", "--format", "perfetto", "--bogus", trace}), "'--bogus'");
   ExpectErrorLine(Gpumem({"export", "--format", "perfetto"}), "exactly one trace");
-  const ProgramRun missing =
-      Gpumem({"export", "--format", "perfetto", dir.File("nope.trace"), "-o", dir.File("x")});
-  ExpectErrorLine(missing, dir.File("nope.trace"));
-  EXPECT_EQ(missing.err.find('\n'), missing.err.size() - 1) << missing.err;
-  EXPECT_FALSE(fs::exists(dir.File("x")));
+  for (const std::string format : {"perfetto", "chrome-json", "pprof"}) {
+    const ProgramRun missing =
+        Gpumem({"export", "--format", format, dir.File("nope.trace"), "-o", dir.File("x")});
+    ExpectErrorLine(missing, dir.File("nope.trace"));
+    EXPECT_EQ(missing.err.find('\n'), missing.err.size() - 1) << missing.err;
+    EXPECT_FALSE(fs::exists(dir.File("x")));
+  }
   const ProgramRun help = Gpumem({"export", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_EQ(help.out.rfind("usage: gpumem export --format FORMAT", 0), 0u) << help.out;
@@ -312,6 +265,31 @@ TEST(ExportTest, DefaultOutputAndStandardOutput) {
   EXPECT_EQ(stdout_run.err, "");
   EXPECT_EQ(stdout_run.out, ReadFile(dir.File("run.peak.folded")));
   EXPECT_NE(stdout_run.out.find(" 41943040\n"), std::string::npos) << stdout_run.out;
+}
+
+// pprof and Perfetto's protobuf: next to the trace as run.pb.gz (gzip) and run.pftrace; the JSON
+// timeline under either of its names as run.perfetto.json.
+TEST(ExportTest, ProtobufFormatsThroughTheCommandLine) {
+  TempDir dir;
+  const std::string trace = dir.File("run.trace");
+  fs::copy_file(Trace("train_mlp-async-h100.trace"), trace);
+  const ProgramRun pprof = Gpumem({"export", "--format", "pprof", trace});
+  EXPECT_EQ(pprof.exit_code, 0) << pprof.err;
+  EXPECT_NE(pprof.err.find("gpumem: exported " + trace + " to " + dir.File("run.pb.gz")),
+            std::string::npos)
+      << pprof.err;
+  EXPECT_EQ(ReadFile(dir.File("run.pb.gz")).substr(0, 2), "\x1f\x8b");  // gzip's magic
+  ASSERT_EQ(Gpumem({"export", "--format", "perfetto", trace}).exit_code, 0);
+  const std::string pftrace = ReadFile(dir.File("run.pftrace"));
+  ASSERT_FALSE(pftrace.empty());
+  EXPECT_EQ(pftrace[0], '\x0a');  // Trace.packet: field 1, length-delimited
+  ASSERT_EQ(Gpumem({"export", "--format", "perfetto-json", trace}).exit_code, 0);
+  const std::string json = ReadFile(dir.File("run.perfetto.json"));
+  EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u);
+  const ProgramRun chrome = Gpumem({"export", "--format", "chrome-json", trace, "-o", "-"});
+  EXPECT_EQ(chrome.out, json);
+  // The protobuf is far smaller than the JSON of the same timeline.
+  EXPECT_LT(pftrace.size() * 5, json.size());
 }
 
 }  // namespace

@@ -8,11 +8,19 @@
 namespace gpumem::report {
 namespace {
 
+FrameInfo Frame(const std::string& name, const std::string& file, int line) {
+  FrameInfo frame;
+  frame.name = name;
+  frame.file = file;
+  frame.line = line;
+  return frame;
+}
+
 // Two places; frames shared between stacks by index.
 WeightedStacks TwoPlaces() {
   WeightedStacks stacks;
-  stacks.frames = {
-      {"main", "/src/train.py", 3}, {"step", "/src/train.py", 12}, {"cudaMalloc", "", 0}};
+  stacks.frames = {Frame("main", "/src/train.py", 3), Frame("step", "/src/train.py", 12),
+                   Frame("cudaMalloc", "", 0)};
   WeightedStacks::Profile device;
   device.place = 0;
   device.name = "device 0 (GPU; A)";

@@ -69,6 +69,8 @@ TEST(ReplayTest, PeakAndLiveSetAtThePeak) {
   ExpectSites(device.live_sites, {{3, 5 * kMiB, 1}, {1, 1 * kMiB, 1}});
   EXPECT_EQ(device.allocated.count, 4u);
   EXPECT_EQ(device.allocated.bytes, 36 * kMiB);
+  // Every allocation by stack, freed or not: they add up to `allocated`.
+  ExpectSites(device.allocated_sites, {{2, 20 * kMiB, 1}, {1, 11 * kMiB, 2}, {3, 5 * kMiB, 1}});
 }
 
 TEST(ReplayTest, ALaterHigherPeakForgetsWhatWasFreedBeforeIt) {
