@@ -188,7 +188,7 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
                           analyses.wants_launches() ? &analyses : nullptr);
   // Progress on a terminal (report/trace/progress.h), ticked by every memory event.
   const TraceFile* reading = file->get();
-  Progress progress(path, reading->file_size());
+  Progress progress(path, reading->file_size(), request.progress ? stderr : nullptr);
   const bool wants_events = analyses.wants_events();
   MemoryEventVisitor analyses_events = [&](const MemoryEvent& event) {
     progress.Update(reading->bytes_read());

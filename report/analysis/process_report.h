@@ -44,6 +44,7 @@ struct ReportRequest {
   bool python_only = false;
   StackStyle stacks = StackStyle::kShort;  // how call sites print in text
   bool timeline = false;  // build the process's timeline, for the combined view of several
+  bool progress = true;   // "reading TRACE: 43%" on stderr when it is a terminal
 };
 
 // The --summary, --oom, --growth and --fragmentation analyses of one trace, when asked for.

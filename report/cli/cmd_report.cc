@@ -15,6 +15,7 @@
 #include "report/analysis/summary_table.h"
 #include "report/cli/commands.h"
 #include "report/cli/flags.h"
+#include "report/cli/ordered_jobs.h"
 #include "report/cli/output_file.h"
 #include "report/format/printable.h"
 #include "report/stacks/python_stacks.h"
@@ -29,13 +30,15 @@ constexpr char kSynopsis[] =
                      [--oom] [--fragmentation] [--kernels]
                      [--growth [--iteration-marker FUNCTION]] [--top N]
                      [--group-by user|python|stack] [--stacks short|full] [--python-only]
-                     [--json] TRACE...
+                     [--json] [--jobs N] TRACE...
 
 Replays each trace's memory operations in order and reports, per device:
 )usage";
 
 constexpr char kEpilogue[] = R"usage(
 A TRACE may be a directory: every *.trace file directly inside it, each reported on its own.
+Several traces are analysed at once (--jobs), and printed in the order given, as one at a time
+would print them.
 With more than one trace, a combined view follows: per device, the highest sum of live bytes over
 all processes at once (merged by CLOCK_MONOTONIC timestamp; per host when the hosts differ), when,
 and what each process held then.
@@ -52,6 +55,7 @@ struct Options {
   ReportRequest request;
   bool allocator_given = false;  // --allocator: an error on a trace that is not tensor-level
   bool json = false;
+  size_t jobs = 0;  // traces analysed at once (0: one per hardware thread)
 };
 
 CommandLine ReportCommandLine(Options* options) {
@@ -125,6 +129,10 @@ CommandLine ReportCommandLine(Options* options) {
                  "one JSON object instead of text (schema: report/report.schema.json in the\n"
                  "sources)",
                  &options->json),
+          Number({"--jobs"},
+                 "traces analysed at once, each on a thread of its own (default: one per\n"
+                 "hardware thread; 1: one after the other)",
+                 &options->jobs),
       }};
 }
 
@@ -169,6 +177,51 @@ std::string CombinedView(const std::vector<ProcessTimeline>& timelines, bool jso
   return "";
 }
 
+// One trace's report as the sequential loop printed it: its error lines and its text, in order,
+// kept until it is its turn to print (traces are analysed in parallel, printed in order).
+struct TraceOutcome {
+  struct Piece {
+    bool error = false;  // an error line (PrintError), else text for standard output
+    std::string text;
+  };
+  std::vector<Piece> pieces;
+  std::optional<std::string> json;  // the trace's object, with --json (none when it failed)
+  std::optional<ProcessTimeline> timeline;
+  bool ok = true;
+
+  void Error(std::string line) {
+    pieces.push_back({true, std::move(line)});
+    ok = false;
+  }
+};
+
+// Analyses and writes the trace at `path` (`several`: one of several, headed by its path).
+TraceOutcome ReportTrace(const std::string& path, const Options& options, bool several) {
+  TraceOutcome outcome;
+  absl::StatusOr<ProcessReport> report = AnalyzeProcess(path, options.request);
+  if (!report.ok()) {
+    outcome.Error(std::string(report.status().message()));
+    return outcome;
+  }
+  if (!report->second_pass.ok()) outcome.Error(std::string(report->second_pass.message()));
+  if (std::string misused = AllocatorMisused(path, options, report->findings); !misused.empty()) {
+    outcome.Error(std::move(misused));
+    return outcome;
+  }
+  if (options.json) {
+    outcome.json = ProcessReportJson(path, *report, options.request);
+  } else {
+    std::string text = ProcessReportText(*report, options.request);
+    if (several) text = absl::StrCat("== ", Printable(path), "\n", text, "\n");
+    outcome.pieces.push_back({false, std::move(text)});
+  }
+  if (report->replay.file->end().damaged()) {
+    outcome.Error(report->replay.file->end().ErrorLine(path));
+  }
+  outcome.timeline = std::move(report->timeline);
+  return outcome;
+}
+
 }  // namespace
 
 std::string ReportUsage() { return UsageOf(ReportCommandLine); }
@@ -186,40 +239,28 @@ int RunReport(const std::vector<std::string>& args) {
     PrintError(status.message());
     return kExitBadInput;
   }
-  options.request.timeline = paths->size() > 1;
+  const bool several = paths->size() > 1;
+  options.request.timeline = several;
+  // Traces analysed at once would draw their progress lines over one another.
+  options.request.progress = JobCount(options.jobs, paths->size()) == 1;
   bool ok = true;
   std::vector<std::string> json_traces;
   std::vector<ProcessTimeline> timelines;
-  for (const std::string& path : *paths) {
-    absl::StatusOr<ProcessReport> report = AnalyzeProcess(path, options.request);
-    if (!report.ok()) {
-      PrintError(report.status().message());
-      ok = false;
-      continue;
-    }
-    if (!report->second_pass.ok()) {
-      PrintError(report->second_pass.message());
-      ok = false;
-    }
-    if (const std::string misused = AllocatorMisused(path, options, report->findings);
-        !misused.empty()) {
-      PrintError(misused);
-      ok = false;
-      continue;
-    }
-    if (options.json) {
-      json_traces.push_back(ProcessReportJson(path, *report, options.request));
-    } else {
-      std::string text = ProcessReportText(*report, options.request);
-      if (paths->size() > 1) text = absl::StrCat("== ", Printable(path), "\n", text, "\n");
-      WriteOutput(text);
-    }
-    if (report->replay.file->end().damaged()) {
-      PrintError(report->replay.file->end().ErrorLine(path));
-      ok = false;
-    }
-    if (report->timeline) timelines.push_back(std::move(*report->timeline));
-  }
+  RunInOrder<TraceOutcome>(
+      paths->size(), options.jobs,
+      [&](size_t i) { return ReportTrace((*paths)[i], options, several); },
+      [&](size_t, TraceOutcome&& outcome) {
+        for (const TraceOutcome::Piece& piece : outcome.pieces) {
+          if (piece.error) {
+            PrintError(piece.text);
+          } else {
+            WriteOutput(piece.text);
+          }
+        }
+        ok = ok && outcome.ok;
+        if (outcome.json) json_traces.push_back(std::move(*outcome.json));
+        if (outcome.timeline) timelines.push_back(std::move(*outcome.timeline));
+      });
   const std::string combined = CombinedView(timelines, options.json);
   if (options.json) {
     WriteOutput(absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","),

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <string_view>
 
@@ -197,7 +198,11 @@ struct Symbolizer::OpenModule {
   }
 };
 
-Symbolizer::Symbolizer(const TraceFile* trace) : trace_(trace) { elf_version(EV_CURRENT); }
+Symbolizer::Symbolizer(const TraceFile* trace) : trace_(trace) {
+  // libelf's version is global: set once, not by each of the traces analysed at once.
+  static std::once_flag elf_version_set;
+  std::call_once(elf_version_set, [] { elf_version(EV_CURRENT); });
+}
 
 Symbolizer::~Symbolizer() = default;
 

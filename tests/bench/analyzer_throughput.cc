@@ -12,6 +12,12 @@
 // (ForEachMemoryEventBySeq with an empty visitor). Each trace is deleted after its runs, and the
 // directory at exit (also on SIGINT/SIGTERM); N is bounded, and free space is checked first.
 //
+// With --gpumem, `gpumem report` itself is timed on both traces (events/s and peak RSS, which must
+// not grow with the trace). With --ranks N, N traces of varied lengths (the largest --rank-events)
+// are recorded into a directory, as the ranks of a multi-GPU job write them, and `gpumem report
+// DIR` (each trace on a core of its own, as many at once as there are cores) is timed against
+// `gpumem report` of the largest alone.
+//
 // Usage: analyzer_throughput [EVENTS] [--runs R] [--compare], or --trace FILE to time an existing
 // trace (see Usage()).
 #include <dlfcn.h>
@@ -28,6 +34,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -58,9 +65,14 @@ constexpr int kStackBits = 9;  // 512 distinct call paths; kStacks of them are u
 
 char g_dir[256] = {};
 char g_trace[320] = {};
+char g_ranks[320] = {};  // the directory of rank traces, while it exists
 
 void RemoveFiles() {
   if (g_trace[0] != '\0') unlink(g_trace);
+  if (g_ranks[0] != '\0') {
+    std::error_code ignored;
+    std::filesystem::remove_all(g_ranks, ignored);
+  }
   if (g_dir[0] != '\0') rmdir(g_dir);
 }
 
@@ -369,7 +381,7 @@ std::string CpuModel() {
 // `gpumem report` as a user runs it (--gpumem): the commands timed, each on its own after the
 // replay rows.
 const char* g_gpumem = nullptr;
-double g_report_rate = 0;  // events/s of the first command (`gpumem report`) on the last trace
+Measurement g_report;  // the first command (`gpumem report`) on the last trace
 const std::vector<std::vector<std::string>> kReportCommands = {{"report"}, {"report", "--summary"}};
 
 // Runs `g_gpumem ARGS path` (output to /dev/null) `runs` times and keeps the fastest wall time
@@ -438,9 +450,7 @@ bool MeasureTrace(const std::string& path, int runs, bool compare, Measurement* 
         return false;
       }
       PrintRow(name.c_str(), file_bytes, command);
-      if (&args == &kReportCommands.front()) {
-        g_report_rate = static_cast<double>(command.events) / command.seconds;
-      }
+      if (&args == &kReportCommands.front()) g_report = command;
     }
   }
   Measurement in_memory;
@@ -461,12 +471,18 @@ void Usage() {
       "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
       "  smaller trace. --trace: time an existing trace instead (not deleted). --window: the\n"
       "  reorder window, in events (default that of ReplayTrace(), 65536). --gpumem BINARY:\n"
-      "  also time `gpumem report` and `gpumem report --summary` on each trace.\n",
+      "  also time `gpumem report` and `gpumem report --summary` on each trace.\n"
+      "  --ranks N (with --gpumem): N traces of varied lengths in a directory, the largest\n"
+      "  --rank-events (default 2000000): `gpumem report DIR` against its largest trace alone.\n"
+      "  --only-ranks: that alone, without the EVENTS traces.\n",
       static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
 
 struct Options {
   uint64_t events = kDefaultEvents;
+  int ranks = 0;                     // --ranks: rank traces for `gpumem report DIR`
+  uint64_t rank_events = 2'000'000;  // --rank-events: the largest rank trace
+  bool only_ranks = false;           // --only-ranks: no EVENTS traces
   bool compare = false;
   int runs = 3;
   std::string trace;
@@ -491,6 +507,12 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       options->trace = argv[++i];
     } else if (arg == "--gpumem" && i + 1 < argc) {
       g_gpumem = argv[++i];
+    } else if (arg == "--ranks" && i + 1 < argc) {
+      options->ranks = atoi(argv[++i]);
+    } else if (arg == "--rank-events" && i + 1 < argc) {
+      options->rank_events = strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--only-ranks") {
+      options->only_ranks = true;
     } else if (arg == "--generate" && i + 1 < argc) {
       options->generate = argv[++i];
     } else {
@@ -553,7 +575,8 @@ bool RecordAndMeasure(const std::string& path, uint64_t n, int runs, bool compar
 }
 
 // The rate on the large trace, and how peak memory grew from the small one to it.
-void PrintResult(const Measurement& small, const Measurement& large) {
+void PrintResult(const Measurement& small, const Measurement& large,
+                 const Measurement& report_small, const Measurement& report_large) {
   const double rate = static_cast<double>(large.events) / large.seconds;
   printf(
       "result: %.2f M events/s on %llu events (target >= 10 M/s: %s); peak RSS %s at %llu "
@@ -570,9 +593,95 @@ void PrintResult(const Measurement& small, const Measurement& large) {
       g_window,
       Mib(static_cast<double>(g_window) * sizeof(gpumem::report::MemoryEventFields)).c_str());
   if (g_gpumem != nullptr) {
-    printf("result: `gpumem report` (replay, peak, leaks, kernels) %.2f M events/s\n",
-           g_report_rate / 1e6);
+    printf(
+        "result: `gpumem report` (replay, peak, leaks, kernels) %.2f M events/s on %llu events, "
+        "%.2f on %llu; peak RSS %s and %s (ratio %.2f)\n",
+        static_cast<double>(report_large.events) / report_large.seconds / 1e6,
+        static_cast<unsigned long long>(report_large.events),
+        static_cast<double>(report_small.events) / report_small.seconds / 1e6,
+        static_cast<unsigned long long>(report_small.events),
+        Mib(static_cast<double>(report_large.peak_rss_kib) * 1024).c_str(),
+        Mib(static_cast<double>(report_small.peak_rss_kib) * 1024).c_str(),
+        static_cast<double>(report_large.peak_rss_kib) /
+            static_cast<double>(report_small.peak_rss_kib));
   }
+}
+
+// ---- rank traces: `gpumem report DIR` ----
+
+// The lengths of `ranks` traces: one (not the first by name) `largest` events, the others spread
+// over a quarter of it to all of it.
+std::vector<uint64_t> RankLengths(int ranks, uint64_t largest) {
+  std::mt19937_64 random(99);
+  std::vector<uint64_t> lengths;
+  for (int rank = 0; rank < ranks; ++rank) {
+    lengths.push_back(largest / 4 + random() % (largest - largest / 4 + 1));
+  }
+  lengths[static_cast<size_t>(ranks) / 3] = largest;
+  return lengths;
+}
+
+// Records the rank traces into g_ranks, times `gpumem report DIR` against `gpumem report` of the
+// largest alone, and deletes them. False, having said why, on a failure.
+bool MeasureRanks(int ranks, uint64_t largest, int runs) {
+  snprintf(g_ranks, sizeof(g_ranks), "%s/ranks", g_dir);
+  if (mkdir(g_ranks, 0700) != 0) {
+    fprintf(stderr, "analyzer_throughput: mkdir %s: %s\n", g_ranks, strerror(errno));
+    return false;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<uint64_t> lengths = RankLengths(ranks, largest);
+  uint64_t total = 0;
+  uint64_t total_bytes = 0;
+  std::string largest_path;
+  uint64_t largest_bytes = 0;
+  for (int rank = 0; rank < ranks; ++rank) {
+    char path[400];
+    snprintf(path, sizeof(path), "%s/rank-%02d.trace", g_ranks, rank);
+    const uint64_t events = lengths[static_cast<size_t>(rank)];
+    if (!InChild([&] { return Generate(path, events) == 0; })) {
+      fprintf(stderr, "analyzer_throughput: recording %s failed\n", path);
+      return false;
+    }
+    struct stat info {};
+    stat(path, &info);
+    total += events;
+    total_bytes += static_cast<uint64_t>(info.st_size);
+    if (events == largest && largest_path.empty()) {
+      largest_path = path;
+      largest_bytes = static_cast<uint64_t>(info.st_size);
+    }
+  }
+  // Symbolized, as `gpumem record` leaves them: no report then reads a binary.
+  Measurement symbolized;
+  if (!MeasureCommand({"symbolize"}, g_ranks, 1, 0, &symbolized)) {
+    fprintf(stderr, "analyzer_throughput: gpumem symbolize %s failed\n", g_ranks);
+    return false;
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  printf(
+      "%d rank traces, %llu events in all (%llu to %llu each), recorded and symbolized in %.1f s; "
+      "%u cores\n",
+      ranks, static_cast<unsigned long long>(total),
+      static_cast<unsigned long long>(*std::min_element(lengths.begin(), lengths.end())),
+      static_cast<unsigned long long>(largest), Seconds(start), cores);
+  Measurement one;
+  Measurement all;
+  if (!MeasureCommand({"report"}, largest_path, runs, largest, &one) ||
+      !MeasureCommand({"report"}, g_ranks, runs, total, &all)) {
+    fprintf(stderr, "analyzer_throughput: gpumem report failed\n");
+    return false;
+  }
+  PrintRow("gpumem report LARGEST", largest_bytes, one);
+  PrintRow("gpumem report DIR", total_bytes, all);
+  const double rounds = std::ceil(static_cast<double>(ranks) / cores);
+  printf(
+      "result: `gpumem report DIR` %.2f s, %.2f x the largest trace alone (%.2f s); for "
+      "reference ceil(%d/%u) x largest = %.2f s\n",
+      all.seconds, all.seconds / one.seconds, one.seconds, ranks, cores, rounds * one.seconds);
+  std::filesystem::remove_all(g_ranks);
+  g_ranks[0] = '\0';
+  return true;
 }
 
 }  // namespace
@@ -593,17 +702,29 @@ int main(int argc, char** argv) {
     return MeasureTrace(options.trace, options.runs, options.compare, &replay) ? 0 : 1;
   }
 
-  if (!MakeBenchDirectory(options.events)) return 2;
+  const uint64_t rank_space = static_cast<uint64_t>(options.ranks) * options.rank_events;
+  if (!MakeBenchDirectory(options.only_ranks ? rank_space : options.events + rank_space)) {
+    return 2;
+  }
+  if (options.ranks > 0 && g_gpumem == nullptr) {
+    fprintf(stderr, "analyzer_throughput: --ranks needs --gpumem\n");
+    return 2;
+  }
+  if (options.only_ranks) {
+    return MeasureRanks(options.ranks, options.rank_events, options.runs) ? 0 : 1;
+  }
   const std::string path = g_trace;
   printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks\n",
          kThreads, kThreads * kLivePerThread, kStacks);
   const uint64_t small_events = options.events / 10;
   Measurement small;
   Measurement large;
-  if (!RecordAndMeasure(path, small_events, options.runs, options.compare, &small) ||
-      !RecordAndMeasure(path, options.events, options.runs, false, &large)) {
+  if (!RecordAndMeasure(path, small_events, options.runs, options.compare, &small)) return 1;
+  const Measurement report_small = g_report;
+  if (!RecordAndMeasure(path, options.events, options.runs, false, &large)) return 1;
+  PrintResult(small, large, report_small, g_report);
+  if (options.ranks > 0 && !MeasureRanks(options.ranks, options.rank_events, options.runs)) {
     return 1;
   }
-  PrintResult(small, large);
   return 0;
 }

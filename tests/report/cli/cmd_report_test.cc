@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -176,8 +177,12 @@ class TraceBuilder {
   // Each trace of one test needs its own `suffix`.
   std::string Write(const std::string& suffix = ".trace") {
     const std::string path = UniqueTempPath(suffix);
-    std::ofstream(path, std::ios::binary) << bytes_;
+    WriteTo(path);
     return path;
+  }
+  // At `path`, less its last `cut` bytes (a packet torn by a crash).
+  void WriteTo(const std::string& path, size_t cut = 0) const {
+    std::ofstream(path, std::ios::binary) << bytes_.substr(0, bytes_.size() - cut);
   }
 
  private:
@@ -415,6 +420,90 @@ TEST(ReportCommandTest, SeveralTracesInOneJsonObject) {
   EXPECT_NE(run.out.find("\"peak_bytes\":31457280"), std::string::npos);
   EXPECT_NE(run.out.find("\"peak_bytes\":58720256"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// ---- a directory of traces, analysed in parallel ----
+
+// `count` traces in a new directory, rank-00.trace ...: the first ones longest (in parallel, the
+// later ones finish first), each with a leak of its own size; `torn` is cut inside its last packet
+// and `not_trace` holds no trace at all.
+std::string RankDirectory(size_t count, size_t torn, size_t not_trace) {
+  const std::string dir = UniqueTempPath(".dir");
+  std::filesystem::create_directory(dir);
+  for (size_t rank = 0; rank < count; ++rank) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%02zu.trace", rank);
+    if (rank == not_trace) {
+      std::ofstream(dir + name) << "not a trace\n";
+      continue;
+    }
+    TraceBuilder trace;
+    trace.Device(0, "GPU Zero");
+    trace.Stack(1, 0x1111);
+    const uint64_t pairs = (count - rank) * 1000;
+    for (uint64_t i = 0; i < pairs; ++i) {
+      trace.Malloc(0, (i % 7 + 1) * kMiB, 0x1'0000'0000 + i * 0x100'0000, 1);
+      trace.Free(0x1'0000'0000 + i * 0x100'0000);
+    }
+    trace.Malloc(0, (rank + 1) * kMiB, 0xF'0000'0000, 1);  // never freed
+    if (rank == torn) {
+      trace.WriteTo(dir + name, 3);
+    } else {
+      trace.Footer();
+      trace.WriteTo(dir + name);
+    }
+  }
+  return dir;
+}
+
+// However many traces run at once, the output is that of one after the other: each trace under
+// its header in name order, then the combined view; the damaged trace's one error line, the one
+// that is not a trace likewise, the others reported all the same, and exit status 2.
+TEST(ReportCommandTest, DirectoryInParallelPrintsAsOneAtATime) {
+  const std::string dir = RankDirectory(16, 5, 9);
+  // `gpumem report [--json] [--jobs JOBS] DIR` (no --jobs for "").
+  auto report = [&dir](bool json, const std::string& jobs) {
+    std::vector<std::string> args = {"report"};
+    if (json) args.push_back("--json");
+    if (!jobs.empty()) args.insert(args.end(), {"--jobs", jobs});
+    args.push_back(dir);
+    return Gpumem(args);
+  };
+  for (const bool json : {false, true}) {
+    const CommandResult one = report(json, "1");
+    EXPECT_EQ(one.exit_code, 2) << one.err;
+    EXPECT_EQ(LineCount(one.err), 2u) << one.err;
+    EXPECT_NE(one.err.find("rank-05.trace: torn packet"), std::string::npos) << one.err;
+    EXPECT_NE(one.err.find("rank-09.trace: not a gpumem trace"), std::string::npos) << one.err;
+    if (json) {
+      EXPECT_TRUE(JsonBalanced(one.out)) << one.out;
+      EXPECT_NE(one.out.find("\"combined\":"), std::string::npos);
+    } else {
+      size_t at = 0;
+      for (size_t rank = 0; rank < 16; ++rank) {
+        if (rank == 9) continue;
+        char header[32];
+        std::snprintf(header, sizeof(header), "/rank-%02zu.trace\n", rank);
+        const size_t found = one.out.find(header, at);
+        ASSERT_NE(found, std::string::npos) << "rank " << rank << " missing or out of order";
+        at = found;
+      }
+      EXPECT_NE(one.out.find("combined", at), std::string::npos) << one.out;
+    }
+    for (const std::string jobs : {"4", "16", ""}) {
+      const CommandResult many = report(json, jobs);
+      EXPECT_EQ(many.exit_code, one.exit_code) << "--jobs " << jobs;
+      EXPECT_EQ(many.out, one.out) << "--jobs " << jobs;
+      EXPECT_EQ(many.err, one.err) << "--jobs " << jobs;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ReportCommandTest, JobsMustBeANumber) {
+  const CommandResult run = Gpumem({"report", "--jobs", "many", Sample("leak_loop-h200.trace")});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--jobs: not a number: 'many'"), std::string::npos) << run.err;
 }
 
 TEST(ReportCommandTest, BadInputIsOneLineAndExit2) {
