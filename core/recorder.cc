@@ -910,9 +910,12 @@ GPUMEM_HOT bool AppendFramed(uint8_t* body, uint8_t* end, uint32_t trace_field,
 
 // The event in full, with its writer and the slot it defines (0: none) when `writer` is not 0.
 GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint64_t template_slot) {
-  uint8_t buffer[kEventHeaderRoom +
-                 (proto::launch_field::kParamsUnknown) * (2 + wire::kMaxVarintBytes) +
-                 (1 + 2 * wire::kMaxVarintBytes) + kMaxPointerArgs * wire::kMaxVarintBytes +
+  // The largest event: a launch's fields (a tag of at most two bytes and a varint each), its
+  // packed pointers (tag, length, values), then writer and template_slot.
+  constexpr size_t kMaxFields = proto::launch_field::kParamsUnknown;
+  static_assert(proto::memory_field::kCapture <= kMaxFields);
+  uint8_t buffer[kEventHeaderRoom + kMaxFields * (2 + wire::kMaxVarintBytes) +
+                 (1 + wire::kMaxVarintBytes) + kMaxPointerArgs * wire::kMaxVarintBytes +
                  kTemplateFieldsRoom];
   uint8_t* body = buffer + kEventHeaderRoom;
   uint8_t* out = wire::PutVarintFields(body, 1, event.values, event.split);

@@ -5,7 +5,7 @@
 # Usage:
 #   tests/bench/trace_size.sh [BUILD_DIR] [SECONDS]   records samples/pytorch/train_transformer.py
 #       --amp --seconds SECONDS (default 60) with `gpumem record --tensors` (PyTorch and a GPU),
-#       then measures its trace(s)
+#       then measures its trace(s); PYTHON names the interpreter (a command, e.g. `env -u X python3`)
 #   tests/bench/trace_size.sh [BUILD_DIR] TRACE...    measures traces recorded elsewhere
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,9 +18,10 @@ if (($# > 0)) && [[ ! $1 =~ ^[0-9]+$ ]]; then
   exec "$measure" "$@"
 fi
 seconds=${1:-60}
+python=${PYTHON:-python3}
 [[ -x $gpumem ]] || { echo "trace_size: $gpumem not built" >&2; exit 2; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gpumem-trace-size-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 "$gpumem" record --tensors --no-summary -o "$dir/run.trace" -- \
-  "${PYTHON:-python3}" "$here/../../samples/pytorch/train_transformer.py" --amp --seconds "$seconds" >&2
+  $python "$here/../../samples/pytorch/train_transformer.py" --amp --seconds "$seconds" >&2
 "$measure" "$dir"/*.trace
