@@ -79,6 +79,10 @@ inline constexpr OptionSpec kOptionTable[] = {
      OptionKind::kSwitch, GPUMEM_OPTION_FIELD(cupti_catch_all)},
     {"GPUMEM_CUPTI_POOLS", "0", "1: CUPTI's memory-pool activity records too", OptionKind::kSwitch,
      GPUMEM_OPTION_FIELD(cupti_pools)},
+    {"GPUMEM_EVENT_REFS", "1",
+     "0: every event written in full (about 45 bytes an event, trace format 1, which gpumem "
+     "versions before format 2 read), not as a reference to an earlier event it repeats",
+     OptionKind::kSwitch, GPUMEM_OPTION_FIELD(event_refs)},
     {"GPUMEM_SELF_TIMING", "0",
      "1: gpumem's own time per recording phase and per hook, printed to stderr at exit",
      OptionKind::kSwitch, GPUMEM_OPTION_FIELD(self_timing)},

@@ -27,6 +27,7 @@ struct RecorderOptions {
   char cupti_path[4096] = {};
   bool python_frames = true;
   bool interpreter_frames = false;
+  bool event_refs = true;
   bool self_timing = false;
   char tensors[1024] = {};
   char pytorch_alloc_conf[1024] = {};

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 
 #include "core/clock.h"
 #include "core/driver_queries.h"
@@ -44,6 +45,22 @@ namespace gpumem::recorder {
 namespace {
 
 constexpr size_t kThreadCacheSlots = 1024;
+constexpr size_t kTemplateSlots = 4096;  // a power of two
+
+// A thread's memory and launch events as templates (every field but seq, timestamp and correlation
+// id; core/trace.proto, EventRef): an event whose template is in its slot is written as a
+// reference to the full event that defined the slot, with deltas against the thread's previous
+// event. 32 KiB of keys, touched only where used: a thread that records few events touches a
+// page or two.
+struct EventTemplates {
+  // Mixed into every key: changed at each registration, so that a state reused by another thread,
+  // or in a new trace after fork, finds none of its keys (without clearing 32 KiB).
+  uint64_t salt;
+  uint64_t last_seq;
+  uint64_t last_timestamp;
+  uint64_t last_correlation;      // of the previous launch (memory events have none)
+  uint64_t keys[kTemplateSlots];  // (template hash ^ salt) | 1; 0: never set
+};
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
 // libgpumem may also be dlopen'd (CUDA_INJECTION64_PATH), where static TLS is scarce. It holds
@@ -64,6 +81,10 @@ struct ThreadState {
   uint64_t python_codes[kMaxPythonFrames];
   uint64_t python_lines[kMaxPythonFrames];
   uint64_t python_groups[kMaxPythonFrames];
+  // This state's number in the trace (EventRef.writer), from 1: kept when the state is reused by
+  // another thread, so the numbers stay as few as the threads that record at once.
+  uint32_t writer;
+  EventTemplates templates;  // last: its pages are touched only as slots are used
 };
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kThreadStateBytes = (sizeof(ThreadState) + kPageBytes - 1) & ~(kPageBytes - 1);
@@ -112,6 +133,8 @@ struct State {
   std::atomic<uint64_t> hook_conflicts{0};
   std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
   std::atomic<uint32_t> generation{1};
+  std::atomic<uint32_t> writers{0};         // thread states mapped so far (their writer numbers)
+  std::atomic<uint64_t> template_salts{0};  // registrations so far (their salts)
   uint32_t pid = 0;
   uint32_t parent_pid = 0;
   uint64_t start_unix_ns = 0;
@@ -317,7 +340,8 @@ void WriteHeader() {
   wire::Writer writer(buffer, sizeof(buffer));
   size_t packet = writer.BeginNested(proto::trace_field::kPacket);
   size_t header = writer.BeginNested(proto::packet_field::kHeader);
-  writer.Varint(proto::header_field::kFormatVersion, proto::kFormatVersion);
+  writer.Varint(proto::header_field::kFormatVersion,
+                g.options.event_refs ? proto::kFormatVersion : proto::kFormatVersionWithoutRefs);
   writer.String(proto::header_field::kHost, g.host);
   writer.Varint(proto::header_field::kPid, g.pid);
   writer.Varint(proto::header_field::kParentPid, g.parent_pid);
@@ -386,6 +410,7 @@ GPUMEM_COLD ThreadState* NewThreadState() {
     mprotect(memory, kPageBytes, PROT_NONE);  // an overflow of the own stack faults
     state = reinterpret_cast<ThreadState*>(static_cast<uint8_t*>(memory) + kThreadMappingBytes -
                                            kThreadStateBytes);
+    state->writer = g.writers.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   state->generation = 0;
   pthread_setspecific(g.thread_key, state);
@@ -408,6 +433,10 @@ namespace {
 GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation) {
   if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
   memset(state->stack_cache, 0, sizeof(state->stack_cache));
+  // Its first event of each template is a full one again (a salt never used before: odd multiples
+  // of a constant whose bits are spread, so two salts differ in many bits).
+  state->templates.salt =
+      (g.template_salts.fetch_add(1, std::memory_order_relaxed) * 2 + 1) * 0x9e3779b97f4a7c15ull;
   state->generation = generation;
   state->tid = static_cast<uint32_t>(gettid());
 
@@ -796,10 +825,17 @@ namespace {
 // (an array indexed by field number - 1), then written by one loop (wire::PutVarintFields) after
 // room for the two headers (packet, event) that are then prepended, without bounds checks (each
 // caller's buffer holds its largest event). Both messages start with the same five fields
-// (trace_ids.h).
+// (trace_ids.h). An event that repeats a template of its thread is written as an EventRef instead
+// (core/trace.proto).
 constexpr size_t kEventHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
 static_assert(proto::memory_field::kSeq == 1 && proto::memory_field::kApi == 5 &&
               proto::launch_field::kSeq == 1 && proto::launch_field::kApi == 5);
+static_assert(proto::memory_field::kTemplateSlot == proto::memory_field::kWriter + 1 &&
+              proto::launch_field::kTemplateSlot == proto::launch_field::kWriter + 1);
+constexpr size_t kMaxPointerArgs = 32;
+constexpr size_t kNoCorrelation = ~size_t{0};
+// writer and template_slot: each a two-byte tag and a varint.
+constexpr size_t kTemplateFieldsRoom = 2 * (2 + wire::kMaxVarintBytes);
 
 uint64_t Int32Field(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
 
@@ -812,11 +848,135 @@ GPUMEM_HOT void FillEventHead(uint64_t* fields, uint64_t seq, const ThreadState*
   fields[4] = api;
 }
 
-// Prepends the headers to the body [body, end) and appends the packet to the trace.
-GPUMEM_HOT void AppendEvent(uint8_t* body, uint8_t* end, uint32_t event_field) {
-  uint8_t* start = wire::PrependHeader(body, event_field, static_cast<size_t>(end - body));
-  start = wire::PrependHeader(start, proto::trace_field::kPacket, static_cast<size_t>(end - start));
-  g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
+// An event as RecordMemory / RecordLaunch gathered it: varint fields [0, count) (index = field
+// number - 1), and a launch's packed pointer arguments between fields [0, split) and
+// [split, count), as field split + 1.
+struct EventFields {
+  uint32_t event_field;   // proto::packet_field::kMemory or kLaunch
+  uint32_t writer_field;  // the message's `writer`; `template_slot` is the next one
+  const uint64_t* values;
+  size_t count;
+  size_t split;
+  const uint64_t* pointers;
+  size_t pointer_count;
+  size_t correlation;  // the index of correlation_id in values, or kNoCorrelation
+  bool templated;      // false: always written in full, defining nothing (failed allocations)
+};
+
+// One word into a lane of the template hash; the rotation carries high bits down to where the next
+// multiplication spreads them.
+GPUMEM_HOT inline uint64_t HashWord(uint64_t lane, uint64_t word) {
+  return std::rotl((lane ^ word) * 0x9fb21c651e98df25ull, 29);
+}
+
+// The 64-bit hash of the event's template: every field but seq, timestamp and correlation id, the
+// pointers, and which message it is. Two lanes: half the multiplications' latency in a row.
+GPUMEM_HOT uint64_t TemplateHash(const EventFields& event) {
+  uint64_t even = event.event_field;
+  uint64_t odd = event.pointer_count;
+  size_t i = 2;  // after seq and timestamp
+  for (; i + 1 < event.count; i += 2) {
+    even = HashWord(even, i == event.correlation ? 0 : event.values[i]);
+    odd = HashWord(odd, i + 1 == event.correlation ? 0 : event.values[i + 1]);
+  }
+  if (i < event.count) even = HashWord(even, i == event.correlation ? 0 : event.values[i]);
+  for (size_t p = 0; p < event.pointer_count; ++p) {
+    uint64_t& lane = (p & 1) != 0 ? odd : even;
+    lane = HashWord(lane, event.pointers[p]);
+  }
+  // A finalizer (MurmurHash3's): every bit of both lanes reaches the slot's low bits.
+  uint64_t hash = even ^ std::rotl(odd, 32);
+  hash = (hash ^ (hash >> 33)) * 0xff51afd7ed558ccdull;
+  hash = (hash ^ (hash >> 33)) * 0xc4ceb9fe1a85ec53ull;
+  return hash ^ (hash >> 33);
+}
+
+GPUMEM_HOT inline uint64_t ZigZag(uint64_t difference) {
+  const auto value = static_cast<int64_t>(difference);
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+
+// Prepends the headers to the body [body, end) (a `message_field` of a `trace_field`) and appends
+// the packet to the trace; whether it was written.
+GPUMEM_HOT bool AppendFramed(uint8_t* body, uint8_t* end, uint32_t trace_field,
+                             uint32_t message_field) {
+  uint8_t* start = body;
+  if (message_field != 0) {
+    start = wire::PrependHeader(start, message_field, static_cast<size_t>(end - start));
+  }
+  start = wire::PrependHeader(start, trace_field, static_cast<size_t>(end - start));
+  return g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
+}
+
+// The event in full, with its writer and the slot it defines (0: none) when `writer` is not 0.
+GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint64_t template_slot) {
+  // The largest event: a launch's fields (a tag of at most two bytes and a varint each), its
+  // packed pointers (tag, length, values), then writer and template_slot.
+  constexpr size_t kMaxFields = proto::launch_field::kParamsUnknown;
+  static_assert(proto::memory_field::kCapture <= kMaxFields);
+  uint8_t buffer[kEventHeaderRoom + kMaxFields * (2 + wire::kMaxVarintBytes) +
+                 (1 + wire::kMaxVarintBytes) + kMaxPointerArgs * wire::kMaxVarintBytes +
+                 kTemplateFieldsRoom];
+  uint8_t* body = buffer + kEventHeaderRoom;
+  uint8_t* out = wire::PutVarintFields(body, 1, event.values, event.split);
+  out = wire::PutPackedVarints(out, static_cast<uint32_t>(event.split + 1), event.pointers,
+                               event.pointer_count);
+  // The fields after the packed one (none for a memory event) are numbered from split + 2.
+  out = wire::PutVarintFields(out, static_cast<uint32_t>(event.split + 2),
+                              event.values + event.split, event.count - event.split);
+  out = wire::PutVarintFieldAnyTag(out, event.writer_field, writer);
+  out = wire::PutVarintFieldAnyTag(out, event.writer_field + 1, template_slot);
+  return AppendFramed(body, out, proto::trace_field::kPacket, event.event_field);
+}
+
+// The event as a reference to `slot` of its thread's templates.
+GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thread, size_t slot) {
+  namespace f = proto::event_ref_field;
+  const EventTemplates& templates = thread.templates;
+  uint8_t buffer[1 + wire::kMaxVarintBytes + 5 * (1 + wire::kMaxVarintBytes)];
+  uint8_t* body = buffer + 1 + wire::kMaxVarintBytes;
+  uint8_t* out = wire::PutVarintField(body, f::kWriter, thread.writer);
+  out = wire::PutVarintField(out, f::kSlot, slot + 1);
+  out = wire::PutVarintField(out, f::kSeqDelta, ZigZag(event.values[0] - templates.last_seq - 1));
+  out =
+      wire::PutVarintField(out, f::kTimeDelta, ZigZag(event.values[1] - templates.last_timestamp));
+  if (event.correlation != kNoCorrelation) {
+    out =
+        wire::PutVarintField(out, f::kCorrelationDelta,
+                             ZigZag(event.values[event.correlation] - templates.last_correlation));
+  }
+  return AppendFramed(body, out, proto::trace_field::kEventRef, 0);
+}
+
+// Writes the event: as a reference where its thread wrote its template before, else in full
+// (defining the template's slot). A slot and the thread's previous event change only when the
+// packet was written (after recording stopped the sink refuses every packet).
+GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
+  if (thread == nullptr || !g.options.event_refs) {
+    AppendFullEvent(event, 0, 0);
+    return;
+  }
+  EventTemplates& templates = thread->templates;
+  size_t slot = 0;
+  uint64_t key = 0;
+  bool written;
+  if (event.templated) {
+    const uint64_t hash = TemplateHash(event);
+    slot = hash & (kTemplateSlots - 1);
+    key = (hash ^ templates.salt) | 1;
+  }
+  if (event.templated && templates.keys[slot] == key) {
+    written = AppendEventRef(event, *thread, slot);
+  } else {
+    written = AppendFullEvent(event, thread->writer, event.templated ? slot + 1 : 0);
+    if (written && event.templated) templates.keys[slot] = key;
+  }
+  if (!written) return;
+  templates.last_seq = event.values[0];
+  templates.last_timestamp = event.values[1];
+  if (event.correlation != kNoCorrelation) {
+    templates.last_correlation = event.values[event.correlation];
+  }
 }
 
 }  // namespace
@@ -831,8 +991,8 @@ GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
   namespace f = proto::memory_field;
   constexpr size_t kFields = f::kCapture;
   uint64_t fields[kFields];
-  FillEventHead(fields, record.seq, CurrentThread(), record.device,
-                static_cast<uint64_t>(record.api));
+  ThreadState* thread = CurrentThread();
+  FillEventHead(fields, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
   fields[f::kKind - 1] = static_cast<uint64_t>(record.kind);
   fields[f::kAction - 1] = static_cast<uint64_t>(record.action);
   fields[f::kSize - 1] = record.size;
@@ -847,10 +1007,17 @@ GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
   fields[f::kTotalBytes - 1] = record.total_bytes;
   fields[f::kPitch - 1] = record.pitch;
   fields[f::kCapture - 1] = record.capture;
-  // Each field: a tag of at most two bytes and a varint.
-  uint8_t buffer[kEventHeaderRoom + kFields * (2 + wire::kMaxVarintBytes)];
-  uint8_t* body = buffer + kEventHeaderRoom;
-  AppendEvent(body, wire::PutVarintFields(body, 1, fields, kFields), proto::packet_field::kMemory);
+  // A failed allocation's free and total bytes differ each time: never a template.
+  const EventFields event{proto::packet_field::kMemory,
+                          f::kWriter,
+                          fields,
+                          kFields,
+                          kFields,
+                          nullptr,
+                          0,
+                          kNoCorrelation,
+                          record.action != proto::Action::kAllocFailed};
+  AppendEvent(thread, event);
 }
 
 void SetKernelQueries(const KernelQueries& queries) {
@@ -879,18 +1046,18 @@ GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
         kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
       });
   }
-  constexpr size_t kMaxPointerArgs = 32;
   uint64_t pointer_args[kMaxPointerArgs];
   size_t pointer_arg_count = 0;
   if (kernel != nullptr && kernel->params_known) {
     self_timing::Scope scan_timing(self_timing::kPointerScan);
     pointer_arg_count = PointerArgs(*kernel, record, pointer_args, kMaxPointerArgs);
   }
-  // Encoded as memory events are (FillEventHead, AppendEvent); the packed pointers come after the
-  // fields before them, the two flags after those.
+  // Encoded as memory events are; the packed pointers come after the fields before them, the two
+  // flags after those.
   namespace f = proto::launch_field;
-  static_assert(f::kPointerArgs == f::kGraph + 1 && f::kParamsUnknown == f::kFromCupti + 1);
-  uint64_t fields[f::kParamsUnknown];
+  static_assert(f::kPointerArgs == f::kGraph + 1 && f::kParamsUnknown == f::kFromCupti + 1 &&
+                f::kFromCupti == f::kPointerArgs + 1);
+  uint64_t fields[f::kParamsUnknown - 1];  // every field but the packed one
   FillEventHead(fields, record.seq, thread, record.device, static_cast<uint64_t>(record.api));
   fields[f::kKernelId - 1] = kernel != nullptr ? kernel->id : 0;
   fields[f::kGridX - 1] = record.grid[0];
@@ -905,16 +1072,19 @@ GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
   fields[f::kStackId - 1] = record.stack_id;
   fields[f::kResult - 1] = Int32Field(record.result);
   fields[f::kGraph - 1] = record.graph;
-  fields[f::kFromCupti - 1] = record.from_cupti ? 1 : 0;
-  fields[f::kParamsUnknown - 1] =
+  fields[f::kFromCupti - 2] = record.from_cupti ? 1 : 0;
+  fields[f::kParamsUnknown - 2] =
       record.function != nullptr && (kernel == nullptr || !kernel->params_known) ? 1 : 0;
-  uint8_t buffer[kEventHeaderRoom + f::kParamsUnknown * (2 + wire::kMaxVarintBytes) +
-                 kMaxPointerArgs * wire::kMaxVarintBytes];
-  uint8_t* body = buffer + kEventHeaderRoom;
-  uint8_t* out = wire::PutVarintFields(body, 1, fields, f::kGraph);
-  out = wire::PutPackedVarints(out, f::kPointerArgs, pointer_args, pointer_arg_count);
-  out = wire::PutVarintFields(out, f::kFromCupti, fields + f::kFromCupti - 1, 2);
-  AppendEvent(body, out, proto::packet_field::kLaunch);
+  const EventFields event{proto::packet_field::kLaunch,
+                          f::kWriter,
+                          fields,
+                          f::kParamsUnknown - 1,
+                          f::kGraph,
+                          pointer_args,
+                          pointer_arg_count,
+                          f::kCorrelationId - 1,
+                          true};
+  AppendEvent(thread, event);
 }
 
 namespace {

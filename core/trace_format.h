@@ -27,6 +27,9 @@ inline const char* RecordingStopText(RecordingStop reason) {
   return "a reason this gpumem does not know";
 }
 
-inline constexpr uint32_t kFormatVersion = 1;  // Header.format_version
+inline constexpr uint32_t kFormatVersion = 2;  // Header.format_version (2: EventRef)
+// What a recorder writing every event in full (GPUMEM_EVENT_REFS=0) writes: such a trace is
+// exactly a format-1 trace, which older readers read.
+inline constexpr uint32_t kFormatVersionWithoutRefs = 1;
 
 }  // namespace gpumem::proto

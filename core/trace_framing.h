@@ -12,6 +12,11 @@ namespace gpumem::framing {
 // `TracePacket.header` has the same field number and wire type, so it is the same byte.
 inline constexpr uint8_t kPacketTag = 0x0A;
 inline constexpr uint8_t kHeaderTag = 0x0A;
+// `Trace.event_ref` (format 2) is field 2, wire type 2: (2 << 3) | 2.
+inline constexpr uint8_t kEventRefTag = 0x12;
+
+// Whether `byte` is the tag of a top-level field of `Trace`: a packet or an event reference.
+inline bool IsFrameTag(uint8_t byte) { return byte == kPacketTag || byte == kEventRefTag; }
 inline constexpr size_t kMaxVarintBytes = 10;
 
 enum class VarintResult { kOk, kTruncated, kTooLong };

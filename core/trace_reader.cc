@@ -15,8 +15,9 @@ namespace gpumem {
 namespace {
 
 using framing::DecodeVarint;
+using framing::IsFrameTag;
+using framing::kEventRefTag;
 using framing::kMaxVarintBytes;
-using framing::kPacketTag;
 using framing::StartsLikeHeader;
 using framing::VarintResult;
 
@@ -174,7 +175,7 @@ size_t TraceReader::PeekAt(uint64_t offset, char* out, size_t size) {
 bool TraceReader::FrameAt(uint64_t offset, uint64_t* end) {
   char prefix[1 + kMaxVarintBytes];
   const size_t have = PeekAt(offset, prefix, sizeof(prefix));
-  if (have < 2 || static_cast<uint8_t>(prefix[0]) != kPacketTag) return false;
+  if (have < 2 || !IsFrameTag(static_cast<uint8_t>(prefix[0]))) return false;
   uint64_t length = 0;
   size_t varint_bytes = 0;
   if (DecodeVarint(prefix + 1, have - 1, &length, &varint_bytes) != VarintResult::kOk) return false;
@@ -207,11 +208,9 @@ bool TraceReader::FindNextIntactPacket(uint64_t damaged, int min_packets, uint64
   for (uint64_t base = damaged + 1; base < file_size_;) {
     const size_t have = PeekAt(base, chunk, sizeof(chunk));
     if (have == 0) return false;
-    for (const char* tag = chunk;
-         (tag = static_cast<const char*>(std::memchr(tag, kPacketTag, chunk + have - tag))) !=
-         nullptr;
-         ++tag) {
-      const uint64_t candidate = base + static_cast<uint64_t>(tag - chunk);
+    for (size_t i = 0; i < have; ++i) {
+      if (!IsFrameTag(static_cast<uint8_t>(chunk[i]))) continue;
+      const uint64_t candidate = base + i;
       uint64_t at = candidate;
       int intact = 0;
       uint64_t end = 0;
@@ -244,22 +243,23 @@ __attribute__((always_inline)) inline bool TraceReader::TakeShortPacket(Packet* 
   // Nearly every packet: the tag right here, a one-byte length, the whole packet in the buffer
   // and inside the file. It is taken at once; anything else (zeros, a longer length, the end of
   // the buffer, damage, the header) goes the careful way of ReadFrame.
-  if (packets_read_ == 0 || limit_ - pos_ < 2 ||
-      static_cast<uint8_t>(buffer_[pos_]) != kPacketTag) {
-    return false;
-  }
+  if (packets_read_ == 0 || limit_ - pos_ < 2) return false;
+  const auto tag = static_cast<uint8_t>(buffer_[pos_]);
+  if (!IsFrameTag(tag)) return false;
   const auto length = static_cast<uint8_t>(buffer_[pos_ + 1]);
   const size_t total = 2 + size_t{length};
   if (length >= 0x80 || limit_ - pos_ < total || Position() + total > file_size_) return false;
-  TakePacket(out, Position(), buffer_.data() + pos_ + 2, length, total);
+  TakePacket(out, Position(), buffer_.data() + pos_ + 2, length, total, tag);
   return true;
 }
 
 __attribute__((always_inline)) inline void TraceReader::TakePacket(Packet* out, uint64_t offset,
                                                                    const char* body,
-                                                                   uint64_t length, size_t total) {
+                                                                   uint64_t length, size_t total,
+                                                                   uint8_t tag) {
   out->bytes = std::string_view(body, length);
   out->offset = offset;
+  out->event_ref = tag == kEventRefTag;
   pos_ += total;
   ++packets_read_;
 }
@@ -286,7 +286,7 @@ TraceReader::Frame TraceReader::ReadFrame(Packet* out) {
         if (first && !StartsLikeHeader(body, check.length, check.length)) {
           return NotATrace(offset, "no header packet");
         }
-        TakePacket(out, offset, body, check.length, total);
+        TakePacket(out, offset, body, check.length, total, static_cast<uint8_t>(buffer_[pos_]));
         return Frame::kPacket;
       }
     }
@@ -325,7 +325,7 @@ std::string TraceReader::AtByte(uint64_t offset) { return " at byte " + std::to_
 TraceReader::FrameCheck TraceReader::CheckFrame(uint64_t offset, uint64_t rest) {
   FrameCheck check;
   const uint8_t tag = static_cast<uint8_t>(buffer_[pos_]);
-  if (tag != kPacketTag) {
+  if (!IsFrameTag(tag)) {
     check.what = "corrupt data" + AtByte(offset) + ": byte " + ByteText(tag) +
                  " is neither zero padding nor a packet tag (last " + std::to_string(rest) +
                  " bytes not read)";

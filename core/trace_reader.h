@@ -3,13 +3,14 @@
 // first byte of the header; report/trace/trace_file.h parses them with libprotobuf.
 //
 // The file is a sequence of `Trace.packet` fields (core/trace.proto): the tag byte 0x0A, a varint
-// length, then the packet. Zero bytes between packets are preallocated space nobody filled and are
-// skipped. A process that crashed leaves no footer, possibly a last packet cut short, and usually
-// zeros. Threads append concurrently, so a writer killed half-way through its copy can also leave
-// a damaged packet in the middle, followed by intact ones: on such damage the reader looks for the
-// next offset where a chain of intact packets starts, skips to it, and reports what it skipped.
-// Reads in chunks, so a file of any size is read in bounded memory (the buffer grows only to hold
-// the largest single packet).
+// length, then the packet; from format 2 also `Trace.event_ref` fields (tag 0x12), framed alike.
+// Zero bytes between packets are preallocated space nobody filled and are skipped. A process that
+// crashed leaves no footer, possibly a last packet cut short, and usually zeros. Threads append
+// concurrently, so a writer killed half-way through its copy can also leave a damaged packet in the
+// middle, followed by intact ones: on such damage the reader looks for the next offset where a
+// chain of intact packets starts, skips to it, and reports what it skipped. Reads in chunks, so a
+// file of any size is read in bounded memory (the buffer grows only to hold the largest single
+// packet).
 //
 // libc only: this file is part of core/, which must not depend on protobuf or Abseil.
 #ifndef GPUMEM_CORE_TRACE_READER_H_
@@ -23,11 +24,12 @@
 
 namespace gpumem {
 
-// One complete packet of the file.
+// One complete packet of the file: a TracePacket, or an EventRef.
 struct Packet {
-  std::string_view bytes;  // the TracePacket message, without tag and length; valid until the
-                           // next call to TraceReader::Next()
-  uint64_t offset = 0;     // byte offset of the packet's 0x0A tag in the file
+  std::string_view bytes;  // the message, without tag and length; valid until the next call to
+                           // TraceReader::Next()
+  uint64_t offset = 0;     // byte offset of the packet's tag in the file
+  bool event_ref = false;  // an EventRef (tag 0x12), not a TracePacket (0x0A)
 };
 
 // How reading ended; meaningful once TraceReader::Next() returned false (or Open() failed).
@@ -102,7 +104,8 @@ class TraceReader {
   // The packet at the current position when it is the common case (one-byte length, all in the
   // buffer); false for anything else, having read nothing.
   bool TakeShortPacket(Packet* out);
-  void TakePacket(Packet* out, uint64_t offset, const char* body, uint64_t length, size_t total);
+  void TakePacket(Packet* out, uint64_t offset, const char* body, uint64_t length, size_t total,
+                  uint8_t tag);
   // Only zeros are left after `last_packet_end`: the end of the file, or an empty trace.
   Frame EndOfPackets(bool first, uint64_t last_packet_end);
   // The tag and length at the current position, `offset` in the file, `rest` bytes before its end.

@@ -22,7 +22,8 @@ namespace {
 
 constexpr char kSynopsis[] = R"usage(usage: gpumem dump [--symbolize] [--counts] TRACE...
 
-Prints every packet of each trace, one line each in file order, then how the file ended.
+Prints every packet of each trace, one line each in file order, then how the file ended. An
+event the file holds as a reference to an earlier one is printed in full, marked (reference).
 A TRACE may be a directory: every *.trace file directly inside it.
 
 )usage";
@@ -88,7 +89,10 @@ bool DumpOne(const std::string& path, bool symbolize, Output* out) {
   std::unique_ptr<Symbolizer> symbolizer;
   if (symbolize) symbolizer = std::make_unique<Symbolizer>(&trace);
   trace.ReadPackets([&](const PacketPosition& position, const TracePacket& packet) {
-    out->Line(FormatPacket(position, packet, trace, symbolizer.get()));
+    std::string line = FormatPacket(position, packet, trace, symbolizer.get());
+    // Expanded: the event as written in full; the mark says the file holds a reference.
+    if (position.event_ref) line += " (reference)";
+    out->Line(line);
   });
   out->Line("end: " + trace.end().Describe());
   if (const std::string note = trace.end().recording.UnrecordedNote(); !note.empty()) {
@@ -105,6 +109,8 @@ bool DumpOne(const std::string& path, bool symbolize, Output* out) {
 bool CountAll(const std::vector<std::string>& paths, Output* out) {
   bool ok = true;
   EventCounts total;
+  uint64_t events = 0;
+  uint64_t references = 0;
   std::string notes;  // events a trace could not record: its counts are lower bounds
   for (const std::string& path : paths) {
     absl::StatusOr<CountedTrace> trace = CountTraceFile(path);
@@ -114,6 +120,8 @@ bool CountAll(const std::vector<std::string>& paths, Output* out) {
       continue;
     }
     total.Merge(trace->counts);
+    events += trace->file->memory_event_count() + trace->file->launch_event_count();
+    references += trace->file->event_ref_count();
     if (const std::string note = trace->file->end().recording.UnrecordedNote(); !note.empty()) {
       absl::StrAppend(&notes, "note: ", Printable(path), ": ", note, "\n");
     }
@@ -122,7 +130,11 @@ bool CountAll(const std::vector<std::string>& paths, Output* out) {
       ok = false;
     }
   }
-  std::string text = FormatEventCounts(total) + notes;
+  std::string text = FormatEventCounts(total);
+  // How many memory and launch events the files held as references (format 2) to earlier ones.
+  if (references > 0)
+    absl::StrAppend(&text, "event_refs count=", references, " events=", events, "\n");
+  text += notes;
   text.pop_back();  // Line() adds the last newline
   out->Line(text);
   return ok;

@@ -76,6 +76,8 @@ void ToProto(const MemoryEventFields& fields, MemoryEvent* event) {
   event->set_total_bytes(fields.total_bytes);
   event->set_pitch(fields.pitch);
   event->set_capture(fields.capture);
+  event->set_writer(fields.writer);
+  event->set_template_slot(fields.template_slot);
 }
 
 MemoryEventFields FromProto(const MemoryEvent& event) {
@@ -99,6 +101,8 @@ MemoryEventFields FromProto(const MemoryEvent& event) {
   fields.total_bytes = event.total_bytes();
   fields.pitch = event.pitch();
   fields.capture = event.capture();
+  fields.writer = event.writer();
+  fields.template_slot = event.template_slot();
   return fields;
 }
 
@@ -114,7 +118,7 @@ struct FieldSlot {
 
 constexpr auto kFieldSlots = [] {
   namespace f = proto::memory_field;
-  std::array<FieldSlot, f::kCapture + 1> slots{};
+  std::array<FieldSlot, f::kTemplateSlot + 1> slots{};
   auto wide = [&](uint32_t field, size_t offset) { slots[field] = {uint8_t(offset), 8}; };
   auto narrow = [&](uint32_t field, size_t offset) { slots[field] = {uint8_t(offset), 4}; };
   wide(f::kSeq, offsetof(MemoryEventFields, seq));
@@ -136,10 +140,12 @@ constexpr auto kFieldSlots = [] {
   wide(f::kTotalBytes, offsetof(MemoryEventFields, total_bytes));
   wide(f::kPitch, offsetof(MemoryEventFields, pitch));
   wide(f::kCapture, offsetof(MemoryEventFields, capture));
+  narrow(f::kWriter, offsetof(MemoryEventFields, writer));
+  narrow(f::kTemplateSlot, offsetof(MemoryEventFields, template_slot));
   return slots;
 }();
 
-// Stores field `field` (1-19, checked by FieldOf) of `*out`.
+// Stores field `field` (1-21, checked by FieldOf) of `*out`.
 inline void Store(MemoryEventFields* out, uint32_t field, uint64_t value) {
   const FieldSlot slot = kFieldSlots[field];
   char* at = reinterpret_cast<char*>(out) + slot.offset;
@@ -167,14 +173,14 @@ inline uint32_t FieldOf(const uint8_t* p, size_t size) {
   if (size != 2) return 0;
   const uint32_t tag = (p[0] & 0x7Fu) | uint32_t{p[1]} << 7;
   const uint32_t field = tag >> 3;
-  if ((tag & 7) != kVarintWireType || field > proto::memory_field::kCapture) return 0;
+  if ((tag & 7) != kVarintWireType || field > proto::memory_field::kTemplateSlot) return 0;
   return field;
 }
 
 // Any body: one varint after the other.
 bool DecodeAnyLength(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
   while (p != end) {
-    // Tags: one byte for fields 1-15, two for 16-19.
+    // Tags: one byte for fields 1-15, two for 16-21.
     size_t tag_size = 1;
     if (*p >= 0x80) {
       if (end - p < 2 || p[1] >= 0x80) return false;
@@ -204,8 +210,8 @@ inline uint64_t WordAt(const uint8_t* p, const uint8_t* last8) {
 bool DecodeWords(const uint8_t* p, const uint8_t* end, MemoryEventFields* out) {
   const uint8_t* const last8 = end - 8;
   while (p != end) {
-    // Fields 1-15 have one-byte tags; 16-19 (rare: failures, pitch, captures) take the general
-    // path.
+    // Fields 1-15 have one-byte tags; 16-21 (failures, pitch, captures, a template's writer and
+    // slot) take the general path.
     const uint32_t field = kOneByteTagField[*p];
     if (field == 0) return *p >= 0x80 && DecodeAnyLength(p, end, out);
     if (++p == end) return false;  // a tag without its value
@@ -282,6 +288,59 @@ bool DecodeMemoryPacket(std::string_view packet, MemoryEventFields* out) {
   }
   p = body;
   return DecodeMemoryEvent(std::string_view(reinterpret_cast<const char*>(p), length), out);
+}
+
+namespace {
+
+int64_t FromZigZag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
+}  // namespace
+
+bool DecodeEventRef(std::string_view body, EventRefFields* out) {
+  namespace f = proto::event_ref_field;
+  *out = EventRefFields{};
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const uint8_t* const end = p + body.size();
+  while (p != end) {
+    const uint8_t tag = *p++;
+    if ((tag & 7) != kVarintWireType || tag >= 0x80) return false;
+    uint64_t value;
+    p = ReadVarint(p, end, &value);
+    if (p == nullptr) return false;
+    switch (tag >> 3) {
+      case f::kWriter:
+        out->writer = static_cast<uint32_t>(value);
+        break;
+      case f::kSlot:
+        out->slot = static_cast<uint32_t>(value);
+        break;
+      case f::kSeqDelta:
+        out->seq_delta = FromZigZag(value);
+        break;
+      case f::kTimeDelta:
+        out->time_delta = FromZigZag(value);
+        break;
+      case f::kCorrelationDelta:
+        out->correlation_delta = FromZigZag(value);
+        break;
+      default:
+        return false;  // field 0, or one of a newer schema: libprotobuf's to skip
+    }
+  }
+  return true;
+}
+
+bool ParseEventRef(std::string_view body, EventRefFields* out) {
+  EventRef ref;
+  if (!ref.ParseFromArray(body.data(), static_cast<int>(body.size()))) return false;
+  out->writer = ref.writer();
+  out->slot = ref.slot();
+  out->seq_delta = ref.seq_delta();
+  out->time_delta = ref.time_delta();
+  out->correlation_delta = ref.correlation_delta();
+  return true;
 }
 
 }  // namespace gpumem::report

@@ -12,8 +12,8 @@
 namespace gpumem::report {
 namespace {
 
-// The newest Header.format_version this reader understands.
-constexpr uint32_t kFormatVersion = 1;
+// The newest Header.format_version this reader understands (2: EventRef).
+constexpr uint32_t kFormatVersion = 2;
 
 }  // namespace
 
@@ -107,7 +107,15 @@ std::string TraceEndStatus::Describe() const {
     absl::StrAppend(&text, "; ", unparseable_packets, " packet(s) did not parse (first at byte ",
                     first_unparseable_offset, ")");
   }
+  if (unresolved_refs > 0) absl::StrAppend(&text, "; ", UnresolvedText());
   return text;
+}
+
+std::string TraceEndStatus::UnresolvedText() const {
+  return absl::StrCat(unresolved_refs,
+                      " event reference(s) to a template lost with damaged data "
+                      "(first at byte ",
+                      first_unresolved_offset, ")");
 }
 
 std::string TraceEndStatus::ErrorLine(const std::string& path) const {
@@ -116,6 +124,9 @@ std::string TraceEndStatus::ErrorLine(const std::string& path) const {
   if (unparseable_packets > 0) {
     absl::StrAppend(&line, line.empty() ? path + ": " : "; also ", unparseable_packets,
                     " packet(s) did not parse (first at byte ", first_unparseable_offset, ")");
+  }
+  if (unresolved_refs > 0) {
+    absl::StrAppend(&line, line.empty() ? path + ": " : "; also ", UnresolvedText());
   }
   return line;
 }
@@ -164,26 +175,33 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
   TracePacket packet;
   Packet framed = first_packet_;
   bool have_packet = true;  // Open() already framed the header
-  while (have_packet) {
+  for (; have_packet; have_packet = reader_.Next(&framed)) {
+    if (reader_.end().skipped_regions != skipped_regions_seen_) ForgetTemplatesAfterDamage();
     PacketPosition position;
     position.index = packet_count_++;
     position.offset = framed.offset;
     position.size = framed.bytes.size();
     bytes_read_ = position.offset + position.size;
+    if (framed.event_ref) {
+      ReadEventRef(position, framed.bytes, visit, memory);
+      continue;
+    }
     if (memory != nullptr && DecodeMemoryPacket(framed.bytes, memory->Slot())) {
       // The hot path: no TracePacket is built (Record() has nothing to keep of a memory event).
       ++memory_event_count_;
+      TakeTemplate(memory->Slot());
       memory->Add(position);
-      have_packet = reader_.Next(&framed);
       continue;
     }
     position.parsed = packet.ParseFromArray(framed.bytes.data(), static_cast<int>(position.size));
     if (position.parsed) {
+      TakeTemplate(&packet);
       Record(position, packet);
     } else {
       // Typically a packet whose writer died half-way: the rest of its reserved space is zeros.
       packet.Clear();
       if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
+      ForgetTemplatesAfterDamage();
     }
     if (memory != nullptr && packet.has_memory()) {
       *memory->Slot() = FromProto(packet.memory());
@@ -191,13 +209,81 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     } else if (visit) {
       visit(position, packet);
     }
-    have_packet = reader_.Next(&framed);
   }
   end_.framing = reader_.end();
   end_.recording = RecordingEnd::FromFooter(footer_);
   // Only now: while the visitor runs, the tables do not hold the packets still to come (the
   // symbolizer then looks for SymbolizedFrame packets in a pass of its own).
   read_ = true;
+}
+
+void TraceFile::TakeTemplate(MemoryEventFields* memory) {
+  if (memory->writer == 0) return;
+  templates_.NoteMemory(*memory);
+  memory->writer = 0;
+  memory->template_slot = 0;
+}
+
+void TraceFile::TakeTemplate(TracePacket* packet) {
+  if (packet->has_memory() && packet->memory().writer() != 0) {
+    MemoryEventFields fields = FromProto(packet->memory());
+    templates_.NoteMemory(fields);
+    packet->mutable_memory()->clear_writer();
+    packet->mutable_memory()->clear_template_slot();
+  } else if (packet->has_launch() && packet->launch().writer() != 0) {
+    templates_.NoteLaunch(packet->launch());
+    packet->mutable_launch()->clear_writer();
+    packet->mutable_launch()->clear_template_slot();
+  }
+}
+
+void TraceFile::ReadEventRef(PacketPosition position, std::string_view bytes,
+                             const PacketVisitor& visit, MemoryEventSink* memory) {
+  position.event_ref = true;
+  EventRefFields ref;
+  if (!DecodeEventRef(bytes, &ref) && !ParseEventRef(bytes, &ref)) {
+    if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
+    ForgetTemplatesAfterDamage();
+    return;
+  }
+  uint64_t seq = 0;
+  uint64_t timestamp = 0;
+  uint64_t correlation = 0;
+  const EventTemplates::Template* found = templates_.Resolve(ref, &seq, &timestamp, &correlation);
+  if (found == nullptr) {
+    if (end_.unresolved_refs++ == 0) end_.first_unresolved_offset = position.offset;
+    return;
+  }
+  ++event_ref_count_;
+  if (!found->launch && memory != nullptr) {
+    // The fast path of memory events: straight into the sink's memory.
+    MemoryEventFields* event = memory->Slot();
+    *event = found->memory;
+    event->seq = seq;
+    event->timestamp_ns = timestamp;
+    ++memory_event_count_;
+    memory->Add(position);
+    return;
+  }
+  if (found->launch) {
+    LaunchEvent* launch = ref_packet_.mutable_launch();
+    *launch = found->launch_event;
+    launch->set_seq(seq);
+    launch->set_timestamp_ns(timestamp);
+    launch->set_correlation_id(correlation);
+  } else {
+    MemoryEventFields event = found->memory;
+    event.seq = seq;
+    event.timestamp_ns = timestamp;
+    ToProto(event, ref_packet_.mutable_memory());
+  }
+  Record(position, ref_packet_);
+  if (visit) visit(position, ref_packet_);
+}
+
+void TraceFile::ForgetTemplatesAfterDamage() {
+  skipped_regions_seen_ = reader_.end().skipped_regions;
+  templates_.Forget();
 }
 
 void TraceFile::Record(const PacketPosition& position, const TracePacket& packet) {

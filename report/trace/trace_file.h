@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "core/trace_reader.h"
+#include "report/trace/event_templates.h"
 #include "report/trace/memory_event_decoder.h"
 #include "report/trace/pool_sizes.h"
 
@@ -34,6 +36,9 @@ struct PacketPosition {
   uint64_t offset = 0;  // byte offset of the packet's tag
   uint64_t size = 0;    // bytes of the TracePacket message
   bool parsed = true;   // false: complete by framing but libprotobuf rejected it (packet is empty)
+  // The event was read from an EventRef (format 2, core/trace.proto) and is visited as the
+  // recorder would have written it in full.
+  bool event_ref = false;
 };
 
 struct ModuleRecord {
@@ -83,10 +88,15 @@ struct TraceEndStatus {
   RecordingEnd recording;
   uint64_t unparseable_packets = 0;
   uint64_t first_unparseable_offset = 0;
+  // Event references whose template was not in the trace (its full event lost with damaged data,
+  // or in a damaged trace's place): not visited.
+  uint64_t unresolved_refs = 0;
+  uint64_t first_unresolved_offset = 0;
 
-  // Some recorded data could not be read: torn, corrupt, read error, or packets that do not parse.
-  // A missing footer alone is not damage: every packet written is there.
-  bool damaged() const { return !framing.ok() || unparseable_packets > 0; }
+  // Some recorded data could not be read: torn, corrupt, read error, packets that do not parse, or
+  // event references that cannot be resolved. A missing footer alone is not damage: every packet
+  // written is there.
+  bool damaged() const { return !framing.ok() || unparseable_packets > 0 || unresolved_refs > 0; }
   // The trace holds the whole run (RecordingEnd::complete).
   bool complete() const { return recording.complete(); }
   // One phrase for `gpumem dump`'s last line, e.g. "clean (footer present)" or
@@ -95,6 +105,8 @@ struct TraceEndStatus {
   std::string Describe() const;
   // One line naming the path and byte offset of the damage; empty when !damaged().
   std::string ErrorLine(const std::string& path) const;
+  // e.g. "3 event reference(s) to a template lost with damaged data (first at byte 812)".
+  std::string UnresolvedText() const;
 };
 
 // Called for every packet in file order, after the tables were updated with it (so a Stack
@@ -181,7 +193,10 @@ class TraceFile {
   const std::optional<ProcessEnd>& process_end() const { return process_end_; }
   const TraceEndStatus& end() const { return end_; }
   uint64_t packet_count() const { return packet_count_; }
+  // Memory events read, those from references included (not those that could not be resolved).
   uint64_t memory_event_count() const { return memory_event_count_; }
+  // Memory and launch events read from EventRefs (format 2).
+  uint64_t event_ref_count() const { return event_ref_count_; }
   // Bytes of the file read so far (the end of the packet read last), and the file's size: for
   // progress (report/trace/progress.h).
   uint64_t bytes_read() const { return bytes_read_; }
@@ -209,6 +224,15 @@ class TraceFile {
   TraceFile() = default;
   void Record(const PacketPosition& position, const TracePacket& packet);
   void ReadAll(const PacketVisitor& visit, MemoryEventSink* memory);
+  // A full memory or launch event with a writer (format 2): notes its template, and hands it on
+  // without the writer's fields.
+  void TakeTemplate(MemoryEventFields* memory);
+  void TakeTemplate(TracePacket* packet);
+  // An EventRef, expanded and visited as the event it stands for.
+  void ReadEventRef(PacketPosition position, std::string_view bytes, const PacketVisitor& visit,
+                    MemoryEventSink* memory);
+  // Damage was met (a packet that does not parse, a region skipped): any writer may have lost one.
+  void ForgetTemplatesAfterDamage();
 
   std::string path_;
   TraceReader reader_;
@@ -231,6 +255,9 @@ class TraceFile {
   std::optional<PythonStatus> python_status_;
   uint64_t launch_event_count_ = 0;
   PoolSizes pool_sizes_;
+  EventTemplates templates_;
+  TracePacket ref_packet_;  // an expanded reference, reused
+  uint64_t skipped_regions_seen_ = 0;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, SymbolizedFrame> symbolized_;
   absl::flat_hash_set<uint32_t> symbolized_modules_;
   std::optional<Footer> footer_;
@@ -238,6 +265,7 @@ class TraceFile {
   TraceEndStatus end_;
   uint64_t packet_count_ = 0;
   uint64_t memory_event_count_ = 0;
+  uint64_t event_ref_count_ = 0;
   uint64_t bytes_read_ = 0;
 };
 

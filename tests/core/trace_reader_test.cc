@@ -104,6 +104,8 @@ class TraceReaderTest : public ::testing::Test {
     return error;
   }
 
+  std::string ReadFileBytes() { return testing::ReadFile(path_); }
+
   std::string path_ = UniqueTempPath(".trace");
 };
 
@@ -237,6 +239,55 @@ TEST_F(TraceReaderTest, HalfWrittenPacketInTheMiddleIsSkippedAndReported) {
   EXPECT_EQ(result.end.skipped_regions, 1u);
   EXPECT_GT(result.end.first_skipped_offset, damaged_offset + 31);
   EXPECT_TRUE(Contains(result.end.message, path_ + ": corrupt data at byte "));
+}
+
+// Format 2: EventRefs are Trace's field 2 (tag 0x12), framed like packets and read in file order
+// among them; the reader says which is which.
+std::string FramedRef(uint32_t writer, uint32_t slot, int64_t time_delta) {
+  EventRef ref;
+  ref.set_writer(writer);
+  ref.set_slot(slot);
+  ref.set_time_delta(time_delta);
+  const std::string body = ref.SerializeAsString();
+  return "\x12" + testing::Varint(body.size()) + body;
+}
+
+TEST_F(TraceReaderTest, EventReferencesAreFramedAmongPackets) {
+  const std::string first = FramedRef(1, 300, 5);
+  const std::string refs = first + FramedRef(1, 2, -7);
+  const std::string head = Framed(HeaderPacket()) + Framed(MemoryPacket(1));
+  Write(head + refs + Framed(MemoryPacket(2)));
+  TraceReader reader;
+  std::string error;
+  ASSERT_TRUE(reader.Open(path_, &error)) << error;
+  std::vector<bool> kinds;
+  std::vector<uint64_t> offsets;
+  Packet packet;
+  while (reader.Next(&packet)) {
+    kinds.push_back(packet.event_ref);
+    offsets.push_back(packet.offset);
+  }
+  EXPECT_EQ(kinds, (std::vector<bool>{false, false, true, true, false}));
+  EXPECT_EQ(offsets[2], head.size());
+  EXPECT_EQ(offsets[3], head.size() + first.size());
+  EXPECT_TRUE(reader.end().ok()) << reader.end().message;
+  Trace trace;  // still one Trace message, the two fields apart
+  ASSERT_TRUE(trace.ParseFromString(ReadFileBytes()));
+  EXPECT_EQ(trace.packet_size(), 3);
+  EXPECT_EQ(trace.event_ref_size(), 2);
+}
+
+// After a half-written packet, reading resumes at the next intact frame even when only
+// references follow it.
+TEST_F(TraceReaderTest, DamageFollowedByReferencesResumesAtTheFirstReference) {
+  std::string damaged = Framed(StackPacket(30));
+  std::fill(damaged.begin(), damaged.begin() + 32, '\0');
+  const std::string head = Framed(HeaderPacket()) + damaged;
+  Write(head + FramedRef(1, 1, 1) + FramedRef(1, 1, 2) + FramedRef(1, 1, 3));
+  Result result = ReadAll();
+  ASSERT_EQ(result.packets.size(), 4u);
+  EXPECT_EQ(result.offsets[1], head.size());
+  EXPECT_EQ(result.end.skipped_regions, 1u);
 }
 
 TEST_F(TraceReaderTest, GarbageAtTheEndIsCorruptAtItsOffset) {

@@ -4,13 +4,18 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/recorder.h"
 #include "core/trace.pb.h"
@@ -497,6 +502,247 @@ TEST(WireWriter, FieldWithPresenceIsWrittenWhenZero) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(writer.data()), writer.size()),
               expected.SerializeAsString());
   }
+}
+
+}  // namespace
+}  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+// ---- Event references (format 2) ----
+
+// One iteration of a loop, as a program repeats it: an allocation, a launch with the next
+// correlation id, another thread's allocation (a new thread each time: it takes the state the
+// last one left, so its writer number is reused), a failed allocation (never a template), a free.
+void RecordIteration(int iteration) {
+  MemoryRecord alloc;
+  alloc.seq = recorder::NextSeq();
+  alloc.api = proto::Api::kCudaMalloc;
+  alloc.kind = proto::MemoryKind::kDevice;
+  alloc.action = proto::Action::kAlloc;
+  alloc.device = 0;
+  alloc.size = 1 << 20;
+  alloc.address = 0x7f0000100000ull;
+  alloc.stack_id = 77;
+  recorder::RecordMemory(alloc);
+  LaunchRecord launch;
+  launch.seq = recorder::NextSeq();
+  launch.api = proto::LaunchApi::kCuLaunchKernel;
+  launch.device = 0;
+  launch.grid[0] = 4;
+  launch.block[0] = 256;
+  launch.stream = 0x1234;
+  launch.correlation_id = 100 + 3 * static_cast<uint64_t>(iteration);
+  launch.stack_id = 78;
+  recorder::RecordLaunch(launch);
+  std::thread([] {
+    MemoryRecord other;
+    other.seq = recorder::NextSeq();
+    other.api = proto::Api::kCuMemAlloc;
+    other.kind = proto::MemoryKind::kDevice;
+    other.action = proto::Action::kAlloc;
+    other.size = 4096;
+    other.address = 0x7f0000300000ull;
+    recorder::RecordMemory(other);
+  }).join();
+  MemoryRecord failed;
+  failed.seq = recorder::NextSeq();
+  failed.api = proto::Api::kCudaMalloc;
+  failed.kind = proto::MemoryKind::kDevice;
+  failed.action = proto::Action::kAllocFailed;
+  failed.size = 1ull << 40;
+  failed.result = 2;
+  failed.free_bytes = 1000 + static_cast<uint64_t>(iteration);
+  failed.total_bytes = 4000;
+  recorder::RecordMemory(failed);
+  MemoryRecord free = alloc;
+  free.seq = recorder::NextSeq();
+  free.api = proto::Api::kCudaFree;
+  free.action = proto::Action::kFree;
+  free.stack_id = 0;
+  recorder::RecordMemory(free);
+}
+
+constexpr int kIterations = 4;
+
+// Records the loop into `path`, GPUMEM_EVENT_REFS as given, in a process of its own (the recorder
+// is one per process, and this test binary's other test has one already): a "threadsafe" death
+// test runs its statement in a fresh run of this binary.
+void RecordLoopInChild(const std::string& path, const char* event_refs) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GPUMEM_OUTPUT", path.c_str(), 1);
+        setenv("GPUMEM_EVENT_REFS", event_refs, 1);
+        unsetenv("GPUMEM_SESSION_PID");
+        recorder::Init(LoaderFunctions{&dlopen, &dlsym});
+        for (int i = 0; i < kIterations; ++i) RecordIteration(i);
+        recorder::Finish();
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A file's top-level fields in file order, framed by hand: libprotobuf's Trace keeps its two
+// repeated fields apart, and only the file's order says what a reference follows.
+struct TopLevel {
+  std::vector<TracePacket> packets;  // memory and launch events, references expanded
+  Header header;
+  int references = 0;
+  int full_with_writer = 0;
+};
+
+uint64_t ReadVarint(const std::string& bytes, size_t* at) {
+  uint64_t value = 0;
+  for (int shift = 0; *at < bytes.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(bytes[(*at)++]);
+    value |= uint64_t{byte & 0x7Fu} << shift;
+    if (byte < 0x80) break;
+  }
+  return value;
+}
+
+// What the schema's comments say a reference stands for, written out independently of the
+// readers in report/: per writer, its slots' events and its previous seq, timestamp and
+// correlation id.
+class Expander {
+ public:
+  void Full(TracePacket packet, TopLevel* out) {
+    const bool launch = packet.has_launch();
+    const uint32_t writer = launch ? packet.launch().writer() : packet.memory().writer();
+    const uint32_t slot =
+        launch ? packet.launch().template_slot() : packet.memory().template_slot();
+    if (launch) {
+      packet.mutable_launch()->clear_writer();
+      packet.mutable_launch()->clear_template_slot();
+    } else {
+      packet.mutable_memory()->clear_writer();
+      packet.mutable_memory()->clear_template_slot();
+    }
+    if (writer != 0) {
+      ++out->full_with_writer;
+      State& state = states_[writer];
+      state.seq = launch ? packet.launch().seq() : packet.memory().seq();
+      state.timestamp = launch ? packet.launch().timestamp_ns() : packet.memory().timestamp_ns();
+      if (launch) state.correlation = packet.launch().correlation_id();
+      if (slot != 0) slots_[{writer, slot}] = packet;
+    }
+    out->packets.push_back(packet);
+  }
+  void Ref(const EventRef& ref, TopLevel* out) {
+    ++out->references;
+    State& state = states_[ref.writer()];
+    state.seq += 1 + static_cast<uint64_t>(ref.seq_delta());
+    state.timestamp += static_cast<uint64_t>(ref.time_delta());
+    state.correlation += static_cast<uint64_t>(ref.correlation_delta());
+    auto found = slots_.find({ref.writer(), ref.slot()});
+    ASSERT_NE(found, slots_.end()) << "a reference to a slot never defined";
+    TracePacket packet = found->second;
+    if (packet.has_launch()) {
+      packet.mutable_launch()->set_seq(state.seq);
+      packet.mutable_launch()->set_timestamp_ns(state.timestamp);
+      packet.mutable_launch()->set_correlation_id(state.correlation);
+    } else {
+      packet.mutable_memory()->set_seq(state.seq);
+      packet.mutable_memory()->set_timestamp_ns(state.timestamp);
+    }
+    out->packets.push_back(packet);
+  }
+
+ private:
+  struct State {
+    uint64_t seq = 0;
+    uint64_t timestamp = 0;
+    uint64_t correlation = 0;
+  };
+  std::map<uint32_t, State> states_;
+  std::map<std::pair<uint32_t, uint32_t>, TracePacket> slots_;
+};
+
+TopLevel ReadTopLevel(const std::string& bytes) {
+  TopLevel top;
+  Expander expander;
+  for (size_t at = 0; at < bytes.size();) {
+    const auto tag = static_cast<uint8_t>(bytes[at++]);
+    if (tag == 0) continue;  // the unused tail
+    const uint64_t length = ReadVarint(bytes, &at);
+    const std::string body = bytes.substr(at, length);
+    at += length;
+    if (tag == 0x12) {
+      EventRef ref;
+      EXPECT_TRUE(ref.ParseFromString(body));
+      expander.Ref(ref, &top);
+      continue;
+    }
+    EXPECT_EQ(tag, 0x0A);
+    TracePacket packet;
+    EXPECT_TRUE(packet.ParseFromString(body));
+    if (packet.has_header()) top.header = packet.header();
+    if (packet.has_memory() || packet.has_launch()) expander.Full(packet, &top);
+  }
+  return top;
+}
+
+// The same loop recorded with references and without: every event a reference stands for is the
+// event written in full, field for field (but the thread ids and times of two processes).
+TEST(Recorder, EventReferencesResolveToTheEventsAFullEncodingWrites) {
+  // The death tests' runs of this binary take the path from the environment this run sets.
+  if (getenv("WIRE_FORMAT_TEST_STEM") == nullptr) {
+    const std::string stem =
+        (std::filesystem::temp_directory_path() / ("wire_format_refs-" + std::to_string(getpid())))
+            .string();
+    setenv("WIRE_FORMAT_TEST_STEM", stem.c_str(), 1);
+  }
+  const std::string stem = getenv("WIRE_FORMAT_TEST_STEM");
+  RecordLoopInChild(stem + "-refs.trace", "1");
+  RecordLoopInChild(stem + "-full.trace", "0");
+  std::ifstream refs_in(stem + "-refs.trace", std::ios::binary);
+  std::ifstream full_in(stem + "-full.trace", std::ios::binary);
+  std::stringstream refs_bytes;
+  std::stringstream full_bytes;
+  refs_bytes << refs_in.rdbuf();
+  full_bytes << full_in.rdbuf();
+  std::filesystem::remove(stem + "-refs.trace");
+  std::filesystem::remove(stem + "-full.trace");
+
+  // Both parse as one Trace (what protoc --decode needs).
+  Trace whole;
+  ASSERT_TRUE(whole.ParseFromString(refs_bytes.str()));
+  EXPECT_GT(whole.event_ref_size(), 0);
+  const TopLevel refs = ReadTopLevel(refs_bytes.str());
+  const TopLevel full = ReadTopLevel(full_bytes.str());
+  EXPECT_EQ(refs.header.format_version(), 2u);
+  EXPECT_EQ(full.header.format_version(), 1u);
+  EXPECT_EQ(full.references, 0);
+  EXPECT_EQ(full.full_with_writer, 0);  // exactly format 1: no writer fields
+  // The main thread's allocation, launch and free after the first iteration; the other threads'
+  // allocations are each the first event of their thread, and failed allocations never repeat.
+  EXPECT_EQ(refs.references, 3 * (kIterations - 1));
+  ASSERT_EQ(refs.packets.size(), 5u * kIterations);
+  ASSERT_EQ(full.packets.size(), refs.packets.size());
+  std::map<uint32_t, uint64_t> last_time;  // per thread: times never go back
+  for (size_t i = 0; i < refs.packets.size(); ++i) {
+    TracePacket expanded = refs.packets[i];
+    TracePacket written = full.packets[i];
+    const uint32_t tid = expanded.has_launch() ? expanded.launch().tid() : expanded.memory().tid();
+    const uint64_t time =
+        expanded.has_launch() ? expanded.launch().timestamp_ns() : expanded.memory().timestamp_ns();
+    EXPECT_GE(time, last_time[tid]) << i;
+    EXPECT_GT(time, refs.header.start_time_mono_ns()) << i;
+    last_time[tid] = time;
+    for (TracePacket* packet : {&expanded, &written}) {
+      if (packet->has_launch()) {
+        packet->mutable_launch()->clear_tid();
+        packet->mutable_launch()->clear_timestamp_ns();
+      } else {
+        packet->mutable_memory()->clear_tid();
+        packet->mutable_memory()->clear_timestamp_ns();
+      }
+    }
+    EXPECT_EQ(expanded.ShortDebugString(), written.ShortDebugString()) << i;
+  }
+  EXPECT_LT(refs_bytes.str().size(), full_bytes.str().size());
 }
 
 }  // namespace

@@ -281,6 +281,11 @@ bench() {
     GPUMEM_LIBUNWIND=$PWD/$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.
   tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
+  # Trace size: bytes an event of a 2-minute --tensors transformer run, whole and its second half
+  # (the steady state a longer run converges to).
+  LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    PYTHON="env -u LD_LIBRARY_PATH $python" tests/bench/trace_size.sh "$build" 120 \
+    >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).
   GPUMEM_BENCH_STACK_DEPTH=0 GPUMEM_BENCH_CUDA_LIBS=$cuda_libs \
     tests/bench/run_alloc_cost.sh "$build" 7 20000 async >>"$out/bench.txt" 2>&1

@@ -62,6 +62,9 @@ class RandomEvents {
     event.set_free_bytes(Maybe());
     event.set_total_bytes(Maybe());
     event.set_pitch(Maybe());
+    event.set_capture(Maybe());
+    event.set_writer(static_cast<uint32_t>(Maybe()));
+    event.set_template_slot(static_cast<uint32_t>(Maybe()));
     return event;
   }
 
@@ -72,7 +75,7 @@ class RandomEvents {
 };
 
 // The packet as core/recorder.cc's RecordMemory() writes it: one-byte tags with the unchecked
-// helpers, fields 16-18 with the checked writer, headers prepended. Without the outer Trace.packet
+// helpers, fields 16-21 with the checked writer, headers prepended. Without the outer Trace.packet
 // header (the framing reader strips it).
 std::string RecorderPacket(const MemoryEvent& event) {
   constexpr size_t kHeaderRoom = 1 + wire::kMaxVarintBytes;
@@ -99,6 +102,9 @@ std::string RecorderPacket(const MemoryEvent& event) {
   tail.Varint(f::kFreeBytes, event.free_bytes());
   tail.Varint(f::kTotalBytes, event.total_bytes());
   tail.Varint(f::kPitch, event.pitch());
+  tail.Varint(f::kCapture, event.capture());
+  tail.Varint(f::kWriter, event.writer());
+  tail.Varint(f::kTemplateSlot, event.template_slot());
   EXPECT_FALSE(tail.overflowed());
   out += tail.size();
   const uint8_t* start =
@@ -206,7 +212,7 @@ TEST(MemoryEventDecoderTest, DeclinesWhatItDoesNotHandle) {
   const std::vector<std::string> packets = {
       "", stack.SerializeAsString(), padded.SerializeAsString(),
       MemoryPacketOf("\x08\x07") + "\x3A\x02\x10\x05",         // two events: libprotobuf merges
-      MemoryPacketOf("\xa0\x01\x05"),                          // field 20: a newer schema
+      MemoryPacketOf("\xb0\x01\x05"),                          // field 22: a newer schema
       MemoryPacketOf(std::string("\x00\x05", 2)),              // field 0
       MemoryPacketOf("\x09\x01\x02\x03\x04\x05\x06\x07\x08"),  // seq as fixed64
       MemoryPacketOf("\x08"),                                  // value missing

@@ -1,0 +1,85 @@
+// Event references (format 2) under the real preload library against the fake CUDA: a loop of the
+// same allocations, launches and frees comes out at no more than 16 bytes an event, and every
+// report reads it as it reads the same run written in full (GPUMEM_EVENT_REFS=0).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "report/trace/trace_file.h"
+#include "tests/support/test_support.h"
+
+namespace gpumem {
+namespace {
+
+using testing::BuildPath;
+using testing::ProgramRun;
+using testing::RecordingEnvironment;
+using testing::RunGpumem;
+using testing::RunProgram;
+using testing::TempDir;
+
+constexpr int kSteps = 1000;
+
+struct Recorded {
+  uint64_t bytes = 0;
+  uint64_t events = 0;  // memory and launch events
+  uint64_t references = 0;
+  uint32_t format_version = 0;
+};
+
+Recorded RecordLoop(const std::string& trace, const std::string& event_refs) {
+  auto environment = RecordingEnvironment(trace);
+  environment["GPUMEM_EVENT_REFS"] = event_refs;
+  const ProgramRun run =
+      RunProgram({BuildPath("tests/programs/training_loop"), std::to_string(kSteps)}, environment);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  Recorded recorded;
+  auto file = report::TraceFile::Read(trace);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return recorded;
+  EXPECT_FALSE((*file)->end().damaged()) << (*file)->end().Describe();
+  recorded.bytes = std::filesystem::file_size(trace);
+  recorded.events = (*file)->memory_event_count() + (*file)->launch_event_count();
+  recorded.references = (*file)->event_ref_count();
+  recorded.format_version = (*file)->header().format_version();
+  return recorded;
+}
+
+// `gpumem report` of `trace`, without what differs between two runs: the pid and the time.
+std::string Report(const std::string& trace) {
+  const ProgramRun run = RunGpumem({"report", "--peak", "--leaks", trace});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::string without_pid = std::regex_replace(run.out, std::regex("pid [0-9]+"), "pid");
+  return std::regex_replace(without_pid, std::regex("[0-9.]+ ms after start"), "ms after start");
+}
+
+TEST(EventRefs, ARepeatingLoopTakesAtMost16BytesAnEventAndReportsTheSame) {
+  TempDir dir;
+  const std::string compact = dir.File("compact.trace");
+  const std::string full = dir.File("full.trace");
+  const Recorded with_refs = RecordLoop(compact, "1");
+  const Recorded without = RecordLoop(full, "0");
+  // Per step: 3 allocations, 3 launches, 3 frees.
+  ASSERT_GE(with_refs.events, 9u * kSteps);
+  EXPECT_EQ(with_refs.events, without.events);
+  EXPECT_EQ(without.references, 0u);
+  EXPECT_EQ(without.format_version, 1u);
+  EXPECT_EQ(with_refs.format_version, 2u);
+  const double bytes_per_event =
+      static_cast<double>(with_refs.bytes) / static_cast<double>(with_refs.events);
+  EXPECT_LE(bytes_per_event, 16.0) << with_refs.bytes << " bytes, " << with_refs.events
+                                   << " events, " << with_refs.references << " references; "
+                                   << "in full: " << without.bytes << " bytes";
+  EXPECT_GT(with_refs.references, with_refs.events * 9 / 10);
+
+  const std::string report = Report(compact);
+  EXPECT_EQ(report, Report(full));
+  EXPECT_NE(report.find("training_loop.cc:"), std::string::npos) << report;  // the leak's site
+}
+
+}  // namespace
+}  // namespace gpumem
