@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,12 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kExitStatus = 3;
-// Enough events to fill the first 16 MiB of trace (about 78 bytes a pair), so that it must grow.
+// Enough events to fill the first 16 MiB of trace (about 78 bytes a pair written in full:
+// kEveryEventInFull), so that it must grow.
 constexpr long kPairsPastTheFirstGrowth = 240000;
+// A loop's repeats are written as references of about 10 bytes; these tests are about the file's
+// growth, not its encoding.
+const std::map<std::string, std::string> kEveryEventInFull = {{"GPUMEM_EVENT_REFS", "0"}};
 constexpr char kStopWarning[] = "gpumem: warning: recording stopped: ";
 
 struct HostRun {
@@ -45,11 +50,14 @@ HostRun RunWithoutGpumem(const TempDir& dir, const std::string& mode, long pairs
   return result;
 }
 
-// host_files under gpumem, recording to `output`.
+// host_files under gpumem, recording to `output`, with `settings` (GPUMEM_ variables) too.
 HostRun RunRecorded(const TempDir& dir, const std::string& mode, long pairs,
-                    const std::string& output) {
+                    const std::string& output,
+                    const std::map<std::string, std::string>& settings = {}) {
   const std::string own = dir.File("own.recorded");
-  HostRun result{RunProgram(HostFilesArgs(mode, own, pairs), RecordingEnvironment(output)), ""};
+  std::map<std::string, std::string> environment = RecordingEnvironment(output);
+  environment.insert(settings.begin(), settings.end());
+  HostRun result{RunProgram(HostFilesArgs(mode, own, pairs), environment), ""};
   result.own_file = ReadFile(own);
   return result;
 }
@@ -126,7 +134,8 @@ TEST_P(ClosedDescriptors, StopRecordingAndNeverTouchTheProgramsFile) {
   TempDir dir;
   const std::string trace = dir.File("run.trace");
   const HostRun plain = RunWithoutGpumem(dir, GetParam(), kPairsPastTheFirstGrowth);
-  const HostRun recorded = RunRecorded(dir, GetParam(), kPairsPastTheFirstGrowth, trace);
+  const HostRun recorded =
+      RunRecorded(dir, GetParam(), kPairsPastTheFirstGrowth, trace, kEveryEventInFull);
   ExpectUnharmed(recorded, plain);
   std::unique_ptr<report::TraceFile> file =
       ExpectStopped(recorded, trace, DESCRIPTOR_LOST,
@@ -164,7 +173,7 @@ TEST(HostFiles, FileSizeLimitStopsRecordingNotTheProgram) {
   constexpr uint64_t kLimit = 1000000;
   const std::string mode = "fsize=" + std::to_string(kLimit);
   const HostRun plain = RunWithoutGpumem(dir, mode, 20000);
-  const HostRun recorded = RunRecorded(dir, mode, 20000, trace);
+  const HostRun recorded = RunRecorded(dir, mode, 20000, trace, kEveryEventInFull);
   ExpectUnharmed(recorded, plain);
   ExpectStopped(recorded, trace, SIZE_LIMIT, "file size limit (ulimit -f)");
   EXPECT_LE(fs::file_size(trace), kLimit);
