@@ -20,7 +20,7 @@ cp "$build/lib/libgpumem.so" "$build/lib/libgpumem_bench.so" "$build/lib/libunwi
 cp -r "$build/lib/python" "$carry/lib/"  # gpumem's Python observer
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
-  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/stub" \
+  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/trace_size" "$build/tests/bench/stub" \
   "$build/tests/bench/libpc_sampler.so" "$carry/tests/bench/"
 cp "$build/bin/gpumem" "$carry/bin/"  # the analyzer benchmark also times `gpumem report`
 cp "$build/bin/capture_rules" "$carry/bin/"  # what stream capture forbids, on the real driver
