@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tests/integration/programs/fill_add_ptx.h"
+#include "tests/integration/programs/fill_add_kernels.h"
 
 namespace {
 
@@ -55,40 +55,18 @@ Options ParseOptions(int argc, char** argv) {
   return options;
 }
 
-struct Kernels {
-  CUmodule module = nullptr;
-  CUfunction fill = nullptr;
-  CUfunction add = nullptr;
-};
-
-// Elements each kernel touches: few, so that the kernels are cheap on a GPU too.
-constexpr unsigned kElements = 1024;
-
-void Fill(const Kernels& kernels, void* buffer) {
-  unsigned n = kElements;
-  float value = 1.0f;
-  void* args[] = {&buffer, &n, &value};
-  CHECK(cuLaunchKernel(kernels.fill, 4, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
-}
-
-// out = a + b.
-void Add(const Kernels& kernels, void* a, void* b, void* out) {
-  unsigned n = kElements;
-  void* args[] = {&a, &b, &out, &n};
-  CHECK(cuLaunchKernel(kernels.add, kElements / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
-}
-
 // One step: the activations and the growing buffer allocated, then the kernels that use them (so
 // that the step's peak, at the growing buffer's allocation, comes before its launches).
-void Step(const Kernels& kernels, int64_t batch, void* weights, std::vector<void*>* history) {
+void Step(const FillAddKernels& kernels, int64_t batch, void* weights,
+          std::vector<void*>* history) {
   void* first = nullptr;
   void* second = nullptr;
   void* growing = nullptr;
   CHECK(cudaMalloc(&first, FirstActivationBytes(batch)));
   CHECK(cudaMalloc(&second, SecondActivationBytes(batch)));
   CHECK(cudaMalloc(&growing, advise_program::kGrowingBytes));  // line: growing
-  Add(kernels, weights, first, second);
-  Fill(kernels, growing);
+  CHECK(LaunchAdd(kernels, weights, first, second));
+  CHECK(LaunchFill(kernels, growing));
   history->push_back(growing);
   CHECK(cudaFree(second));
   CHECK(cudaFree(first));
@@ -100,17 +78,15 @@ int main(int argc, char** argv) {
   const Options options = ParseOptions(argc, argv);
   CHECK(cudaSetDevice(0));
   CHECK(cudaFree(nullptr));  // creates the primary context and makes it current for the driver
-  Kernels kernels;
-  CHECK(cuModuleLoadData(&kernels.module, kFillAddPtx));
-  CHECK(cuModuleGetFunction(&kernels.fill, kernels.module, "fill"));
-  CHECK(cuModuleGetFunction(&kernels.add, kernels.module, "add"));
+  FillAddKernels kernels;
+  CHECK(LoadFillAdd(&kernels));
 
   void* weights = nullptr;
   void* idle = nullptr;
   CHECK(cudaMalloc(&weights, advise_program::kWeightsBytes));
-  Fill(kernels, weights);
+  CHECK(LaunchFill(kernels, weights));
   CHECK(cudaMalloc(&idle, advise_program::kIdleBytes));  // line: idle
-  Fill(kernels, idle);
+  CHECK(LaunchFill(kernels, idle));
 
   std::vector<void*> history;
   for (int step = 0; step < options.steps; ++step) Step(kernels, options.batch, weights, &history);

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "tests/integration/programs/fill_add_ptx.h"
+#include "tests/integration/programs/fill_add_kernels.h"
 
 namespace {
 
@@ -23,37 +23,18 @@ void Check(int code, const char* call, int line) {
 }
 #define CHECK(call) Check(static_cast<int>(call), #call, __LINE__)
 
-constexpr unsigned kElements = 1024;
 constexpr size_t kMiB = size_t{1} << 20;
 
-struct Kernels {
-  CUfunction fill = nullptr;
-  CUfunction add = nullptr;
-};
-
-void Fill(const Kernels& kernels, void* buffer) {
-  unsigned n = kElements;
-  float value = 1.0f;
-  void* args[] = {&buffer, &n, &value};
-  CHECK(cuLaunchKernel(kernels.fill, 4, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
-}
-
-void Add(const Kernels& kernels, void* a, void* b, void* out) {
-  unsigned n = kElements;
-  void* args[] = {&a, &b, &out, &n};
-  CHECK(cuLaunchKernel(kernels.add, kElements / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
-}
-
-void Step(const Kernels& kernels, void* weights) {
+void Step(const FillAddKernels& kernels, void* weights) {
   void* input = nullptr;
   void* hidden = nullptr;
   void* output = nullptr;
   CHECK(cudaMalloc(&input, 1 * kMiB));
   CHECK(cudaMalloc(&hidden, 2 * kMiB));
   CHECK(cudaMalloc(&output, kMiB / 2));
-  Fill(kernels, input);
-  Add(kernels, weights, input, hidden);
-  Add(kernels, hidden, input, output);
+  CHECK(LaunchFill(kernels, input));
+  CHECK(LaunchAdd(kernels, weights, input, hidden));
+  CHECK(LaunchAdd(kernels, hidden, input, output));
   CHECK(cudaFree(output));
   CHECK(cudaFree(hidden));
   CHECK(cudaFree(input));
@@ -65,14 +46,11 @@ int main(int argc, char** argv) {
   const int steps = argc > 1 ? atoi(argv[1]) : 1000;
   CHECK(cudaSetDevice(0));
   CHECK(cudaFree(nullptr));  // creates the primary context and makes it current for the driver
-  CUmodule module = nullptr;
-  Kernels kernels;
-  CHECK(cuModuleLoadData(&module, kFillAddPtx));
-  CHECK(cuModuleGetFunction(&kernels.fill, module, "fill"));
-  CHECK(cuModuleGetFunction(&kernels.add, module, "add"));
+  FillAddKernels kernels;
+  CHECK(LoadFillAdd(&kernels));
   void* weights = nullptr;
   CHECK(cudaMalloc(&weights, 8 * kMiB));
-  Fill(kernels, weights);
+  CHECK(LaunchFill(kernels, weights));
   std::vector<void*> kept;
   for (int step = 0; step < steps; ++step) {
     Step(kernels, weights);
