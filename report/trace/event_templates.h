@@ -55,7 +55,11 @@ class EventTemplates {
   };
   Writer* last_writer_ = nullptr;  // the one looked up last: most references are the same one's
   uint32_t last_writer_id_ = 0;
-  Writer& WriterOf(uint32_t id);
+  // The writer `id` (added when `add`; else nullptr when unknown), kept as the last looked up.
+  Writer* FindWriter(uint32_t id, bool add);
+  // A full event's part common to both kinds: the writer's previous seq and timestamp, and the
+  // slot it defines (nullptr: none).
+  Template* NoteFull(uint32_t writer_id, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
 
   absl::flat_hash_map<uint32_t, std::unique_ptr<Writer>> writers_;  // pointers stay valid
 };
