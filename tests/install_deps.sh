@@ -5,9 +5,11 @@ set -euo pipefail
 # python3-jsonschema: tests/report/cli/json_schema_test.cc validates `gpumem report --json` against
 # report/report.schema.json with it. chromium-headless-shell: tests/viewer/browser_test.py opens
 # `gpumem view`'s page in it (Debian 12 bookworm / bookworm-security; the test is skipped without).
+# golang-go: tests/report/cli/cmd_export_test.cc reads `gpumem export --format pprof` back with
+# `go tool pprof`, the reference reader of that format (skipped without).
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libprotobuf-dev protobuf-compiler
           libabsl-dev libdw-dev libelf-dev zlib1g-dev libgtest-dev binutils python3 python3-jsonschema
-          chromium-headless-shell)
+          chromium-headless-shell golang-go)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -4,9 +4,13 @@
 // tests/report/check_export.py, against `gpumem report --json` and `gpumem dump --counts` of the
 // same trace.
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -290,6 +294,106 @@ TEST(ExportTest, ProtobufFormatsThroughTheCommandLine) {
   EXPECT_EQ(chrome.out, json);
   // The protobuf is far smaller than the JSON of the same timeline.
   EXPECT_LT(pftrace.size() * 5, json.size());
+}
+
+// ---- pprof itself ----
+
+// The `go` command on PATH ("" when absent): its `go tool pprof` is the reference reader of
+// profile.proto (Debian's golang-go).
+std::string GoCommand() {
+  const char* path = std::getenv("PATH");
+  std::stringstream entries(path != nullptr ? path : "");
+  for (std::string entry; std::getline(entries, entry, ':');) {
+    const fs::path go = fs::path(entry.empty() ? "." : entry) / "go";
+    if (access(go.c_str(), X_OK) == 0) return go.string();
+  }
+  return "";
+}
+
+// `go tool pprof ARGS...` (its caches in `dir`, not the user's home).
+ProgramRun Pprof(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {GoCommand(), "tool", "pprof"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProgramRun run = testing::RunProgram(
+      argv, {{"HOME", dir.path()}, {"GOCACHE", dir.File("gocache")}, {"PPROF_TMPDIR", dir.path()}});
+  EXPECT_EQ(run.spawn_error, 0);
+  return run;
+}
+
+// The samples of `go tool pprof -raw`: one row of the six values per sample.
+std::vector<std::vector<uint64_t>> RawSamples(const std::string& raw) {
+  std::vector<std::vector<uint64_t>> samples;
+  std::stringstream lines(raw);
+  bool in_samples = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Samples:", 0) == 0) {
+      in_samples = true;
+      continue;
+    }
+    if (line.rfind("Locations", 0) == 0) break;
+    const size_t colon = line.find(':');
+    if (!in_samples || colon == std::string::npos || line.find('[') != std::string::npos) continue;
+    std::stringstream numbers(line.substr(0, colon));
+    std::vector<uint64_t> values;
+    for (uint64_t value; numbers >> value;) values.push_back(value);
+    if (values.size() == 6) samples.push_back(values);
+  }
+  return samples;
+}
+
+// The JSON report's integer fields `key` after `"section":` and before `"until":`, in order.
+std::vector<uint64_t> JsonNumbers(const std::string& json, const std::string& section,
+                                  const std::string& key, const std::string& until = "") {
+  const size_t begin = json.find("\"" + section + "\":");
+  const size_t end = until.empty() ? json.size() : json.find("\"" + until + "\":", begin);
+  const std::string needle = "\"" + key + "\":";
+  std::vector<uint64_t> numbers;
+  for (size_t at = json.find(needle, begin); at < end; at = json.find(needle, at + 1)) {
+    numbers.push_back(std::stoull(json.substr(at + needle.size())));  // stoull skips spaces
+  }
+  return numbers;
+}
+
+uint64_t JsonSum(const std::string& json, const std::string& section, const std::string& key,
+                 const std::string& until) {
+  uint64_t sum = 0;
+  for (const uint64_t number : JsonNumbers(json, section, key, until)) sum += number;
+  return sum;
+}
+
+uint64_t JsonFirst(const std::string& json, const std::string& section, const std::string& key) {
+  const std::vector<uint64_t> numbers = JsonNumbers(json, section, key);
+  return numbers.empty() ? 0 : numbers.front();
+}
+
+// pprof reads the export: its samples add up to the report's peak and never-freed bytes, and its
+// top function is the program's own line.
+TEST(ExportTest, PprofItselfReadsTheProfile) {
+  if (GoCommand().empty()) GTEST_SKIP() << "no `go` on PATH (apt-get install golang-go)";
+  TempDir dir;
+  const std::string trace = Trace("leak_loop-h200.trace");
+  const std::string profile = Export(dir, trace, "pprof", "leak.pb.gz");
+  const ProgramRun raw = Pprof(dir, {"-raw", profile});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  const std::vector<std::vector<uint64_t>> samples = RawSamples(raw.out);
+  ASSERT_FALSE(samples.empty()) << raw.out;
+  EXPECT_NE(raw.out.find("peak_space/bytes[dflt]"), std::string::npos) << raw.out;
+  uint64_t peak = 0;
+  uint64_t never_freed = 0;
+  for (const std::vector<uint64_t>& sample : samples) {
+    peak += sample[3];
+    never_freed += sample[5];
+  }
+  const std::string json = Gpumem({"report", "--json", trace}).out;
+  // peak_bytes appears once per place; the leaks' places hold "bytes" before their sites.
+  EXPECT_EQ(peak, JsonSum(json, "peak", "peak_bytes", "leaks"));
+  // The leaks' place: its "bytes" come before its sites' (one place in this trace).
+  EXPECT_EQ(never_freed, JsonFirst(json, "leaks", "bytes"));
+  EXPECT_EQ(never_freed, 41943040u);  // the program's 10 x 4 MiB
+  const ProgramRun top = Pprof(dir, {"-top", "-sample_index=never_freed_space", profile});
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("Type: never_freed_space"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("100%  leak_iteration()"), std::string::npos) << top.out;
 }
 
 }  // namespace
