@@ -17,6 +17,7 @@
 #include "report/cli/flags.h"
 #include "report/cli/output_file.h"
 #include "report/export/chrome_json.h"
+#include "report/export/chunked_output.h"
 #include "report/export/folded.h"
 #include "report/export/memory_viz.h"
 #include "report/export/perfetto.h"
@@ -158,16 +159,17 @@ bool ParseExportFlags(const std::vector<std::string>& args, Options* options, st
   return true;
 }
 
-// The trace `file` in the chosen format, into `*bytes`; the replay that read it.
+// The trace `file` in the chosen format, into `out`; the replay that read it.
 TraceReplay Convert(std::unique_ptr<TraceFile> file, const std::string& path,
-                    const Options& options, Progress* progress, std::string* bytes) {
+                    const Options& options, Progress* progress, ChunkedOutput* out) {
+  std::string* bytes = out->text();
   switch (options.format) {
     case Format::kMemoryViz:
       return ExportMemoryViz(std::move(file), progress, bytes);
     case Format::kPerfetto:
-      return ExportPerfetto(std::move(file), progress, bytes);
+      return ExportPerfetto(std::move(file), progress, out);
     case Format::kChromeJson:
-      return ExportChromeJson(std::move(file), progress, bytes);
+      return ExportChromeJson(std::move(file), progress, out);
     case Format::kPprof:
       return ExportPprof(std::move(file), progress, bytes);
     case Format::kFolded:
@@ -195,11 +197,20 @@ int RunExport(const std::vector<std::string>& args) {
     PrintError(file.status().message());
     return kExitBadInput;
   }
+  // The output is created before the trace is read, and the timeline formats reach it as they
+  // are produced: their size grows with the trace's events.
+  absl::StatusOr<std::unique_ptr<OutputWriter>> writer = OutputWriter::Open(output);
+  if (!writer.ok()) {
+    PrintError(writer.status().message());
+    return kExitBadInput;
+  }
+  ChunkedOutput bytes([&writer](absl::string_view chunk) { return (*writer)->Write(chunk); });
   Progress progress(path, (*file)->file_size());
-  std::string bytes;
   const TraceReplay replay = Convert(*std::move(file), path, options, &progress, &bytes);
   progress.Finish();
-  if (absl::Status written = WriteWholeFile(output, bytes); !written.ok()) {
+  absl::Status written = bytes.Finish();
+  if (written.ok()) written = (*writer)->Finish();
+  if (!written.ok()) {
     PrintError(written.message());
     return kExitBadInput;
   }

@@ -155,16 +155,33 @@ mode_t NewFileMode() {
   return 0666 & ~mask;
 }
 
-absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes) {
-  if (path == kStandardOutput) {
-    WriteOutput(bytes);
-    FlushOutput();
-    return absl::OkStatus();
+absl::StatusOr<std::unique_ptr<OutputWriter>> OutputWriter::Open(const std::string& path) {
+  auto writer = std::unique_ptr<OutputWriter>(new OutputWriter());
+  if (path != kStandardOutput) {
+    absl::StatusOr<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
+    if (!file.ok()) return file.status();
+    writer->file_ = *std::move(file);
   }
-  absl::StatusOr<std::unique_ptr<AtomicFile>> file = AtomicFile::Create(path);
-  if (!file.ok()) return file.status();
-  if (absl::Status written = (*file)->Write(bytes); !written.ok()) return written;
-  return (*file)->Commit(NewFileMode());
+  return writer;
+}
+
+absl::Status OutputWriter::Write(absl::string_view bytes) {
+  if (file_ != nullptr) return file_->Write(bytes);
+  WriteOutput(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status OutputWriter::Finish() {
+  if (file_ != nullptr) return file_->Commit(NewFileMode());
+  FlushOutput();
+  return absl::OkStatus();
+}
+
+absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes) {
+  absl::StatusOr<std::unique_ptr<OutputWriter>> writer = OutputWriter::Open(path);
+  if (!writer.ok()) return writer.status();
+  if (absl::Status written = (*writer)->Write(bytes); !written.ok()) return written;
+  return (*writer)->Finish();
 }
 
 }  // namespace gpumem::report

@@ -62,8 +62,20 @@ class AtomicFile {
 // The permissions a new file gets from open(): 0666 less the umask.
 mode_t NewFileMode();
 
-// `bytes` written to `path` through an AtomicFile with NewFileMode(), or to standard output for
-// "-" (its failure is reported by FinishOutput()).
+// A command's output written as it is produced: to standard output for "-" (its failure is
+// reported by FinishOutput()), else through an AtomicFile that Finish() commits with NewFileMode()
+// (until then, and after any failure, `path` is as it was).
+class OutputWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<OutputWriter>> Open(const std::string& path);
+  absl::Status Write(absl::string_view bytes);
+  absl::Status Finish();
+
+ private:
+  std::unique_ptr<AtomicFile> file_;  // null: standard output
+};
+
+// `bytes` written to `path` through an OutputWriter.
 absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes);
 
 }  // namespace gpumem::report

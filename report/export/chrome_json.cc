@@ -22,7 +22,7 @@ double Us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 class ChromeJsonWriter final : public TimelineWriter {
  public:
-  ChromeJsonWriter(const TraceFile& trace, std::string* out) : trace_(trace), out_(out) {}
+  ChromeJsonWriter(const TraceFile& trace, ChunkedOutput* out) : trace_(trace), out_(out) {}
 
   void Counter(int32_t place, uint64_t ns, const char* name, uint64_t bytes) override {
     used_pids_[TimelinePid(place)] = place;
@@ -37,9 +37,11 @@ class ChromeJsonWriter final : public TimelineWriter {
 
  private:
   void Event(const std::string& json) {
-    if (events_++ > 0) out_->push_back(',');
-    out_->append("\n");
-    out_->append(json);
+    std::string* text = out_->text();
+    if (events_++ > 0) text->push_back(',');
+    text->append("\n");
+    text->append(json);
+    out_->EndOfEvent();
   }
   const std::string& StackJson(uint64_t stack_id, const std::vector<std::string>& frames) {
     auto it = stacks_.find(stack_id);
@@ -52,7 +54,7 @@ class ChromeJsonWriter final : public TimelineWriter {
   }
 
   const TraceFile& trace_;
-  std::string* out_;
+  ChunkedOutput* out_;
   uint64_t events_ = 0;
   std::map<int64_t, int32_t> used_pids_;               // pid -> place
   std::map<int32_t, int64_t> next_tid_;                // place -> its next stream's tid
@@ -107,7 +109,8 @@ void ChromeJsonWriter::Finish(const TimelineTotals& totals) {
         kMemoryTid));
   }
   const Header& header = trace_.header();
-  absl::StrAppend(out_, "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"source\":\"gpumem\"",
+  absl::StrAppend(out_->text(),
+                  "\n],\"displayTimeUnit\":\"ns\",\"metadata\":{\"source\":\"gpumem\"",
                   ",\"host\":", JsonString(header.host()), ",\"pid\":", header.pid(),
                   ",\"command_line\":", JsonString(absl::StrJoin(header.command_line(), " ")),
                   ",\"start_time_unix_ns\":", header.start_time_unix_ns(),
@@ -119,8 +122,8 @@ void ChromeJsonWriter::Finish(const TimelineTotals& totals) {
 }  // namespace
 
 TraceReplay ExportChromeJson(std::unique_ptr<TraceFile> file, Progress* progress,
-                             std::string* out) {
-  out->append("{\"traceEvents\":[");
+                             ChunkedOutput* out) {
+  out->text()->append("{\"traceEvents\":[");
   ChromeJsonWriter writer(*file, out);
   return ReplayTimeline(std::move(file), progress, &writer);
 }

@@ -17,14 +17,17 @@
 #include <memory>
 #include <string>
 
+#include "report/export/chunked_output.h"
 #include "report/replay/replay.h"
 #include "report/trace/progress.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
 
-// Replays `file` (opened, not read yet) and appends the JSON to `*out`. `progress` may be null.
-TraceReplay ExportChromeJson(std::unique_ptr<TraceFile> file, Progress* progress, std::string* out);
+// Replays `file` (opened, not read yet) and writes the JSON to `out` event by event. `progress` may
+// be null.
+TraceReplay ExportChromeJson(std::unique_ptr<TraceFile> file, Progress* progress,
+                             ChunkedOutput* out);
 
 }  // namespace gpumem::report
 

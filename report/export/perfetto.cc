@@ -142,7 +142,7 @@ class EventBuilder {
 
 class PerfettoWriter final : public TimelineWriter {
  public:
-  PerfettoWriter(const TraceFile& trace, std::string* out) : trace_(trace), out_(out) {}
+  PerfettoWriter(const TraceFile& trace, ChunkedOutput* out) : trace_(trace), out_(out) {}
 
   void Counter(int32_t place, uint64_t ns, const char* name, uint64_t bytes) override {
     const uint64_t track = CounterTrack(place, name);
@@ -166,7 +166,8 @@ class PerfettoWriter final : public TimelineWriter {
   void Append(const ProtoEncoder& packet) {
     ProtoEncoder framed;
     framed.Message(trace::kPacket, packet);
-    out_->append(framed.bytes());
+    out_->text()->append(framed.bytes());
+    out_->EndOfEvent();
   }
   void Write(uint64_t ns, const EventBuilder& event) {
     ProtoEncoder packet = Packet();
@@ -185,7 +186,7 @@ class PerfettoWriter final : public TimelineWriter {
   uint64_t MemoryTrack(int32_t place);
 
   const TraceFile& trace_;
-  std::string* out_;
+  ChunkedOutput* out_;
   uint64_t packets_ = 0;
   uint64_t next_uuid_ = 1;
   Interned names_{interned_data::kEventNames};
@@ -298,7 +299,8 @@ void PerfettoWriter::Finish(const TimelineTotals& totals) {
 
 }  // namespace
 
-TraceReplay ExportPerfetto(std::unique_ptr<TraceFile> file, Progress* progress, std::string* out) {
+TraceReplay ExportPerfetto(std::unique_ptr<TraceFile> file, Progress* progress,
+                           ChunkedOutput* out) {
   PerfettoWriter writer(*file, out);
   return ReplayTimeline(std::move(file), progress, &writer);
 }

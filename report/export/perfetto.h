@@ -26,14 +26,16 @@
 #include <memory>
 #include <string>
 
+#include "report/export/chunked_output.h"
 #include "report/replay/replay.h"
 #include "report/trace/progress.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
 
-// Replays `file` (opened, not read yet) and appends the trace to `*out`. `progress` may be null.
-TraceReplay ExportPerfetto(std::unique_ptr<TraceFile> file, Progress* progress, std::string* out);
+// Replays `file` (opened, not read yet) and writes the trace to `out` packet by packet. `progress`
+// may be null.
+TraceReplay ExportPerfetto(std::unique_ptr<TraceFile> file, Progress* progress, ChunkedOutput* out);
 
 }  // namespace gpumem::report
 

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,6 +251,21 @@ inline ProgramRun RunProgram(const std::vector<std::string>& argv,
 inline ProgramRun RunProgram(const std::vector<std::string>& argv) {
   return RunProgramWithEnvironment(argv, CurrentEnvironment());
 }
+
+// This process's soft file-size limit, for the programs it starts, until destroyed.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    struct rlimit limited = saved_;
+    limited.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  struct rlimit saved_;
+};
 
 // The built `gpumem` with `args`, symbols found only where the trace recorded them (no
 // GPUMEM_SYMBOL_PATH from the environment).

@@ -296,6 +296,29 @@ TEST(ExportTest, ProtobufFormatsThroughTheCommandLine) {
   EXPECT_LT(pftrace.size() * 5, json.size());
 }
 
+// An output that cannot be written whole (here at a file-size limit, met as EFBIG: gpumem ignores
+// SIGXFSZ) is one error line and exit 2, and leaves neither the output nor a temporary file.
+TEST(ExportTest, AnOutputCutShortLeavesNothing) {
+  TempDir dir;
+  const std::string trace = dir.File("run.trace");
+  fs::copy_file(Trace("train_mlp-async-h100.trace"), trace);
+  for (const std::string format : {"perfetto", "chrome-json", "pprof"}) {
+    SCOPED_TRACE(format);
+    const std::string output = dir.File("out." + format);
+    ProgramRun run;
+    {
+      const testing::FileSizeLimit limit(4096);
+      run = Gpumem({"export", "--format", format, "-o", output, trace});
+    }
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(run.err, "gpumem: error: writing " + output + ": File too large\n");
+    EXPECT_FALSE(fs::exists(output));
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().filename().string(), "run.trace");
+  }
+}
+
 // ---- pprof itself ----
 
 // The `go` command on PATH ("" when absent): its `go tool pprof` is the reference reader of

@@ -576,21 +576,6 @@ TEST_F(RecordTest, ATraceWhoseProcessStillRunsIsNotSymbolized) {
   EXPECT_EQ(CountSymbolized(dir_ + "/run.trace").frames, 0);
 }
 
-// This process's soft file-size limit, for the programs it starts, until destroyed.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    struct rlimit limited = saved_;
-    limited.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &limited);
-  }
-  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
-
- private:
-  struct rlimit saved_;
-};
-
 // Symbolizing that fails (here at a file-size limit gpumem has and the program lifts for itself)
 // leaves the trace as the recorder wrote it, says so in one warning, and the exit status is the
 // program's.
@@ -608,7 +593,7 @@ TEST_F(RecordTest, AFailedSymbolizationLeavesTheTraceAndTheExitStatus) {
   args.erase(args.begin());
   pid_t gpumem;
   {
-    const FileSizeLimit limit(unsymbolized + 64);
+    const testing::FileSizeLimit limit(unsymbolized + 64);
     gpumem = Start(args, fake_cuda);
   }
   result = Wait(gpumem);

@@ -30,10 +30,10 @@ constexpr int kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
 published::Trace Exported(const std::string& path, TraceReplay* replay) {
   absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
   EXPECT_TRUE(file.ok()) << file.status();
-  std::string bytes;
+  ChunkedOutput bytes;
   *replay = ExportPerfetto(*std::move(file), nullptr, &bytes);
   published::Trace trace;
-  EXPECT_TRUE(trace.ParseFromString(bytes));
+  EXPECT_TRUE(trace.ParseFromString(*bytes.text()));
   return trace;
 }
 
@@ -158,6 +158,61 @@ TEST_P(BundledTraceTest, ReadsBackWithEveryPeak) {
 
 INSTANTIATE_TEST_SUITE_P(Bundled, BundledTraceTest, testing::BundledTraces(),
                          testing::BundledTraceName);
+
+// The export reaches its consumer in chunks as it is produced, never all at the end: each chunk at
+// least the chunk size (but the last) and about that; together the same bytes.
+TEST(PerfettoTest, HandsTheOutputOnInChunks) {
+  const std::string path = testing::SourcePath("samples/traces/train_mlp-async-h100.trace");
+  TraceReplay whole_replay;
+  const std::string whole = Exported(path, &whole_replay).SerializeAsString();
+  constexpr size_t kChunk = 4096;
+  std::vector<std::string> chunks;
+  ChunkedOutput chunked(
+      [&chunks](absl::string_view chunk) {
+        chunks.emplace_back(chunk);
+        return absl::OkStatus();
+      },
+      kChunk);
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ExportPerfetto(*std::move(file), nullptr, &chunked);
+  const size_t before_finish = chunks.size();
+  ASSERT_TRUE(chunked.Finish().ok());
+  ASSERT_GT(before_finish, 10u);  // handed on while the trace was read
+  EXPECT_EQ(chunks.size(), before_finish + 1);
+  std::string joined;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i + 1 < chunks.size()) {
+      EXPECT_GE(chunks[i].size(), kChunk) << i;
+    }
+    EXPECT_LT(chunks[i].size(), 4 * kChunk)
+        << i;  // one packet past it (one with a new stack: KiBs)
+    joined += chunks[i];
+  }
+  EXPECT_EQ(joined.size(), chunked.size());
+  published::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(joined));
+  EXPECT_EQ(trace.SerializeAsString(), whole);
+}
+
+// A consumer's first error is what Finish() returns; nothing is handed on after it.
+TEST(PerfettoTest, StopsHandingOnAfterAnError) {
+  int calls = 0;
+  ChunkedOutput chunked(
+      [&calls](absl::string_view) {
+        ++calls;
+        return absl::ResourceExhaustedError("writing out.pftrace: No space left on device");
+      },
+      16);
+  absl::StatusOr<std::unique_ptr<TraceFile>> file =
+      TraceFile::Open(testing::SourcePath("samples/traces/leak_loop-h200.trace"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  ExportPerfetto(*std::move(file), nullptr, &chunked);
+  const absl::Status status = chunked.Finish();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(status.message(), "writing out.pftrace: No space left on device");
+  EXPECT_GT(chunked.size(), 16u);
+}
 
 // A launch with GPU times (CUPTI's CLOCK_REALTIME) and one without; two allocations, one stack.
 TEST(PerfettoTest, KernelSlicesAndAnnotations) {
