@@ -92,7 +92,7 @@ void ChromeJsonWriter::Stream(int32_t place, uint64_t stream,
   for (const TimelineLaunch& launch : launches) {
     Event(absl::StrFormat(
         R"({"ph":"X","name":%s,"ts":%.3f,"dur":%.3f,"pid":%d,"tid":%d,"args":{"time":"%s","seq":%d,"correlation_id":%d}})",
-        JsonString(launch.name), Us(launch.ns), Us(launch.duration_ns), pid, tid,
+        JsonString(*launch.name), Us(launch.ns), Us(launch.duration_ns), pid, tid,
         launch.gpu_time ? "gpu" : "host launch", launch.seq, launch.correlation_id));
   }
 }

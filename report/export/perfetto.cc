@@ -271,7 +271,7 @@ void PerfettoWriter::Stream(int32_t place, uint64_t stream,
       Describe(absl::StrCat("stream 0x", absl::Hex(stream)), ProcessTrack(place), nullptr, false);
   for (const TimelineLaunch& launch : launches) {
     EventBuilder begin(&annotation_names_, &values_, track, track_event::kSliceBegin);
-    begin.Name(&names_, launch.name)
+    begin.Name(&names_, *launch.name)
         .String("time", launch.gpu_time ? "gpu" : "host launch")
         .Uint("seq", launch.seq)
         .Uint("correlation_id", launch.correlation_id);

@@ -21,7 +21,7 @@ struct Launch {
   uint64_t stream = 0;
   uint64_t correlation_id = 0;
   uint64_t seq = 0;
-  std::string name;
+  const std::string* name = nullptr;  // TimelineObserver::names_
 };
 
 class TimelineObserver final : public ReplayObserver {
@@ -59,6 +59,13 @@ class TimelineObserver final : public ReplayObserver {
     }
     return it->second;
   }
+  // The kernel's (or graph's) name, made once for all its launches.
+  const std::string* NameOf(const LaunchEvent& launch) {
+    const bool graph = launch.api() == CU_GRAPH_LAUNCH;
+    auto [it, added] = names_.try_emplace({graph, graph ? launch.graph() : launch.kernel_id()});
+    if (added) it->second = KernelName(launch, &trace_);
+    return &it->second;
+  }
   // The launches of one stream, in time order, with their times.
   std::vector<TimelineLaunch> Timed(std::vector<const Launch*> launches, uint64_t* gpu_timed);
 
@@ -70,6 +77,7 @@ class TimelineObserver final : public ReplayObserver {
   std::map<int32_t, uint64_t> shown_;  // place -> live bytes last shown
   absl::flat_hash_map<uint64_t, std::vector<std::string>> stacks_;  // stack id -> frames
   std::vector<Launch> launches_;
+  std::map<std::pair<bool, uint64_t>, std::string> names_;  // (graph, id) -> name; nodes stay put
   absl::flat_hash_map<uint64_t, std::pair<uint64_t, uint64_t>> gpu_times_;  // correlation id
   PoolSizes pools_;
 };
@@ -97,7 +105,7 @@ void TimelineObserver::AfterMemory(const MemoryEvent& event, const Replay& repla
 
 void TimelineObserver::AddLaunch(const LaunchEvent& launch, const Replay&) {
   launches_.push_back({Ns(launch.timestamp_ns()), launch.device(), launch.stream(),
-                       launch.correlation_id(), launch.seq(), KernelName(launch, &trace_)});
+                       launch.correlation_id(), launch.seq(), NameOf(launch)});
 }
 
 void TimelineObserver::AddPacket(const TracePacket& packet) {

@@ -42,7 +42,9 @@ struct TimelineLaunch {
   bool gpu_time = false;  // the GPU's times, else the host's launch time
   uint64_t seq = 0;
   uint64_t correlation_id = 0;
-  std::string name;  // the kernel's, demangled (report/analysis/kernels.h)
+  // The kernel's, demangled (report/analysis/kernels.h): one string per kernel, kept by the
+  // replay for every launch of it (a trace holds millions of launches of a few hundred kernels).
+  const std::string* name = nullptr;
 };
 
 // What the whole trace held, for the exports' metadata.
