@@ -45,6 +45,7 @@
 
 #include "core/recorder.h"
 #include "core/trace_ids.h"
+#include "report/cli/ordered_jobs.h"
 #include "report/replay/replay.h"
 #include "report/trace/event_stream.h"
 #include "report/trace/trace_file.h"
@@ -716,12 +717,10 @@ bool RunIndependent(const std::vector<std::string>& paths, unsigned jobs, Measur
 // but the machine (memory bandwidth, caches, hyperthreads, turbo), so this is the machine's own
 // ceiling, and report DIR's time against it is what its one process adds. The fastest of `runs`.
 bool MeasureIndependent(const RankTraces& traces, unsigned jobs, int runs, Measurement* out) {
-  std::vector<size_t> order(traces.paths.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return traces.events[a] > traces.events[b]; });
   std::vector<std::string> largest_first;
-  for (size_t i : order) largest_first.push_back(traces.paths[i]);
+  for (size_t i : gpumem::report::LargestFirst(traces.events)) {
+    largest_first.push_back(traces.paths[i]);
+  }
   for (int run = 0; run < runs; ++run) {
     Measurement m;
     if (!RunIndependent(largest_first, jobs, &m)) return false;
