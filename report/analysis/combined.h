@@ -117,13 +117,17 @@ class TimelineBuilder {
  public:
   // `buffered`: points held in memory per place (TimelineSpool).
   explicit TimelineBuilder(size_t buffered = kTimelineBufferedPoints) : buffered_(buffered) {}
+  // Replays `event` itself (a replay of its own).
   void Add(const MemoryEvent& event);
+  // Or takes the live bytes from `replay`, which has just replayed `event` (the report's own
+  // replay: every event replayed once, not once more for the timeline). One or the other, always.
+  void AddReplayed(const MemoryEvent& event, const Replay& replay);
   // The timeline, with the process and place names from `trace` (read whole by now). Once.
   ProcessTimeline Finish(const std::string& path, const TraceFile& trace);
 
  private:
   size_t buffered_;
-  Replay replay_;
+  Replay replay_;  // Add()'s
   std::map<int32_t, TimelineSpool> places_;
   std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
 };

@@ -63,7 +63,7 @@ class Analyses {
 
   // Whether any analysis takes memory events: without one, the replay is not asked to pass them on.
   bool wants_events() const {
-    return summary_ || oom_ || fragmentation_ || growth_ || marker_counter_ || timeline_;
+    return summary_ || oom_ || fragmentation_ || growth_ || marker_counter_;
   }
   void Add(const MemoryEvent& event) {
     if (growth_ || marker_counter_) holders_.AddMemory(event);
@@ -72,8 +72,10 @@ class Analyses {
     if (fragmentation_) fragmentation_->Add(event);
     if (growth_) growth_->Add(event);
     if (marker_counter_) marker_counter_->Add(event);
-    if (timeline_) timeline_->Add(event);
   }
+  // The timeline (when asked for) takes its events from the replay (ReportObserver), which has
+  // the live bytes already.
+  TimelineBuilder* timeline() { return timeline_ ? &*timeline_ : nullptr; }
 
   // Once the replay's pass is over (so the trace's tables are complete). Fails only when growth's
   // second pass cannot open the file again; the other findings are there all the same.
@@ -143,16 +145,19 @@ class Analyses {
   std::optional<TimelineBuilder> timeline_;
 };
 
-// What follows the replay event by event: the kernel analysis (--peak, --kernels) and the launches
-// growth may take its iterations from. Either may be null.
+// What follows the replay event by event: the kernel analysis (--peak, --kernels), the launches
+// growth may take its iterations from, and the timeline of the combined view. Any may be null.
 class ReportObserver final : public ReplayObserver {
  public:
-  ReportObserver(KernelAnalysis* kernels, Analyses* analyses)
-      : kernels_(kernels), analyses_(analyses) {}
-  bool active() const { return kernels_ != nullptr || analyses_ != nullptr; }
+  ReportObserver(KernelAnalysis* kernels, Analyses* analyses, TimelineBuilder* timeline)
+      : kernels_(kernels), analyses_(analyses), timeline_(timeline) {}
+  bool active() const {
+    return kernels_ != nullptr || analyses_ != nullptr || timeline_ != nullptr;
+  }
 
   void AfterMemory(const MemoryEvent& event, const Replay& replay) override {
     if (kernels_ != nullptr) kernels_->AfterMemory(event, replay);
+    if (timeline_ != nullptr) timeline_->AddReplayed(event, replay);
   }
   void AddLaunch(const LaunchEvent& launch, const Replay& replay) override {
     if (kernels_ != nullptr) kernels_->AddLaunch(launch, replay);
@@ -168,6 +173,7 @@ class ReportObserver final : public ReplayObserver {
  private:
   KernelAnalysis* kernels_;
   Analyses* analyses_;
+  TimelineBuilder* timeline_;
 };
 
 }  // namespace
@@ -185,7 +191,7 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   KernelAnalysis kernels(file->get());
   const bool wants_kernels = request.peak || request.kernels;
   ReportObserver observer(wants_kernels ? &kernels : nullptr,
-                          analyses.wants_launches() ? &analyses : nullptr);
+                          analyses.wants_launches() ? &analyses : nullptr, analyses.timeline());
   // Progress on a terminal (report/trace/progress.h), ticked by every memory event.
   const TraceFile* reading = file->get();
   Progress progress(path, reading->file_size(), request.progress ? stderr : nullptr);

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -22,13 +24,26 @@ inline size_t JobCount(size_t requested, size_t items) {
   return std::max<size_t>(1, std::min(jobs, items));
 }
 
+// The items' indexes, largest `sizes` first (ties in index order): the order to start them in.
+// The pool is done when its last item is, so the largest are started first, while the small ones
+// fill the other threads (started in index order, the largest could come last and run alone).
+inline std::vector<size_t> LargestFirst(const std::vector<uint64_t>& sizes) {
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  return order;
+}
+
 // Calls `work(i)` for each i in [0, count) on `jobs` threads (JobCount()), and `deliver(i,
 // Result&&)` on the calling thread in order of i, each as soon as item i is done (and every item
-// before it was delivered). Items are taken in order, so the first finish first. With one job,
-// everything runs on the calling thread, one item after the other, as a plain loop would.
-// `work` must be safe to call from several threads at once for different items.
+// before it was delivered). Items are started in `start_order` (a permutation of [0, count);
+// empty: in index order). With one job, everything runs on the calling thread in index order, one
+// item after the other, as a plain loop would. `work` must be safe to call from several threads at
+// once for different items.
 template <typename Result, typename Work, typename Deliver>
-void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver) {
+void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver,
+                const std::vector<size_t>& start_order = {}) {
   jobs = JobCount(jobs, count);
   if (jobs <= 1) {
     for (size_t i = 0; i < count; ++i) deliver(i, work(i));
@@ -42,7 +57,8 @@ void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver) {
   threads.reserve(jobs);
   for (size_t t = 0; t < jobs; ++t) {
     threads.emplace_back([&] {
-      for (size_t i = next++; i < count; i = next++) {
+      for (size_t started = next++; started < count; started = next++) {
+        const size_t i = start_order.empty() ? started : start_order[started];
         Result result = work(i);
         std::lock_guard<std::mutex> lock(mutex);
         done[i].emplace(std::move(result));

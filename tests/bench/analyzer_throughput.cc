@@ -16,7 +16,8 @@
 // not grow with the trace). With --ranks N, N traces of varied lengths (the largest --rank-events)
 // are recorded into a directory, as the ranks of a multi-GPU job write them, and `gpumem report
 // DIR` (each trace on a core of its own, as many at once as there are cores) is timed against
-// `gpumem report` of the largest alone.
+// `gpumem report` of the largest alone, and against the control: the same traces reported by as
+// many independent `gpumem report` processes at once, which share only the machine (its ceiling).
 //
 // Usage: analyzer_throughput [EVENTS] [--runs R] [--compare], or --trace FILE to time an existing
 // trace (see Usage()).
@@ -44,6 +45,7 @@
 
 #include "core/recorder.h"
 #include "core/trace_ids.h"
+#include "report/cli/ordered_jobs.h"
 #include "report/replay/replay.h"
 #include "report/trace/event_stream.h"
 #include "report/trace/trace_file.h"
@@ -384,32 +386,38 @@ const char* g_gpumem = nullptr;
 Measurement g_report;  // the first command (`gpumem report`) on the last trace
 const std::vector<std::vector<std::string>> kReportCommands = {{"report"}, {"report", "--summary"}};
 
+// Starts `g_gpumem ARGS path` with its output to /dev/null: its pid, or -1.
+pid_t StartCommand(const std::vector<std::string>& args, const std::string& path) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) dup2(null, STDOUT_FILENO);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(g_gpumem));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(const_cast<char*>(path.c_str()));
+  argv.push_back(nullptr);
+  execv(g_gpumem, argv.data());
+  _exit(127);
+}
+
+// `gpumem report` exits 0, or 1 when it found leaks (the generated traces end with some live).
+bool CommandSucceeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) <= 1; }
+
 // Runs `g_gpumem ARGS path` (output to /dev/null) `runs` times and keeps the fastest wall time
 // and the largest peak RSS (wait4's rusage). False when it fails.
 bool MeasureCommand(const std::vector<std::string>& args, const std::string& path, int runs,
                     uint64_t events, Measurement* out) {
   for (int run = 0; run < runs; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    const pid_t pid = fork();
+    const pid_t pid = StartCommand(args, path);
     if (pid < 0) return false;
-    if (pid == 0) {
-      const int null = open("/dev/null", O_WRONLY);
-      if (null >= 0) dup2(null, STDOUT_FILENO);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(g_gpumem));
-      for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-      argv.push_back(const_cast<char*>(path.c_str()));
-      argv.push_back(nullptr);
-      execv(g_gpumem, argv.data());
-      _exit(127);
-    }
     int status = 0;
     struct rusage usage {};
     while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
     }
     const double seconds = Seconds(start);
-    // `gpumem report` exits 0, or 1 when it found leaks (the generated trace ends with some live).
-    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) return false;
+    if (!CommandSucceeded(status)) return false;
     if (run == 0 || seconds < out->seconds) out->seconds = seconds;
     out->peak_rss_kib =
         std::max<uint64_t>(out->peak_rss_kib, static_cast<uint64_t>(usage.ru_maxrss));
@@ -473,7 +481,8 @@ void Usage() {
       "  reorder window, in events (default that of ReplayTrace(), 65536). --gpumem BINARY:\n"
       "  also time `gpumem report` and `gpumem report --summary` on each trace.\n"
       "  --ranks N (with --gpumem): N traces of varied lengths in a directory, the largest\n"
-      "  --rank-events (default 2000000): `gpumem report DIR` against its largest trace alone.\n"
+      "  --rank-events (default 2000000): `gpumem report DIR` against its largest trace alone\n"
+      "  and against as many independent `gpumem report TRACE` processes at once as cores.\n"
       "  --only-ranks: that alone, without the EVENTS traces.\n",
       static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
@@ -621,67 +630,151 @@ std::vector<uint64_t> RankLengths(int ranks, uint64_t largest) {
   return lengths;
 }
 
-// Records the rank traces into g_ranks, times `gpumem report DIR` against `gpumem report` of the
-// largest alone, and deletes them. False, having said why, on a failure.
-bool MeasureRanks(int ranks, uint64_t largest, int runs) {
+// The rank traces of one run, recorded into g_ranks.
+struct RankTraces {
+  std::vector<std::string> paths;  // by name, as `gpumem report DIR` takes them
+  std::vector<uint64_t> events;    // of each
+  uint64_t total_events = 0;
+  uint64_t total_bytes = 0;
+  size_t largest = 0;  // the index of the (first) largest
+};
+
+// Records `ranks` traces, the largest `largest` events, into g_ranks, and symbolizes them as
+// `gpumem record` leaves them (no report then reads a binary). False, having said why, on a
+// failure.
+bool RecordRanks(int ranks, uint64_t largest, RankTraces* traces) {
   snprintf(g_ranks, sizeof(g_ranks), "%s/ranks", g_dir);
   if (mkdir(g_ranks, 0700) != 0) {
     fprintf(stderr, "analyzer_throughput: mkdir %s: %s\n", g_ranks, strerror(errno));
     return false;
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<uint64_t> lengths = RankLengths(ranks, largest);
-  uint64_t total = 0;
-  uint64_t total_bytes = 0;
-  std::string largest_path;
-  uint64_t largest_bytes = 0;
+  traces->events = RankLengths(ranks, largest);
   for (int rank = 0; rank < ranks; ++rank) {
     char path[400];
     snprintf(path, sizeof(path), "%s/rank-%02d.trace", g_ranks, rank);
-    const uint64_t events = lengths[static_cast<size_t>(rank)];
+    const uint64_t events = traces->events[static_cast<size_t>(rank)];
     if (!InChild([&] { return Generate(path, events) == 0; })) {
       fprintf(stderr, "analyzer_throughput: recording %s failed\n", path);
       return false;
     }
     struct stat info {};
     stat(path, &info);
-    total += events;
-    total_bytes += static_cast<uint64_t>(info.st_size);
-    if (events == largest && largest_path.empty()) {
-      largest_path = path;
-      largest_bytes = static_cast<uint64_t>(info.st_size);
-    }
+    traces->total_events += events;
+    traces->total_bytes += static_cast<uint64_t>(info.st_size);
+    if (events > traces->events[traces->largest]) traces->largest = traces->paths.size();
+    traces->paths.push_back(path);
   }
-  // Symbolized, as `gpumem record` leaves them: no report then reads a binary.
   Measurement symbolized;
   if (!MeasureCommand({"symbolize"}, g_ranks, 1, 0, &symbolized)) {
     fprintf(stderr, "analyzer_throughput: gpumem symbolize %s failed\n", g_ranks);
     return false;
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   printf(
-      "%d rank traces, %llu events in all (%llu to %llu each), recorded and symbolized in %.1f s; "
-      "%u cores\n",
-      ranks, static_cast<unsigned long long>(total),
-      static_cast<unsigned long long>(*std::min_element(lengths.begin(), lengths.end())),
-      static_cast<unsigned long long>(largest), Seconds(start), cores);
+      "%d rank traces, %llu events in all (%llu to %llu each), recorded and symbolized in %.1f s\n",
+      ranks, static_cast<unsigned long long>(traces->total_events),
+      static_cast<unsigned long long>(
+          *std::min_element(traces->events.begin(), traces->events.end())),
+      static_cast<unsigned long long>(largest), Seconds(start));
+  return true;
+}
+
+// One run of the control: `paths`, each reported by a `gpumem report` process of its own, `jobs`
+// processes at once (the next starts as one ends). Its wall time, and the largest peak RSS of one
+// process. False when a process failed.
+bool RunIndependent(const std::vector<std::string>& paths, unsigned jobs, Measurement* out) {
+  const auto start = std::chrono::steady_clock::now();
+  size_t next = 0;
+  unsigned running = 0;
+  bool ok = true;
+  while (next < paths.size() || running > 0) {
+    for (; running < jobs && next < paths.size(); ++next) {
+      if (StartCommand({"report"}, paths[next]) < 0) {
+        ok = false;
+        next = paths.size();  // start no more; wait for those running
+        break;
+      }
+      ++running;
+    }
+    if (running == 0) break;
+    int status = 0;
+    struct rusage usage {};
+    if (wait4(-1, &status, 0, &usage) < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    --running;
+    ok = ok && CommandSucceeded(status);
+    out->peak_rss_kib =
+        std::max<uint64_t>(out->peak_rss_kib, static_cast<uint64_t>(usage.ru_maxrss));
+  }
+  out->seconds = Seconds(start);
+  return ok;
+}
+
+// The control for `gpumem report DIR`: the same traces analysed by independent `gpumem report`
+// processes, `jobs` at once, started largest first as report DIR starts them. They share nothing
+// but the machine (memory bandwidth, caches, hyperthreads, turbo), so this is the machine's own
+// ceiling, and report DIR's time against it is what its one process adds. The fastest of `runs`.
+bool MeasureIndependent(const RankTraces& traces, unsigned jobs, int runs, Measurement* out) {
+  std::vector<std::string> largest_first;
+  for (size_t i : gpumem::report::LargestFirst(traces.events)) {
+    largest_first.push_back(traces.paths[i]);
+  }
+  for (int run = 0; run < runs; ++run) {
+    Measurement m;
+    if (!RunIndependent(largest_first, jobs, &m)) return false;
+    if (run == 0 || m.seconds < out->seconds) out->seconds = m.seconds;
+    out->peak_rss_kib = std::max(out->peak_rss_kib, m.peak_rss_kib);
+  }
+  out->events = traces.total_events;
+  out->ok = true;
+  return true;
+}
+
+// Times `gpumem report DIR` (as many jobs as cores) on `traces` against `gpumem report` of the
+// largest alone and against the control (MeasureIndependent). False, having said why, on a
+// failure.
+bool TimeRanks(const RankTraces& traces, int runs) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string& largest_path = traces.paths[traces.largest];
+  const uint64_t largest = traces.events[traces.largest];
+  struct stat info {};
+  stat(largest_path.c_str(), &info);
   Measurement one;
   Measurement all;
+  Measurement control;
   if (!MeasureCommand({"report"}, largest_path, runs, largest, &one) ||
-      !MeasureCommand({"report"}, g_ranks, runs, total, &all)) {
+      !MeasureCommand({"report", "--jobs", std::to_string(cores)}, g_ranks, runs,
+                      traces.total_events, &all) ||
+      !MeasureIndependent(traces, cores, runs, &control)) {
     fprintf(stderr, "analyzer_throughput: gpumem report failed\n");
     return false;
   }
-  PrintRow("gpumem report LARGEST", largest_bytes, one);
-  PrintRow("gpumem report DIR", total_bytes, all);
+  PrintRow("gpumem report LARGEST", static_cast<uint64_t>(info.st_size), one);
+  PrintRow("gpumem report DIR", traces.total_bytes, all);
+  PrintRow("control: processes", traces.total_bytes, control);
+  const size_t ranks = traces.paths.size();
   const double rounds = std::ceil(static_cast<double>(ranks) / cores);
   printf(
-      "result: `gpumem report DIR` %.2f s, %.2f x the largest trace alone (%.2f s); for "
-      "reference ceil(%d/%u) x largest = %.2f s\n",
-      all.seconds, all.seconds / one.seconds, one.seconds, ranks, cores, rounds * one.seconds);
-  std::filesystem::remove_all(g_ranks);
-  g_ranks[0] = '\0';
+      "result: `gpumem report DIR` (--jobs %u) %.2f s: %.2f x the control, %u independent `gpumem "
+      "report TRACE` processes at once, largest first (%.2f s: the machine's own ceiling); %.2f x "
+      "ceil(%zu/%u) x the largest trace alone (%.2f s x %.0f = %.2f s)\n",
+      cores, all.seconds, all.seconds / control.seconds, cores, control.seconds,
+      all.seconds / (rounds * one.seconds), ranks, cores, one.seconds, rounds,
+      rounds * one.seconds);
   return true;
+}
+
+// Records the rank traces into g_ranks, times them (TimeRanks) and deletes them. False, having
+// said why, on a failure.
+bool MeasureRanks(int ranks, uint64_t largest, int runs) {
+  RankTraces traces;
+  const bool measured = RecordRanks(ranks, largest, &traces) && TimeRanks(traces, runs);
+  std::error_code ignored;
+  std::filesystem::remove_all(g_ranks, ignored);
+  g_ranks[0] = '\0';
+  return measured;
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 # commands users run on the same traces: `gpumem report` and `gpumem report --summary` (events/s and
 # peak RSS: the same at both lengths). Then RANKS (default 64) traces of varied lengths, the largest
 # RANK_EVENTS (default 2,000,000), in one directory: `gpumem report DIR` (the traces analysed in
-# parallel, one per core) against `gpumem report` of the largest alone. RANKS=0 skips it.
+# parallel, one per core) against `gpumem report` of the largest alone, and against the control:
+# one `gpumem report TRACE` process per trace, as many at once as cores (the machine's own
+# ceiling: memory bandwidth, hyperthreads, turbo). RANKS=0 skips it.
 # The traces go under $TMPDIR (default /tmp; about 45 bytes an event, 2.2 GB for 50M events) and
 # are deleted after their runs; the benchmark refuses when there is not room for them.
 # Usage: tests/bench/run_analyzer_throughput.sh [BUILD_DIR] [EVENTS] [-- MORE ARGS]

@@ -57,31 +57,49 @@ ALLOC, FREE, ALLOC_FAILED = 1, 2, 3
 CU_LAUNCH_KERNEL = 1
 
 
+def zigzag(value):
+    """A sint64 on the wire."""
+    return ((value << 1) ^ (value >> 63)) & U64
+
+
+def event_ref(writer, slot, seq_delta=0, time_delta=0, correlation_delta=0):
+    """An EventRef (format 2), framed as field 2 of Trace."""
+    body = message((1, writer), (2, slot), (3, zigzag(seq_delta)), (4, zigzag(time_delta)),
+                   (5, zigzag(correlation_delta)))
+    return b"\x12" + varint(len(body)) + body
+
+
 class Trace:
-    def __init__(self, pid):
-        self.data = packet(HEADER, message((1, 1), (2, "crafted"), (3, pid), (7, 1000)))
+    def __init__(self, pid, format_version=1):
+        self.data = packet(HEADER, message((1, format_version), (2, "crafted"), (3, pid),
+                                           (7, 1000)))
         self.seq = 0
 
     def add(self, field, body):
         self.data += packet(field, body)
 
     def memory(self, api, kind, action, device, size, address, stack=0, stream=0, handle=0,
-               result=0, timestamp=None, free_bytes=0, total_bytes=0):
+               result=0, timestamp=None, free_bytes=0, total_bytes=0, writer=0, slot=0):
         self.seq += 1
         self.add(MEMORY, message(
             (1, self.seq), (2, timestamp if timestamp is not None else 1000 + 1000 * self.seq),
             (3, 7), (4, device), (5, api), (6, kind), (7, action), (8, size), (9, address),
             (10, stream), (12, result), (13, stack), (14, handle), (16, free_bytes),
-            (17, total_bytes)))
+            (17, total_bytes), (20, writer), (21, slot)))
 
     def free(self, address, api=CUDA_FREE):
         self.memory(api, KIND_UNKNOWN, FREE, -1, 0, address)
 
-    def launch(self, stack, pointers):
+    def launch(self, stack, pointers, writer=0, slot=0, correlation=0):
         self.seq += 1
         self.add(LAUNCH, message((1, self.seq), (2, 1000 + 1000 * self.seq), (3, 7), (4, 0),
                                  (5, CU_LAUNCH_KERNEL), (6, 1), (7, 1), (10, 32), (14, 5),
-                                 (16, stack), (19, pointers)))
+                                 (15, correlation), (16, stack), (19, pointers), (22, writer),
+                                 (23, slot)))
+
+    def ref(self, writer, slot, seq_delta=0, time_delta=0, correlation_delta=0):
+        """A reference; the seq it stands for is not tracked (deltas may jump anywhere)."""
+        self.data += event_ref(writer, slot, seq_delta, time_delta, correlation_delta)
 
     def finish(self):
         self.add(FOOTER, message((1, self.seq), (6, True)))
@@ -207,10 +225,73 @@ def deep_stacks():
     return trace.finish()
 
 
+def event_refs_unresolved():
+    """Format 2: references that resolve to nothing (before any full event, to a writer never
+    seen, to a slot never defined, to a slot beyond the readers' table), full events defining
+    slot numbers 0, the largest the table keeps and 2^32 - 1, writer 2^32 - 1, and a writer's
+    memory slot redefined as a launch and back."""
+    trace = Trace(104, format_version=2)
+    device(trace, 80 << 30)
+    trace.add(STACK, message((1, 1), (2, [0x401000])))
+    trace.add(KERNEL_NAME, message((1, 1), (2, "_Z6kernelPf")))
+    top = (1 << 32) - 1
+    trace.ref(1, 1)  # before any full event
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 1 << 20, 0x10000000, stack=1, writer=1,
+                 slot=1)
+    trace.free(0x10000000)
+    trace.ref(1, 1)
+    trace.ref(9, 1)  # an unknown writer
+    trace.ref(1, 2)  # an undefined slot
+    trace.ref(1, top)
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 2 << 20, 0x20000000, stack=1, writer=1,
+                 slot=top)
+    trace.ref(1, top)
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 3 << 20, 0x30000000, stack=1, writer=top,
+                 slot=1 << 16)
+    trace.ref(top, 1 << 16)
+    trace.ref(top, (1 << 16) + 1)
+    trace.ref(top, 0)
+    trace.launch(1, [0x20000000], writer=1, slot=1, correlation=5)  # slot 1 becomes a launch
+    trace.ref(1, 1, correlation_delta=1)
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 4 << 20, 0x40000000, stack=1, writer=1,
+                 slot=1)
+    trace.ref(1, 1, correlation_delta=-7)  # a memory event's reference with a correlation delta
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 5 << 20, 0x50000000, stack=1, writer=2,
+                 slot=0)
+    trace.ref(2, 0)
+    return trace.finish()
+
+
+def event_refs_deltas():
+    """Format 2: references whose seq, timestamp and correlation deltas overflow (wrapping past
+    2^64 and back, seqs far behind and ahead of the window), to an allocation, a free and a
+    launch, before a full event and a footer."""
+    trace = Trace(105, format_version=2)
+    device(trace, 80 << 30)
+    trace.add(STACK, message((1, 1), (2, [0x401000])))
+    trace.add(KERNEL_NAME, message((1, 1), (2, "_Z6kernelPf")))
+    low, high = -(1 << 63), (1 << 63) - 1
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 1 << 20, 0x10000000, stack=1, writer=1,
+                 slot=1)
+    trace.memory(CUDA_FREE, KIND_UNKNOWN, FREE, -1, 0, 0x10000000, writer=1, slot=2)
+    trace.launch(1, [0x10000000], writer=1, slot=3, correlation=U64)
+    for seq_delta, time_delta in ((high, high), (high, high), (low, low), (-2, -1), (0, 0),
+                                  (-1, low), (1 << 40, 1), (low, high)):
+        for slot in (1, 3, 2):
+            trace.ref(1, slot, seq_delta, time_delta, high if slot == 3 else 0)
+    trace.memory(CUDA_MALLOC, DEVICE_KIND, ALLOC, 0, 2 << 20, 0x20000000, stack=1, writer=1,
+                 slot=1)
+    trace.ref(1, 1, -1, -1)  # the seq of the full event before it
+    trace.seq = U64 - 1
+    return trace.finish()
+
+
 TRACES = {
     "huge-sizes-tensors.trace": huge_sizes_tensors,
     "huge-sizes-plain.trace": huge_sizes_plain,
     "deep-stacks.trace": deep_stacks,
+    "event-refs-unresolved.trace": event_refs_unresolved,
+    "event-refs-deltas.trace": event_refs_deltas,
 }
 
 

@@ -13,6 +13,8 @@
 
 #include "core/trace.pb.h"
 #include "gtest/gtest.h"
+#include "report/replay/replay.h"
+#include "report/trace/event_stream.h"
 #include "tests/support/test_support.h"
 
 namespace gpumem::report {
@@ -203,6 +205,43 @@ TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
     EXPECT_EQ(all[i].timestamp_ns, appended[i].timestamp_ns);
     EXPECT_EQ(all[i].live_bytes, appended[i].live_bytes);
   }
+}
+
+// The report's timeline takes the live bytes from the report's own replay (AddReplayed): the
+// same points as a timeline that replays the events itself (Add), frees and two devices included.
+TEST(CombinedTest, TimelineFromTheReportsReplayIsTheSame) {
+  TempDir dir;
+  TraceWriter writer("node1", 101, "proc");
+  writer.Malloc(100, 0, 10 * kMiB, 0x7000'0000);
+  writer.Malloc(200, 1, 20 * kMiB, 0x7100'0000);
+  writer.Malloc(300, 0, 5 * kMiB, 0x7200'0000);
+  writer.Free(400, 0x7100'0000);
+  writer.Free(500, 0x7000'0000);
+  writer.Write(dir.File("p.trace"));
+  TimelineBuilder own;
+  TimelineBuilder replayed;
+  Replay replay;
+  absl::StatusOr<StreamedTrace> streamed =
+      ForEachMemoryEventBySeq(dir.File("p.trace"), [&](const MemoryEvent& event) {
+        own.Add(event);
+        replay.Add(event);
+        replayed.AddReplayed(event, replay);
+      });
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  const ProcessTimeline a = own.Finish("p.trace", *streamed->file);
+  const ProcessTimeline b = replayed.Finish("p.trace", *streamed->file);
+  ASSERT_EQ(a.places.size(), 2u);
+  ASSERT_EQ(b.places.size(), 2u);
+  for (const auto& [place, spool] : a.places) {
+    const std::vector<TimelinePoint> expected = spool.ReadAll();
+    const std::vector<TimelinePoint> actual = b.places.at(place).ReadAll();
+    ASSERT_EQ(actual.size(), expected.size()) << "place " << place;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(actual[i].timestamp_ns, expected[i].timestamp_ns);
+      EXPECT_EQ(actual[i].live_bytes, expected[i].live_bytes);
+    }
+  }
+  EXPECT_EQ(a.places.at(0).size(), 3u);  // 10, 15 and 5 MiB: at t100, t300 and t500
 }
 
 TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {

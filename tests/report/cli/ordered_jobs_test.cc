@@ -2,8 +2,11 @@
 // on the calling thread in item order, whatever order they finish in.
 #include "report/cli/ordered_jobs.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +58,43 @@ TEST(OrderedJobsTest, OneJobIsAPlainLoopOnTheCallingThread) {
       [&](size_t i, int&&) { events.push_back("deliver " + std::to_string(i)); });
   EXPECT_EQ(events, (std::vector<std::string>{"work 0", "deliver 0", "work 1", "deliver 1",
                                               "work 2", "deliver 2"}));
+}
+
+// Items 2, 1, 0 on two threads: item 1 waits until item 2 has started, so item 0 (the third
+// taken) can start only after item 2 did, unless items were taken in index order.
+TEST(OrderedJobsTest, StartsItemsInTheOrderGivenAndDeliversInItemOrder) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<size_t> started;
+  std::vector<size_t> delivered;
+  RunInOrder<size_t>(
+      3, 2,
+      [&](size_t i) {
+        std::unique_lock<std::mutex> lock(mutex);
+        started.push_back(i);
+        changed.notify_all();
+        if (i == 1) {
+          changed.wait_for(lock, std::chrono::seconds(10), [&] {
+            return std::find(started.begin(), started.end(), 2) != started.end();
+          });
+        }
+        return i;
+      },
+      [&](size_t i, size_t&& result) {
+        EXPECT_EQ(result, i);
+        delivered.push_back(i);
+      },
+      {2, 1, 0});
+  ASSERT_EQ(started.size(), 3u);
+  EXPECT_LT(std::find(started.begin(), started.end(), 2),
+            std::find(started.begin(), started.end(), 0))
+      << "item 0 started before item 2";
+  EXPECT_EQ(delivered, (std::vector<size_t>{0, 1, 2}));
+}
+
+TEST(OrderedJobsTest, LargestFirstTiesInIndexOrder) {
+  EXPECT_EQ(LargestFirst({5, 40, 5, 100, 0}), (std::vector<size_t>{3, 1, 0, 2, 4}));
+  EXPECT_TRUE(LargestFirst({}).empty());
 }
 
 TEST(OrderedJobsTest, JobCount) {
