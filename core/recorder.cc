@@ -102,10 +102,22 @@ struct State {
 #ifdef GPUMEM_BENCH_BUILD
   std::atomic<bool> paused{false};  // SetPausedForBenchmark(); next to what every hook reads
 #endif
-  RecorderOptions options;
-  LoaderFunctions loader{};
+  // Read by every event, written rarely: together, before the options' switches, in two cache
+  // lines (in a framework each line gpumem reads is a likely miss at every event).
   bool stacks_available = false;
   std::atomic<int> open_state{kNotOpen};
+  std::atomic<uint32_t> generation{1};
+  std::atomic<int> python_state{0};  // PythonState
+  std::atomic<bool> python_status_written{false};
+  std::atomic<bool> kernel_queries_set{false};
+  std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
+  // The span of device addresses allocated so far: a kernel parameter value outside it is not a
+  // pointer to recorded memory. Grows only.
+  std::atomic<uint64_t> span_low{~uint64_t{0}};
+  std::atomic<uint64_t> span_high{0};
+  KernelQueries kernel_queries;
+  RecorderOptions options;  // its switches first (core/options.h)
+  LoaderFunctions loader{};
   TraceSink sink;
   StackTable stacks;
   ModuleMap modules;
@@ -113,17 +125,9 @@ struct State {
   PythonCodeTable python_codes;
   // Python: looked for at the first stack (and again now and then until found), its status
   // written once per trace file.
-  std::atomic<int> python_state{0};  // PythonState
   std::atomic<uint32_t> python_retry{0};
   std::atomic_flag python_lock = ATOMIC_FLAG_INIT;
   PythonStatusInfo python_info;
-  std::atomic<bool> python_status_written{false};
-  KernelQueries kernel_queries;
-  std::atomic<bool> kernel_queries_set{false};
-  // The span of device addresses allocated so far: a kernel parameter value outside it is not a
-  // pointer to recorded memory. Grows only.
-  std::atomic<uint64_t> span_low{~uint64_t{0}};
-  std::atomic<uint64_t> span_high{0};
   // Written by every event of every thread: a cache line of its own, so that reading what lies
   // around it (the span, the generation, the options) does not miss after another thread's event.
   alignas(64) std::atomic<uint64_t> next_seq{1};
@@ -131,8 +135,6 @@ struct State {
   std::atomic<uint64_t> events_reentrant{0};  // CountReentrantEvent()
   std::atomic<uint64_t> stacks_failed{0};
   std::atomic<uint64_t> hook_conflicts{0};
-  std::atomic<uint64_t> devices_written{0};  // bit per device ordinal below 64
-  std::atomic<uint32_t> generation{1};
   std::atomic<uint32_t> writers{0};         // thread states mapped so far (their writer numbers)
   std::atomic<uint64_t> template_salts{0};  // registrations so far (their salts)
   uint32_t pid = 0;

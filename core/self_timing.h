@@ -49,31 +49,60 @@ enum Counter : int {
 
 inline bool g_enabled = false;
 
+// What a Scope keeps per thread (in ThreadLocals), so that the phases add up: without it each
+// enclosing phase also timed the bookkeeping of the phases inside it (two clock reads and three
+// shared counters, each a cache miss in a framework: about half of a hook's time outside any
+// phase on the H100).
+struct ThreadTiming {
+  uint64_t bookkeeping_ns = 0;  // the thread's Scopes' own bookkeeping so far
+  uint64_t children_ns = 0;     // the open Scope's direct children's time so far
+};
+
 // `count`: whether this adds one to the phase's count (false for the first part of a phase timed
-// in two parts, e.g. a free's hook before and after the real call).
-void Add(Phase phase, uint64_t ns, bool count = true);
+// in two parts, e.g. a free's hook before and after the real call). `exclusive_ns`: the part of
+// `ns` in no phase nested in it.
+void Add(Phase phase, uint64_t ns, uint64_t exclusive_ns, bool count = true);
 void AddCount(Counter counter, uint64_t amount);
 inline void Count(Counter counter, uint64_t amount = 1) {
   if (g_enabled) AddCount(counter, amount);
 }
-// One line per phase that ran: count, total, mean and percentiles (quarter-octave buckets); to
-// stderr.
+struct PhaseTotals {
+  uint64_t count;
+  uint64_t ns;
+  uint64_t exclusive_ns;
+};
+PhaseTotals Totals(Phase phase);
+// Scopes timed so far and the time their bookkeeping took, left out of every phase's time.
+PhaseTotals Bookkeeping();
+// One line per phase that ran: count, mean, percentiles (quarter-octave buckets) and the mean
+// outside its nested phases; then the bookkeeping and the counters. To stderr.
 void Print();
 
+// Times its own lifetime as `phase`, less the bookkeeping of the Scopes nested in it.
 class Scope {
  public:
-  explicit Scope(Phase phase, bool count = true)
-      : phase_(phase), count_(count), start_(g_enabled ? MonotonicNs() : 0) {}
+  explicit Scope(Phase phase, bool count = true) : phase_(phase), count_(count) {
+    if (g_enabled) [[unlikely]]
+      Begin();
+  }
   ~Scope() {
-    if (start_ != 0) Add(phase_, MonotonicNs() - start_, count_);
+    if (thread_ != nullptr) [[unlikely]]
+      End();
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
+  void Begin();
+  void End();
+
   Phase phase_;
   bool count_;
-  uint64_t start_;
+  ThreadTiming* thread_ = nullptr;
+  uint64_t start_ = 0;
+  uint64_t begin_bookkeeping_ns_ = 0;
+  uint64_t bookkeeping_at_start_ = 0;
+  uint64_t parent_children_ns_ = 0;
 };
 
 }  // namespace gpumem::self_timing

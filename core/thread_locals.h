@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/self_timing.h"
+
 namespace gpumem {
 
 struct ThreadLocals {
@@ -44,6 +46,8 @@ struct ThreadLocals {
   // core/driver_queries.cc: allocations counted for the pool queries' sampling.
   uint32_t pool_uses = 0;
   uint32_t pool_allocations = 0;
+  // core/self_timing.h (GPUMEM_SELF_TIMING=1): the open Scopes' sums.
+  self_timing::ThreadTiming timing;
 };
 
 namespace thread_locals_internal {
