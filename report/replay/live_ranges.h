@@ -10,7 +10,12 @@
 // freed); an AddressMap (report/replay/address_map.h) orders them for the overlap search. A free
 // leaves its entry in the ordered map, stale (one search saved per free), and the overlap search of
 // a later allocation erases the stale entries it passes or reuses one for itself. Values sit in
-// reused slots. Memory is bounded by the live set and the freed addresses.
+// slots, one per entry of the ordered map: a stale entry keeps its slot and the freed size until an
+// allocation over it removes the entry; an allocation next to it leaves it in place, and shortens
+// it where the two would overlap. So a stale entry's range held nothing else when it was freed,
+// and nothing has been allocated in it since: an allocation at a freed address, no larger than the
+// range (a training loop's, nearly always), needs no search. Memory is bounded by the live set and
+// the freed addresses.
 #ifndef GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
 #define GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
 
@@ -45,34 +50,44 @@ class LiveRanges {
   template <typename Dropped>
   Value& Allocate(uint64_t address, uint64_t size, bool* overlapped, Dropped&& dropped) {
     const uint64_t end = RangeEnd(address, size);
-    // From the last entry starting below `end` down: live ranges are disjoint, so the first live
-    // one that ends at or before `address` is the last to look at. The first stale entry on the
-    // way is kept, to be reused (it lies between that live one and `end`, and so will `address`);
-    // the other stale ones are erased. `cursor` is the first entry at or above `end`, or the kept
-    // one.
+    *overlapped = false;
+    if (Value* again = AllocateInFreedRange(address, end)) return *again;
+    // From the last entry starting below `end` down. Entries in [address, end) are erased (live
+    // ones dropped), but the first stale one is kept, to be reused. The walk stops at the first
+    // entry below `address`: a live one ending at or before `address` (live ranges are disjoint)
+    // or a stale one (a live range reaching over a stale entry would have erased it on its way),
+    // which keeps its place; a stale one whose freed range reaches into [address, end) is
+    // shortened to end there, so that AllocateInFreedRange() knows what was allocated in it.
+    // `cursor` is the first entry at or above `end`, or the kept one.
     using Position = typename AddressMap<uint32_t>::Position;
     Position cursor = order_.LowerBound(end);
     bool reuse = false;
-    *overlapped = false;
     for (;;) {
       Position before = cursor;
       if (!order_.Previous(&before)) break;
       const uint64_t begin = order_.KeyAt(before);
       const uint32_t slot = order_.ValueAt(before);
-      if (IsLive(begin, slot)) {
-        const Value& live = slots_[slot].value;
-        if (RangeEnd(begin, live.size) <= address) break;
-        *overlapped = true;
-        dropped(live);
-        Release(slot);
-        by_address_.erase(begin);  // dropped, not freed: a free of it is of an unknown address
-      } else if (!reuse) {
+      Slot& record = slots_[slot];
+      if (begin < address) {
+        if (RangeEnd(begin, record.value.size) <= address) break;
+        if (!record.in_use) {
+          record.value.size = address - begin;
+          break;
+        }
+      } else if (!record.in_use && !reuse) {
         reuse = true;
         cursor = before;
         continue;
       }
+      if (record.in_use) {
+        *overlapped = true;
+        dropped(static_cast<const Value&>(record.value));
+        by_address_.erase(begin);  // dropped, not freed: a free of it is of an unknown address
+      }
+      Release(slot);
       cursor = order_.EraseAt(before);  // the entry after it: `cursor`'s entry
     }
+    if (reuse) Release(order_.ValueAt(cursor));
     const uint32_t slot = NewSlot(address);
     if (reuse) {
       order_.ReplaceAt(cursor, address, slot);
@@ -88,10 +103,11 @@ class LiveRanges {
   FreeOutcome Free(uint64_t address, Freed&& freed) {
     auto it = by_address_.find(address);
     if (it == by_address_.end()) return FreeOutcome::kUnknownAddress;
-    if (it->second == kFreed) return FreeOutcome::kDoubleFree;
-    freed(static_cast<const Value&>(slots_[it->second].value));
-    Release(it->second);  // its entry in order_ is now stale
-    it->second = kFreed;
+    if ((it->second & kFreedBit) != 0) return FreeOutcome::kDoubleFree;
+    Slot& slot = slots_[it->second];
+    freed(static_cast<const Value&>(slot.value));
+    slot.in_use = false;  // its entry in order_ is now stale, and keeps the slot
+    it->second |= kFreedBit;
     return FreeOutcome::kFreed;
   }
 
@@ -119,10 +135,29 @@ class LiveRanges {
  private:
   struct Slot {
     Value value{};
-    uint64_t address = 0;
-    bool in_use = false;
+    uint64_t address = 0;  // the key of its entry in order_
+    bool in_use = false;   // live; else its entry is stale, or it is on free_slots_
+    bool released = true;  // on free_slots_, no entry in order_
   };
-  static constexpr uint32_t kFreed = ~uint32_t{0};
+  // In by_address_: the address was freed (and its slot, while released is false, is still the
+  // stale entry's).
+  static constexpr uint32_t kFreedBit = uint32_t{1} << 31;
+
+  // An allocation of [address, end) at a freed address whose stale entry is still in order_ and
+  // whose range held [address, end): live again in the same slot and entry. nullptr otherwise.
+  Value* AllocateInFreedRange(uint64_t address, uint64_t end) {
+    auto it = by_address_.find(address);
+    if (it == by_address_.end() || (it->second & kFreedBit) == 0) return nullptr;
+    const uint32_t slot = it->second & ~kFreedBit;
+    Slot& record = slots_[slot];
+    if (record.released || record.address != address ||
+        end > RangeEnd(address, record.value.size)) {
+      return nullptr;
+    }
+    record.in_use = true;
+    it->second = slot;
+    return &record.value;
+  }
 
   // Whether the ordered map's entry (address, slot) is a live allocation, not a stale one.
   bool IsLive(uint64_t address, uint32_t slot) const {
@@ -140,15 +175,18 @@ class LiveRanges {
     Slot& record = slots_[slot];
     record.address = address;
     record.in_use = true;
+    record.released = false;
     return slot;
   }
+  // The slot's entry left order_ (or is about to be replaced).
   void Release(uint32_t slot) {
     slots_[slot].in_use = false;
+    slots_[slot].released = true;
     free_slots_.push_back(slot);
   }
 
-  // By address: the slot of each live allocation, kFreed for an address freed and not allocated
-  // again since.
+  // By address: the slot of each live allocation; with kFreedBit, an address freed and not
+  // allocated again since.
   absl::flat_hash_map<uint64_t, uint32_t> by_address_;
   AddressMap<uint32_t> order_;  // live and stale entries, by address
   std::vector<Slot> slots_;

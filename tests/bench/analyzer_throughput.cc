@@ -3,10 +3,13 @@
 //
 // For N events (default 50,000,000) and N/10, a child process records a synthetic trace with
 // gpumem's own recorder (core/recorder.h: the real encoder, sink, Stack, Thread, Device and footer
-// packets) into a temporary directory under $TMPDIR (or /tmp): two threads allocate and free
-// buffers around a live set of about 10,000 (cudaMalloc, cudaMallocAsync, cudaMallocHost, a few
-// failures), from a few hundred call stacks, taking seq numbers as the hooks do (frees before the
-// call, allocations after), so the file is slightly out of seq order where the threads race. Then
+// packets) into a temporary directory under $TMPDIR (or /tmp): two threads each allocate 5,000
+// parameters and then run a training loop (RecordLoopThread: the same allocations and frees every
+// step, from the same stacks, at addresses a pool hands out again, so most events are written as
+// references to earlier ones), taking seq numbers as the hooks do (frees before the call,
+// allocations after), so the file is slightly out of seq order where the threads race. With
+// --random-addresses, they allocate and free random buffers around a live set of about 10,000
+// instead (cudaMalloc, cudaMallocAsync, cudaMallocHost, a few failures; no event repeats). Then
 // another child times ReplayTrace() on it (the file is in the page cache: this is the analyzer's
 // CPU cost) and reports its own peak RSS (getrusage ru_maxrss), and one more times the read alone
 // (ForEachMemoryEventBySeq with an empty visitor). Each trace is deleted after its runs, and the
@@ -63,7 +66,9 @@ constexpr int kThreads = 2;
 constexpr size_t kLivePerThread = 5000;
 constexpr uint32_t kSlotsPerThread = 8192;
 constexpr int kStacks = 300;
-constexpr int kStackBits = 9;  // 512 distinct call paths; kStacks of them are used
+constexpr int kStackBits = 9;         // 512 distinct call paths; kStacks of them are used
+constexpr size_t kLoopTensors = 200;  // activations per step of the training loop, per thread
+bool g_random_addresses = false;      // --random-addresses: RecordThread, not RecordLoopThread
 
 char g_dir[256] = {};
 char g_trace[320] = {};
@@ -204,8 +209,102 @@ void RecordThread(int thread, uint64_t events, const std::vector<uint64_t>& stac
   }
 }
 
+// One tensor of the training loop: allocated and freed at the same point of every step.
+struct LoopTensor {
+  uint64_t size;
+  uint64_t stack;
+  proto::Api alloc_api;
+  proto::Api free_api;
+  proto::MemoryKind kind;
+  int32_t device;
+  uint64_t stream;
+};
+
+// Records one event of the training loop: an allocation of `tensor` at `address`, or its free.
+void RecordLoopEvent(const LoopTensor& tensor, uint64_t address, bool allocate) {
+  MemoryRecord record;
+  record.api = allocate ? tensor.alloc_api : tensor.free_api;
+  record.kind = tensor.kind;
+  record.address = address;
+  record.stream = tensor.stream;
+  if (!allocate) {
+    record.seq = recorder::NextSeq();  // a free takes its seq before the call
+    record.action = proto::Action::kFree;
+    FakeCall();
+    recorder::RecordMemory(record);
+    return;
+  }
+  record.action = proto::Action::kAlloc;
+  record.size = tensor.size;
+  record.stack_id = tensor.stack;
+  record.device = tensor.device;
+  record.seq = recorder::NextSeq();  // an allocation takes its seq after the call
+  recorder::RecordMemory(record);
+}
+
+// One thread of a training loop, as users record it: kLivePerThread parameters allocated once,
+// then steps that repeat the same kLoopTensors allocations and frees (the forward pass keeps its
+// activations, the backward pass allocates and frees a gradient for each and frees it), from the
+// same stacks, of the same sizes, at addresses an allocator's pool hands out again (nearly always
+// the tensor's usual block, now and then one of three others). Most events repeat one of the
+// thread's earlier events, which the recorder writes as references to it (trace format 2).
+void RecordLoopThread(int thread, uint64_t events, const std::vector<uint64_t>& stacks) {
+  std::mt19937_64 random(1234 + thread);
+  const uint64_t base = (static_cast<uint64_t>(thread) + 1) << 44;
+  auto random_tensor = [&] {
+    const int shift = 9 + static_cast<int>(random() % 20);
+    const uint64_t size = ((uint64_t{1} << shift) + random() % (uint64_t{1} << shift)) & ~511ull;
+    const uint64_t stack = stacks[random() % 2 ? random() % 10 : random() % stacks.size()];
+    if (random() % 100 < 80) {
+      return LoopTensor{
+          size, stack, proto::Api::kCudaMalloc, proto::Api::kCudaFree, proto::MemoryKind::kDevice,
+          0,    0};
+    }
+    const uint64_t stream = 0x5000 + static_cast<uint64_t>(thread) * 16 + random() % 4;
+    return LoopTensor{size,
+                      stack,
+                      proto::Api::kCudaMallocAsync,
+                      proto::Api::kCudaFreeAsync,
+                      proto::MemoryKind::kPool,
+                      0,
+                      stream};
+  };
+  uint64_t recorded = 0;
+  // Parameters: live to the end. Each tensor owns a 1 GiB block of addresses (sizes stay below).
+  for (uint64_t i = 0; i < kLivePerThread && recorded < events; ++i, ++recorded) {
+    RecordLoopEvent(random_tensor(), base + (i << 30), true);
+  }
+  std::vector<LoopTensor> activations;
+  std::vector<LoopTensor> gradients;
+  for (size_t i = 0; i < kLoopTensors; ++i) {
+    activations.push_back(random_tensor());
+    gradients.push_back(random_tensor());
+  }
+  const uint64_t step_base = base + (uint64_t{kLivePerThread} << 30);
+  // Tensor `i`'s block: its usual one, or now and then one of three others in its pool.
+  auto address_of = [&](size_t i) {
+    const uint64_t block = random() % 10 == 0 ? 1 + random() % 3 : 0;
+    return step_base + (uint64_t{i} << 32) + (block << 30);
+  };
+  std::vector<uint64_t> addresses(kLoopTensors);
+  while (recorded < events) {
+    for (size_t i = 0; i < kLoopTensors && recorded < events; ++i, ++recorded) {
+      addresses[i] = address_of(i);
+      RecordLoopEvent(activations[i], addresses[i], true);
+    }
+    for (size_t i = kLoopTensors; i-- > 0 && recorded < events;) {
+      const uint64_t gradient = address_of(kLoopTensors + i);
+      RecordLoopEvent(gradients[i], gradient, true);
+      if (++recorded < events) RecordLoopEvent(gradients[i], gradient, false);
+      if (++recorded < events) RecordLoopEvent(activations[i], addresses[i], false);
+      ++recorded;
+    }
+  }
+}
+
 // The child that records: returns its exit code.
 int Generate(const std::string& path, uint64_t events) {
+  const auto record_thread = g_random_addresses ? RecordThread : RecordLoopThread;
   setenv("GPUMEM_OUTPUT", path.c_str(), 1);
   unsetenv("GPUMEM_SESSION_PID");
   unsetenv("GPUMEM_ENABLE");
@@ -220,7 +319,7 @@ int Generate(const std::string& path, uint64_t events) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     const uint64_t share = events / kThreads + (t < static_cast<int>(events % kThreads) ? 1 : 0);
-    threads.emplace_back(RecordThread, t, share, std::cref(stacks));
+    threads.emplace_back(record_thread, t, share, std::cref(stacks));
   }
   for (std::thread& thread : threads) thread.join();
   recorder::Finish();
@@ -483,7 +582,9 @@ void Usage() {
       "  --ranks N (with --gpumem): N traces of varied lengths in a directory, the largest\n"
       "  --rank-events (default 2000000): `gpumem report DIR` against its largest trace alone\n"
       "  and against as many independent `gpumem report TRACE` processes at once as cores.\n"
-      "  --only-ranks: that alone, without the EVENTS traces.\n",
+      "  --only-ranks: that alone, without the EVENTS traces.\n"
+      "  --random-addresses: traces of random buffers that never repeat an event, instead of\n"
+      "  a training loop.\n",
       static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
 
@@ -522,6 +623,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       options->rank_events = strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--only-ranks") {
       options->only_ranks = true;
+    } else if (arg == "--random-addresses") {
+      g_random_addresses = true;
     } else if (arg == "--generate" && i + 1 < argc) {
       options->generate = argv[++i];
     } else {
@@ -807,8 +910,9 @@ int main(int argc, char** argv) {
     return MeasureRanks(options.ranks, options.rank_events, options.runs) ? 0 : 1;
   }
   const std::string path = g_trace;
-  printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks\n",
-         kThreads, kThreads * kLivePerThread, kStacks);
+  printf("traces recorded by gpumem's recorder: %d threads, ~%zu live buffers, %d stacks, %s\n",
+         kThreads, kThreads * kLivePerThread, kStacks,
+         g_random_addresses ? "random buffers" : "a training loop");
   const uint64_t small_events = options.events / 10;
   Measurement small;
   Measurement large;
