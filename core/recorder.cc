@@ -46,8 +46,16 @@ namespace {
 
 constexpr size_t kThreadCacheSlots = 1024;
 constexpr size_t kTemplateSlots = 4096;  // a power of two; 12 bits of a compact_ref's head
-constexpr int kAddressIndexBits = 8;
+constexpr int kAddressIndexBits = 7;
 constexpr size_t kAddressEntries = size_t{1} << kAddressIndexBits;
+constexpr size_t kLaunchPointerEntries = 256;  // by template slot: 66 KiB, pages touched as used
+constexpr size_t kMaxPointerArgs = 32;
+
+// A launch template's pointers as its last launch passed them (the key: its template's).
+struct LaunchPointers {
+  uint64_t key;
+  uint64_t pointers[kMaxPointerArgs];
+};
 
 // A thread's memory and launch events as templates (every field but seq, timestamp, correlation
 // id and the address-like values; core/trace.proto, compact_ref): an event whose template is in
@@ -66,6 +74,8 @@ struct EventTemplates {
   bool started;               // the next full event tells the reader the table starts anew
   uint64_t addresses[kAddressEntries];  // by AddressIndex: what the reader's mirror holds
   uint64_t keys[kTemplateSlots];        // (template hash ^ salt) | 1; 0: never set
+  // By slot % kLaunchPointerEntries: a reference's pointers equal to these are coded as runs.
+  LaunchPointers launch_pointers[kLaunchPointerEntries];
 };
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
@@ -845,7 +855,6 @@ static_assert(proto::memory_field::kTemplateSlot == proto::memory_field::kWriter
               proto::launch_field::kTemplateSlot == proto::launch_field::kWriter + 1 &&
               proto::memory_field::kWriterStarted == proto::memory_field::kWriter + 2 &&
               proto::launch_field::kWriterStarted == proto::launch_field::kWriter + 2);
-constexpr size_t kMaxPointerArgs = 32;
 constexpr size_t kNoCorrelation = ~size_t{0};
 constexpr size_t kNoAddress = ~size_t{0};
 // writer, template_slot and writer_started: each a two-byte tag and a varint.
@@ -966,35 +975,52 @@ GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint6
   return AppendFramed(body, out, proto::trace_field::kPacket, event.event_field);
 }
 
-// The event's address values as compact_ref codes (core/trace.proto) from `out`: a hit is the
-// entry's index, a miss a literal against the previous value. The table itself changes only once
-// the packet is written (StoreAddresses); *last_address moves on with every value.
-GPUMEM_HOT uint8_t* PutAddressCodes(uint8_t* out, const EventFields& event,
+// The event's address values as compact_ref codes (core/trace.proto) from `out`: a run of values
+// equal to `same` (the template's last launch; nullptr: none) as its length, a hit in the table as
+// the entry's index, a miss as a literal against the previous value. The table itself changes only
+// once the packet is written (StoreAddresses); *last_address moves on with every value.
+GPUMEM_HOT uint8_t* PutAddressCodes(uint8_t* out, const EventFields& event, const uint64_t* same,
                                     const EventTemplates& templates, uint64_t* last_address) {
   const uint64_t* values;
   const size_t count = EventAddresses(event, &values);
+  size_t run = 0;
   for (size_t i = 0; i < count; ++i) {
     const uint64_t value = values[i];
-    const size_t index = AddressIndex(value);
-    const uint64_t code = templates.addresses[index] == value
-                              ? index
-                              : kAddressEntries + ZigZag(value - *last_address);
-    out = wire::PutVarint(out, code);
+    const uint64_t previous = *last_address;
     *last_address = value;
+    if (same != nullptr && same[i] == value) {
+      ++run;
+      continue;
+    }
+    if (run > 0) out = wire::PutVarint(out, kAddressEntries + 2 * (run - 1));
+    run = 0;
+    const size_t index = AddressIndex(value);
+    out = wire::PutVarint(out, templates.addresses[index] == value
+                                   ? index
+                                   : kAddressEntries + 2 * ZigZag(value - previous) + 1);
   }
+  if (run > 0) out = wire::PutVarint(out, kAddressEntries + 2 * (run - 1));
   return out;
 }
 
-// After the event was written (in full or as a reference): its addresses into the table, in order.
-GPUMEM_HOT void StoreAddresses(const EventFields& event, EventTemplates* templates) {
+// After the event was written (in full or as a reference): its addresses into the table, in order,
+// and a launch's pointers as its template's last.
+GPUMEM_HOT void StoreAddresses(const EventFields& event, uint64_t key, size_t slot,
+                               EventTemplates* templates) {
   const uint64_t* values;
   const size_t count = EventAddresses(event, &values);
   for (size_t i = 0; i < count; ++i) templates->addresses[AddressIndex(values[i])] = values[i];
   if (count > 0) templates->last_address = values[count - 1];
+  if (event.address == kNoAddress && event.templated) {
+    LaunchPointers& last = templates->launch_pointers[slot % kLaunchPointerEntries];
+    last.key = key;
+    memcpy(last.pointers, values, count * sizeof(uint64_t));
+  }
 }
 
 // The event as a compact_ref to `slot` of its thread's templates.
-GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thread, size_t slot) {
+GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thread, size_t slot,
+                               uint64_t key) {
   const EventTemplates& templates = thread.templates;
   uint8_t buffer[1 + wire::kMaxVarintBytes + (4 + 1 + kMaxPointerArgs) * wire::kMaxVarintBytes];
   uint8_t* body = buffer + 1 + wire::kMaxVarintBytes;
@@ -1009,8 +1035,13 @@ GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thre
   if (seq_delta != 0) out = wire::PutVarint(out, seq_delta);
   out = wire::PutVarint(out, ZigZag(event.values[1] - templates.last_timestamp));
   if (correlation_delta != 0) out = wire::PutVarint(out, correlation_delta);
+  const uint64_t* same = nullptr;
+  if (event.address == kNoAddress) {
+    const LaunchPointers& last = templates.launch_pointers[slot % kLaunchPointerEntries];
+    if (last.key == key) same = last.pointers;
+  }
   uint64_t last_address = templates.last_address;
-  out = PutAddressCodes(out, event, templates, &last_address);
+  out = PutAddressCodes(out, event, same, templates, &last_address);
   return AppendFramed(body, out, proto::trace_field::kCompactRef, 0);
 }
 
@@ -1032,7 +1063,7 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
     key = (hash ^ templates.salt) | 1;
   }
   if (event.templated && templates.keys[slot] == key && !templates.started) {
-    written = AppendEventRef(event, *thread, slot);
+    written = AppendEventRef(event, *thread, slot, key);
   } else {
     written =
         AppendFullEvent(event, thread->writer, event.templated ? slot + 1 : 0, templates.started);
@@ -1040,7 +1071,7 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
     if (written) templates.started = false;
   }
   if (!written) return;
-  StoreAddresses(event, &templates);
+  StoreAddresses(event, key, slot, &templates);
   templates.last_seq = event.values[0];
   templates.last_timestamp = event.values[1];
   if (event.correlation != kNoCorrelation) {

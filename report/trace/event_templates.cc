@@ -32,6 +32,7 @@ EventTemplates::Template* EventTemplates::NoteFull(uint32_t writer_id, uint64_t 
 }
 
 void EventTemplates::Writer::StartAddresses() {
+  for (LaunchPointers& entry : launch_pointers) entry.slot = 0;
   addresses.fill(0);
   known.set();
   last_address = 0;
@@ -85,6 +86,12 @@ void EventTemplates::NoteLaunch(const LaunchEvent& event) {
   writer.correlation = event.correlation_id();
   if (event.writer_started()) writer.StartAddresses();
   for (uint64_t pointer : event.pointer_args()) writer.StoreAddress(pointer);
+  if (event.template_slot() != 0) {
+    Writer::LaunchPointers& last =
+        writer.launch_pointers[(event.template_slot() - 1) % kLaunchPointerEntries];
+    last.slot = event.template_slot();
+    last.pointers.assign(event.pointer_args().begin(), event.pointer_args().end());
+  }
   if (defined == nullptr) return;
   defined->launch = true;
   defined->memory = MemoryEventFields{};
@@ -131,27 +138,41 @@ int64_t FromZigZag(uint64_t value) {
 
 }  // namespace
 
-bool EventTemplates::DecodeAddresses(Writer* writer, const uint8_t* p, const uint8_t* end,
-                                     size_t count) {
+bool EventTemplates::DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p,
+                                     const uint8_t* end, size_t count) {
   addresses_.clear();
+  Writer::LaunchPointers& last = writer->launch_pointers[(slot - 1) % kLaunchPointerEntries];
+  const std::vector<uint64_t>* same = last.slot == slot ? &last.pointers : nullptr;
   // The values are decoded against the table as it was before the event: the recorder stores
   // them only after (a literal's base moves on with each value, though).
   uint64_t last_address = writer->last_address;
   bool last_known = writer->last_address_known;
   bool resolved = true;
-  for (size_t i = 0; i < count && resolved; ++i) {
+  while (addresses_.size() < count && resolved) {
     uint64_t code = 0;
     if (!TakeVarint(&p, end, &code)) return false;
-    uint64_t value = 0;
-    resolved = writer->DecodeAddress(code, last_address, last_known, &value);
-    if (!resolved) break;
-    addresses_.push_back(value);
-    last_address = value;
+    if (code >= kAddressEntries && (code - kAddressEntries) % 2 == 0) {
+      // A run of values equal to the slot's last launch's.
+      const uint64_t run = (code - kAddressEntries) / 2 + 1;
+      const size_t from = addresses_.size();
+      if (run > count - from) return false;
+      resolved = same != nullptr && same->size() >= from + run;
+      if (!resolved) break;
+      addresses_.insert(addresses_.end(), same->begin() + static_cast<ptrdiff_t>(from),
+                        same->begin() + static_cast<ptrdiff_t>(from + run));
+    } else {
+      uint64_t value = 0;
+      resolved = writer->DecodeAddress(code, last_address, last_known, &value);
+      if (!resolved) break;
+      addresses_.push_back(value);
+    }
+    last_address = addresses_.back();
     last_known = true;
   }
   if (!resolved) {
     // It stored values whose entries are not known: nothing of the table can be trusted.
     writer->ForgetAddresses();
+    last.slot = 0;
     return true;
   }
   if (p != end) return false;
@@ -181,15 +202,23 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
   out->found = Resolve(ref, &out->seq, &out->timestamp, &out->correlation);
   Writer* writer = FindWriter(ref.writer, /*add=*/false);
   if (writer == nullptr) return CompactResult::kUnresolved;
+  Writer::LaunchPointers& last = writer->launch_pointers[(ref.slot - 1) % kLaunchPointerEntries];
   if (out->found == nullptr) {
-    writer->ForgetAddresses();  // its address codes, unknown in number, changed the table
+    // Its address codes, unknown in number, changed the table (and the slot's last launch).
+    writer->ForgetAddresses();
+    last.slot = 0;
     return CompactResult::kUnresolved;
   }
-  const size_t count = out->found->launch ? out->found->launch_event.pointer_args_size() : 1;
-  if (!DecodeAddresses(writer, p, end, count)) return CompactResult::kMalformed;
+  const bool launch = out->found->launch;
+  const size_t count = launch ? out->found->launch_event.pointer_args_size() : 1;
+  if (!DecodeAddresses(writer, ref.slot, p, end, count)) return CompactResult::kMalformed;
   if (addresses_.size() != count) {
     out->found = nullptr;
     return CompactResult::kUnresolved;
+  }
+  if (launch) {
+    last.slot = ref.slot;
+    last.pointers = addresses_;
   }
   out->addresses = &addresses_;
   return CompactResult::kResolved;

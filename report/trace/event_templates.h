@@ -26,7 +26,8 @@ class EventTemplates {
   // The recorder's slots are 1-4096; a slot beyond this defines nothing (a damaged trace's).
   static constexpr uint32_t kMaxTemplateSlots = 1 << 16;
   // A writer's address table (core/trace.proto, compact_ref).
-  static constexpr int kAddressIndexBits = 8;
+  static constexpr int kAddressIndexBits = 7;
+  static constexpr uint32_t kLaunchPointerEntries = 256;
   static constexpr uint64_t kAddressEntries = uint64_t{1} << kAddressIndexBits;
   static size_t AddressIndex(uint64_t value) {
     return static_cast<size_t>(((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >>
@@ -87,6 +88,12 @@ class EventTemplates {
     std::bitset<kAddressEntries> known;
     uint64_t last_address = 0;
     bool last_address_known = false;
+    // By (slot - 1) % kLaunchPointerEntries: the pointers of the slot's last launch (0: none).
+    struct LaunchPointers {
+      uint32_t slot = 0;
+      std::vector<uint64_t> pointers;
+    };
+    std::array<LaunchPointers, kLaunchPointerEntries> launch_pointers;
 
     void StartAddresses();
     void StoreAddress(uint64_t value);
@@ -103,8 +110,10 @@ class EventTemplates {
   // slot it defines (nullptr: none).
   Template* NoteFull(uint32_t writer_id, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
 
-  // A compact_ref's address codes into addresses_ (count of them), then into the table.
-  bool DecodeAddresses(Writer* writer, const uint8_t* p, const uint8_t* end, size_t count);
+  // A compact_ref's address codes into addresses_ (count of them, `slot`'s), then into the table;
+  // false when malformed. addresses_ ends short when a code needs what is unknown.
+  bool DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p, const uint8_t* end,
+                       size_t count);
 
   absl::flat_hash_map<uint32_t, std::unique_ptr<Writer>> writers_;  // pointers stay valid
   std::vector<uint64_t> addresses_;  // the last compact_ref's address values
