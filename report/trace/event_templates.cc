@@ -60,7 +60,7 @@ bool EventTemplates::Writer::DecodeAddress(uint64_t code, uint64_t base, bool ba
     return true;
   }
   if (!base_known) return false;
-  const uint64_t zigzag = code - kAddressEntries;
+  const uint64_t zigzag = (code - kAddressEntries) >> 1;  // a literal: odd
   *value = base + (zigzag >> 1 ^ (0 - (zigzag & 1)));  // wraps as the recorder's
   return true;
 }
