@@ -45,21 +45,37 @@ namespace gpumem::recorder {
 namespace {
 
 constexpr size_t kThreadCacheSlots = 1024;
-constexpr size_t kTemplateSlots = 4096;  // a power of two
+constexpr size_t kTemplateSlots = 4096;  // a power of two; 12 bits of a compact_ref's head
+constexpr int kAddressIndexBits = 7;
+constexpr size_t kAddressEntries = size_t{1} << kAddressIndexBits;
+constexpr size_t kLaunchPointerEntries = 256;  // by template slot: 66 KiB, pages touched as used
+constexpr size_t kMaxPointerArgs = 32;
 
-// A thread's memory and launch events as templates (every field but seq, timestamp and correlation
-// id; core/trace.proto, EventRef): an event whose template is in its slot is written as a
-// reference to the full event that defined the slot, with deltas against the thread's previous
-// event. 32 KiB of keys, touched only where used: a thread that records few events touches a
-// page or two.
+// A launch template's pointers as its last launch passed them (the key: its template's).
+struct LaunchPointers {
+  uint64_t key;
+  uint64_t pointers[kMaxPointerArgs];
+};
+
+// A thread's memory and launch events as templates (every field but seq, timestamp, correlation
+// id and the address-like values; core/trace.proto, compact_ref): an event whose template is in
+// its slot is written as a reference to the full event that defined the slot, with deltas against
+// the thread's previous event and its addresses coded against a table of recent ones (2 KiB, as
+// few cache lines as the event has addresses). 32 KiB of keys, touched only where used: a thread
+// that records few events touches a page or two.
 struct EventTemplates {
   // Mixed into every key: changed at each registration, so that a state reused by another thread,
   // or in a new trace after fork, finds none of its keys (without clearing 32 KiB).
   uint64_t salt;
   uint64_t last_seq;
   uint64_t last_timestamp;
-  uint64_t last_correlation;      // of the previous launch (memory events have none)
-  uint64_t keys[kTemplateSlots];  // (template hash ^ salt) | 1; 0: never set
+  uint64_t last_correlation;  // of the previous launch (memory events have none)
+  uint64_t last_address;      // the previous address value coded (a literal's base)
+  bool started;               // the next full event tells the reader the table starts anew
+  uint64_t addresses[kAddressEntries];  // by AddressIndex: what the reader's mirror holds
+  uint64_t keys[kTemplateSlots];        // (template hash ^ salt) | 1; 0: never set
+  // By slot % kLaunchPointerEntries: a reference's pointers equal to these are coded as runs.
+  LaunchPointers launch_pointers[kLaunchPointerEntries];
 };
 
 // Per-thread state lives in its own pages (not in TLS) so the TLS block stays a few bytes:
@@ -439,6 +455,11 @@ GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation)
   // of a constant whose bits are spread, so two salts differ in many bits).
   state->templates.salt =
       (g.template_salts.fetch_add(1, std::memory_order_relaxed) * 2 + 1) * 0x9e3779b97f4a7c15ull;
+  // The address table starts anew, and its first full event says so (writer_started): the reader
+  // may have a table for this writer number from the state's previous thread, or none (after fork).
+  memset(state->templates.addresses, 0, sizeof(state->templates.addresses));
+  state->templates.last_address = 0;
+  state->templates.started = true;
   state->generation = generation;
   state->tid = static_cast<uint32_t>(gettid());
 
@@ -833,11 +854,13 @@ constexpr size_t kEventHeaderRoom = 2 * (1 + wire::kMaxVarintBytes);
 static_assert(proto::memory_field::kSeq == 1 && proto::memory_field::kApi == 5 &&
               proto::launch_field::kSeq == 1 && proto::launch_field::kApi == 5);
 static_assert(proto::memory_field::kTemplateSlot == proto::memory_field::kWriter + 1 &&
-              proto::launch_field::kTemplateSlot == proto::launch_field::kWriter + 1);
-constexpr size_t kMaxPointerArgs = 32;
+              proto::launch_field::kTemplateSlot == proto::launch_field::kWriter + 1 &&
+              proto::memory_field::kWriterStarted == proto::memory_field::kWriter + 2 &&
+              proto::launch_field::kWriterStarted == proto::launch_field::kWriter + 2);
 constexpr size_t kNoCorrelation = ~size_t{0};
-// writer and template_slot: each a two-byte tag and a varint.
-constexpr size_t kTemplateFieldsRoom = 2 * (2 + wire::kMaxVarintBytes);
+constexpr size_t kNoAddress = ~size_t{0};
+// writer, template_slot and writer_started: each a two-byte tag and a varint.
+constexpr size_t kTemplateFieldsRoom = 3 * (2 + wire::kMaxVarintBytes);
 
 uint64_t Int32Field(int32_t value) { return static_cast<uint64_t>(static_cast<int64_t>(value)); }
 
@@ -862,8 +885,26 @@ struct EventFields {
   const uint64_t* pointers;
   size_t pointer_count;
   size_t correlation;  // the index of correlation_id in values, or kNoCorrelation
+  size_t address;      // the index of a memory event's address in values, or kNoAddress
   bool templated;      // false: always written in full, defining nothing (failed allocations)
 };
+
+// The event's address-like values (left out of its template) in the order the format codes them:
+// a memory event's address, else a launch's pointers. Returns their count.
+GPUMEM_HOT inline size_t EventAddresses(const EventFields& event, const uint64_t** values) {
+  if (event.address != kNoAddress) {
+    *values = event.values + event.address;
+    return 1;
+  }
+  *values = event.pointers;
+  return event.pointer_count;
+}
+
+// The entry of an address value in its writer's table (core/trace.proto, compact_ref).
+GPUMEM_HOT inline size_t AddressIndex(uint64_t value) {
+  return static_cast<size_t>(((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >>
+                             (64 - kAddressIndexBits));
+}
 
 // One word into a lane of the template hash; the rotation carries high bits down to where the next
 // multiplication spreads them.
@@ -871,21 +912,23 @@ GPUMEM_HOT inline uint64_t HashWord(uint64_t lane, uint64_t word) {
   return std::rotl((lane ^ word) * 0x9fb21c651e98df25ull, 29);
 }
 
-// The 64-bit hash of the event's template: every field but seq, timestamp and correlation id, the
-// pointers, and which message it is. Two lanes: half the multiplications' latency in a row.
+// A field's word in the template: 0 for those left out of it.
+GPUMEM_HOT inline uint64_t TemplateWord(const EventFields& event, size_t i) {
+  return i == event.correlation || i == event.address ? 0 : event.values[i];
+}
+
+// The 64-bit hash of the event's template: every field but seq, timestamp, correlation id and
+// address, the number of pointers, and which message it is. Two lanes: half the multiplications'
+// latency in a row.
 GPUMEM_HOT uint64_t TemplateHash(const EventFields& event) {
   uint64_t even = event.event_field;
   uint64_t odd = event.pointer_count;
   size_t i = 2;  // after seq and timestamp
   for (; i + 1 < event.count; i += 2) {
-    even = HashWord(even, i == event.correlation ? 0 : event.values[i]);
-    odd = HashWord(odd, i + 1 == event.correlation ? 0 : event.values[i + 1]);
+    even = HashWord(even, TemplateWord(event, i));
+    odd = HashWord(odd, TemplateWord(event, i + 1));
   }
-  if (i < event.count) even = HashWord(even, i == event.correlation ? 0 : event.values[i]);
-  for (size_t p = 0; p < event.pointer_count; ++p) {
-    uint64_t& lane = (p & 1) != 0 ? odd : even;
-    lane = HashWord(lane, event.pointers[p]);
-  }
+  if (i < event.count) even = HashWord(even, TemplateWord(event, i));
   // A finalizer (MurmurHash3's): every bit of both lanes reaches the slot's low bits.
   uint64_t hash = even ^ std::rotl(odd, 32);
   hash = (hash ^ (hash >> 33)) * 0xff51afd7ed558ccdull;
@@ -910,8 +953,10 @@ GPUMEM_HOT bool AppendFramed(uint8_t* body, uint8_t* end, uint32_t trace_field,
   return g_file_sink.AppendPacket(start, static_cast<size_t>(end - start));
 }
 
-// The event in full, with its writer and the slot it defines (0: none) when `writer` is not 0.
-GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint64_t template_slot) {
+// The event in full, with its writer and the slot it defines (0: none) when `writer` is not 0, and
+// whether the writer's address table starts anew.
+GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint64_t template_slot,
+                                bool writer_started) {
   // The largest event: a launch's fields (a tag of at most two bytes and a varint each), its
   // packed pointers (tag, length, values), then writer and template_slot.
   constexpr size_t kMaxFields = proto::launch_field::kParamsUnknown;
@@ -928,34 +973,86 @@ GPUMEM_HOT bool AppendFullEvent(const EventFields& event, uint32_t writer, uint6
                               event.values + event.split, event.count - event.split);
   out = wire::PutVarintFieldAnyTag(out, event.writer_field, writer);
   out = wire::PutVarintFieldAnyTag(out, event.writer_field + 1, template_slot);
+  out = wire::PutVarintFieldAnyTag(out, event.writer_field + 2, writer_started ? 1 : 0);
   return AppendFramed(body, out, proto::trace_field::kPacket, event.event_field);
 }
 
-// The event as a reference to `slot` of its thread's templates.
-GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thread, size_t slot) {
-  namespace f = proto::event_ref_field;
-  const EventTemplates& templates = thread.templates;
-  uint8_t buffer[1 + wire::kMaxVarintBytes + 5 * (1 + wire::kMaxVarintBytes)];
-  uint8_t* body = buffer + 1 + wire::kMaxVarintBytes;
-  uint8_t* out = wire::PutVarintField(body, f::kWriter, thread.writer);
-  out = wire::PutVarintField(out, f::kSlot, slot + 1);
-  out = wire::PutVarintField(out, f::kSeqDelta, ZigZag(event.values[0] - templates.last_seq - 1));
-  out =
-      wire::PutVarintField(out, f::kTimeDelta, ZigZag(event.values[1] - templates.last_timestamp));
-  if (event.correlation != kNoCorrelation) {
-    out =
-        wire::PutVarintField(out, f::kCorrelationDelta,
-                             ZigZag(event.values[event.correlation] - templates.last_correlation));
+// The event's address values as compact_ref codes (core/trace.proto) from `out`: a run of values
+// equal to `same` (the template's last launch; nullptr: none) as its length, a hit in the table as
+// the entry's index, a miss as a literal against the previous value. The table itself changes only
+// once the packet is written (StoreAddresses); *last_address moves on with every value.
+GPUMEM_HOT uint8_t* PutAddressCodes(uint8_t* out, const EventFields& event, const uint64_t* same,
+                                    const EventTemplates& templates, uint64_t* last_address) {
+  const uint64_t* values;
+  const size_t count = EventAddresses(event, &values);
+  size_t run = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t value = values[i];
+    const uint64_t previous = *last_address;
+    *last_address = value;
+    if (same != nullptr && same[i] == value) {
+      ++run;
+      continue;
+    }
+    if (run > 0) out = wire::PutVarint(out, kAddressEntries + 2 * (run - 1));
+    run = 0;
+    const size_t index = AddressIndex(value);
+    out = wire::PutVarint(out, templates.addresses[index] == value
+                                   ? index
+                                   : kAddressEntries + 2 * ZigZag(value - previous) + 1);
   }
-  return AppendFramed(body, out, proto::trace_field::kEventRef, 0);
+  if (run > 0) out = wire::PutVarint(out, kAddressEntries + 2 * (run - 1));
+  return out;
+}
+
+// After the event was written (in full or as a reference): its addresses into the table, in order,
+// and a launch's pointers as its template's last.
+GPUMEM_HOT void StoreAddresses(const EventFields& event, uint64_t key, size_t slot,
+                               EventTemplates* templates) {
+  const uint64_t* values;
+  const size_t count = EventAddresses(event, &values);
+  for (size_t i = 0; i < count; ++i) templates->addresses[AddressIndex(values[i])] = values[i];
+  if (count > 0) templates->last_address = values[count - 1];
+  if (event.address == kNoAddress && event.templated) {
+    LaunchPointers& last = templates->launch_pointers[slot % kLaunchPointerEntries];
+    last.key = key;
+    memcpy(last.pointers, values, count * sizeof(uint64_t));
+  }
+}
+
+// The event as a compact_ref to `slot` of its thread's templates.
+GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thread, size_t slot,
+                               uint64_t key) {
+  const EventTemplates& templates = thread.templates;
+  uint8_t buffer[1 + wire::kMaxVarintBytes + (4 + 1 + kMaxPointerArgs) * wire::kMaxVarintBytes];
+  uint8_t* body = buffer + 1 + wire::kMaxVarintBytes;
+  const uint64_t seq_delta = ZigZag(event.values[0] - templates.last_seq - 1);
+  const uint64_t correlation_delta =
+      event.correlation == kNoCorrelation
+          ? 0
+          : ZigZag(event.values[event.correlation] - templates.last_correlation);
+  const uint64_t head = ((uint64_t{thread.writer} - 1) << 12 | slot) << 2 |
+                        uint64_t{correlation_delta != 0} << 1 | uint64_t{seq_delta != 0};
+  uint8_t* out = wire::PutVarint(body, head);
+  if (seq_delta != 0) out = wire::PutVarint(out, seq_delta);
+  out = wire::PutVarint(out, ZigZag(event.values[1] - templates.last_timestamp));
+  if (correlation_delta != 0) out = wire::PutVarint(out, correlation_delta);
+  const uint64_t* same = nullptr;
+  if (event.address == kNoAddress) {
+    const LaunchPointers& last = templates.launch_pointers[slot % kLaunchPointerEntries];
+    if (last.key == key) same = last.pointers;
+  }
+  uint64_t last_address = templates.last_address;
+  out = PutAddressCodes(out, event, same, templates, &last_address);
+  return AppendFramed(body, out, proto::trace_field::kCompactRef, 0);
 }
 
 // Writes the event: as a reference where its thread wrote its template before, else in full
-// (defining the template's slot). A slot and the thread's previous event change only when the
-// packet was written (after recording stopped the sink refuses every packet).
+// (defining the template's slot). A slot, the address table and the thread's previous event change
+// only when the packet was written (after recording stopped the sink refuses every packet).
 GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
   if (thread == nullptr || !g.options.event_refs) {
-    AppendFullEvent(event, 0, 0);
+    AppendFullEvent(event, 0, 0, false);
     return;
   }
   EventTemplates& templates = thread->templates;
@@ -967,13 +1064,16 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
     slot = hash & (kTemplateSlots - 1);
     key = (hash ^ templates.salt) | 1;
   }
-  if (event.templated && templates.keys[slot] == key) {
-    written = AppendEventRef(event, *thread, slot);
+  if (event.templated && templates.keys[slot] == key && !templates.started) {
+    written = AppendEventRef(event, *thread, slot, key);
   } else {
-    written = AppendFullEvent(event, thread->writer, event.templated ? slot + 1 : 0);
+    written =
+        AppendFullEvent(event, thread->writer, event.templated ? slot + 1 : 0, templates.started);
     if (written && event.templated) templates.keys[slot] = key;
+    if (written) templates.started = false;
   }
   if (!written) return;
+  StoreAddresses(event, key, slot, &templates);
   templates.last_seq = event.values[0];
   templates.last_timestamp = event.values[1];
   if (event.correlation != kNoCorrelation) {
@@ -1018,6 +1118,7 @@ GPUMEM_HOT void RecordMemory(const MemoryRecord& record) {
                           nullptr,
                           0,
                           kNoCorrelation,
+                          f::kAddress - 1,
                           record.action != proto::Action::kAllocFailed};
   AppendEvent(thread, event);
 }
@@ -1085,6 +1186,7 @@ GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
                           pointer_args,
                           pointer_arg_count,
                           f::kCorrelationId - 1,
+                          kNoAddress,
                           true};
   AppendEvent(thread, event);
 }

@@ -27,7 +27,8 @@ inline const char* RecordingStopText(RecordingStop reason) {
   return "a reason this gpumem does not know";
 }
 
-inline constexpr uint32_t kFormatVersion = 2;  // Header.format_version (2: EventRef)
+// Header.format_version (2: EventRef; 3: compact_ref, addresses out of the templates)
+inline constexpr uint32_t kFormatVersion = 3;
 // What a recorder writing every event in full (GPUMEM_EVENT_REFS=0) writes: such a trace is
 // exactly a format-1 trace, which older readers read.
 inline constexpr uint32_t kFormatVersionWithoutRefs = 1;

@@ -14,9 +14,13 @@ inline constexpr uint8_t kPacketTag = 0x0A;
 inline constexpr uint8_t kHeaderTag = 0x0A;
 // `Trace.event_ref` (format 2) is field 2, wire type 2: (2 << 3) | 2.
 inline constexpr uint8_t kEventRefTag = 0x12;
+// `Trace.compact_ref` (format 3) is field 3, wire type 2: (3 << 3) | 2.
+inline constexpr uint8_t kCompactRefTag = 0x1A;
 
 // Whether `byte` is the tag of a top-level field of `Trace`: a packet or an event reference.
-inline bool IsFrameTag(uint8_t byte) { return byte == kPacketTag || byte == kEventRefTag; }
+inline bool IsFrameTag(uint8_t byte) {
+  return byte == kPacketTag || byte == kEventRefTag || byte == kCompactRefTag;
+}
 inline constexpr size_t kMaxVarintBytes = 10;
 
 enum class VarintResult { kOk, kTruncated, kTooLong };

@@ -259,7 +259,8 @@ __attribute__((always_inline)) inline void TraceReader::TakePacket(Packet* out, 
                                                                    uint8_t tag) {
   out->bytes = std::string_view(body, length);
   out->offset = offset;
-  out->event_ref = tag == kEventRefTag;
+  out->compact_ref = tag == framing::kCompactRefTag;
+  out->event_ref = tag == kEventRefTag || out->compact_ref;
   pos_ += total;
   ++packets_read_;
 }

@@ -26,10 +26,11 @@ namespace gpumem {
 
 // One complete packet of the file: a TracePacket, or an EventRef.
 struct Packet {
-  std::string_view bytes;  // the message, without tag and length; valid until the next call to
-                           // TraceReader::Next()
-  uint64_t offset = 0;     // byte offset of the packet's tag in the file
-  bool event_ref = false;  // an EventRef (tag 0x12), not a TracePacket (0x0A)
+  std::string_view bytes;    // the message, without tag and length; valid until the next call to
+                             // TraceReader::Next()
+  uint64_t offset = 0;       // byte offset of the packet's tag in the file
+  bool event_ref = false;    // an EventRef (tag 0x12) or compact_ref, not a TracePacket (0x0A)
+  bool compact_ref = false;  // a compact_ref (tag 0x1A, format 3)
 };
 
 // How reading ended; meaningful once TraceReader::Next() returned false (or Open() failed).

@@ -1,5 +1,7 @@
 #include "report/trace/event_templates.h"
 
+#include "core/trace_framing.h"
+
 namespace gpumem::report {
 
 EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
@@ -29,8 +31,45 @@ EventTemplates::Template* EventTemplates::NoteFull(uint32_t writer_id, uint64_t 
   return &writer.slots[template_slot];
 }
 
-void EventTemplates::NoteMemory(const MemoryEventFields& event) {
+void EventTemplates::Writer::StartAddresses() {
+  for (LaunchPointers& entry : launch_pointers) entry.slot = 0;
+  addresses.fill(0);
+  known.set();
+  last_address = 0;
+  last_address_known = true;
+}
+
+void EventTemplates::Writer::StoreAddress(uint64_t value) {
+  const size_t index = AddressIndex(value);
+  addresses[index] = value;
+  known.set(index);
+  last_address = value;
+  last_address_known = true;
+}
+
+void EventTemplates::Writer::ForgetAddresses() {
+  known.reset();
+  last_address_known = false;
+}
+
+bool EventTemplates::Writer::DecodeAddress(uint64_t code, uint64_t base, bool base_known,
+                                           uint64_t* value) const {
+  if (code < kAddressEntries) {
+    if (!known.test(code)) return false;
+    *value = addresses[code];
+    return true;
+  }
+  if (!base_known) return false;
+  const uint64_t zigzag = (code - kAddressEntries) >> 1;  // a literal: odd
+  *value = base + (zigzag >> 1 ^ (0 - (zigzag & 1)));  // wraps as the recorder's
+  return true;
+}
+
+void EventTemplates::NoteMemory(const MemoryEventFields& event, bool writer_started) {
   Template* defined = NoteFull(event.writer, event.seq, event.timestamp_ns, event.template_slot);
+  // NoteFull leaves the writer as the one looked up last.
+  if (writer_started) last_writer_->StartAddresses();
+  last_writer_->StoreAddress(event.address);
   if (defined == nullptr) return;
   defined->launch = false;
   defined->launch_event.Clear();
@@ -43,7 +82,16 @@ void EventTemplates::NoteLaunch(const LaunchEvent& event) {
   // NoteFull leaves the writer as the one looked up last.
   Template* defined =
       NoteFull(event.writer(), event.seq(), event.timestamp_ns(), event.template_slot());
-  last_writer_->correlation = event.correlation_id();
+  Writer& writer = *last_writer_;
+  writer.correlation = event.correlation_id();
+  if (event.writer_started()) writer.StartAddresses();
+  for (uint64_t pointer : event.pointer_args()) writer.StoreAddress(pointer);
+  if (event.template_slot() != 0) {
+    Writer::LaunchPointers& last =
+        writer.launch_pointers[(event.template_slot() - 1) % kLaunchPointerEntries];
+    last.slot = event.template_slot();
+    last.pointers.assign(event.pointer_args().begin(), event.pointer_args().end());
+  }
   if (defined == nullptr) return;
   defined->launch = true;
   defined->memory = MemoryEventFields{};
@@ -69,6 +117,111 @@ const EventTemplates::Template* EventTemplates::Resolve(const EventRefFields& re
   *correlation = writer.correlation;
   auto slot = writer.slots.find(ref.slot);
   return slot == writer.slots.end() ? nullptr : &slot->second;
+}
+
+namespace {
+
+// The varint at *p (before end) into *value, *p past it; false when there is none.
+bool TakeVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
+  size_t used = 0;
+  if (framing::DecodeVarint(reinterpret_cast<const char*>(*p), static_cast<size_t>(end - *p), value,
+                            &used) != framing::VarintResult::kOk) {
+    return false;
+  }
+  *p += used;
+  return true;
+}
+
+int64_t FromZigZag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
+}  // namespace
+
+bool EventTemplates::DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p,
+                                     const uint8_t* end, size_t count) {
+  addresses_.clear();
+  Writer::LaunchPointers& last = writer->launch_pointers[(slot - 1) % kLaunchPointerEntries];
+  const std::vector<uint64_t>* same = last.slot == slot ? &last.pointers : nullptr;
+  // The values are decoded against the table as it was before the event: the recorder stores
+  // them only after (a literal's base moves on with each value, though).
+  uint64_t last_address = writer->last_address;
+  bool last_known = writer->last_address_known;
+  bool resolved = true;
+  while (addresses_.size() < count && resolved) {
+    uint64_t code = 0;
+    if (!TakeVarint(&p, end, &code)) return false;
+    if (code >= kAddressEntries && (code - kAddressEntries) % 2 == 0) {
+      // A run of values equal to the slot's last launch's.
+      const uint64_t run = (code - kAddressEntries) / 2 + 1;
+      const size_t from = addresses_.size();
+      if (run > count - from) return false;
+      resolved = same != nullptr && same->size() >= from + run;
+      if (!resolved) break;
+      addresses_.insert(addresses_.end(), same->begin() + static_cast<ptrdiff_t>(from),
+                        same->begin() + static_cast<ptrdiff_t>(from + run));
+    } else {
+      uint64_t value = 0;
+      resolved = writer->DecodeAddress(code, last_address, last_known, &value);
+      if (!resolved) break;
+      addresses_.push_back(value);
+    }
+    last_address = addresses_.back();
+    last_known = true;
+  }
+  if (!resolved) {
+    // It stored values whose entries are not known: nothing of the table can be trusted.
+    writer->ForgetAddresses();
+    last.slot = 0;
+    return true;
+  }
+  if (p != end) return false;
+  for (uint64_t value : addresses_) writer->StoreAddress(value);
+  return true;
+}
+
+EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view body, Resolved* out) {
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  const uint8_t* const end = p + body.size();
+  uint64_t head = 0;
+  uint64_t seq_delta = 0;
+  uint64_t time_delta = 0;
+  uint64_t correlation_delta = 0;
+  if (!TakeVarint(&p, end, &head)) return CompactResult::kMalformed;
+  if ((head & 1) != 0 && !TakeVarint(&p, end, &seq_delta)) return CompactResult::kMalformed;
+  if (!TakeVarint(&p, end, &time_delta)) return CompactResult::kMalformed;
+  if ((head & 2) != 0 && !TakeVarint(&p, end, &correlation_delta)) {
+    return CompactResult::kMalformed;
+  }
+  EventRefFields ref;
+  ref.writer = static_cast<uint32_t>((head >> 14) + 1);
+  ref.slot = static_cast<uint32_t>((head >> 2 & 0xFFF) + 1);
+  ref.seq_delta = FromZigZag(seq_delta);
+  ref.time_delta = FromZigZag(time_delta);
+  ref.correlation_delta = FromZigZag(correlation_delta);
+  out->found = Resolve(ref, &out->seq, &out->timestamp, &out->correlation);
+  Writer* writer = FindWriter(ref.writer, /*add=*/false);
+  if (writer == nullptr) return CompactResult::kUnresolved;
+  Writer::LaunchPointers& last = writer->launch_pointers[(ref.slot - 1) % kLaunchPointerEntries];
+  if (out->found == nullptr) {
+    // Its address codes, unknown in number, changed the table (and the slot's last launch).
+    writer->ForgetAddresses();
+    last.slot = 0;
+    return CompactResult::kUnresolved;
+  }
+  const bool launch = out->found->launch;
+  const size_t count = launch ? out->found->launch_event.pointer_args_size() : 1;
+  if (!DecodeAddresses(writer, ref.slot, p, end, count)) return CompactResult::kMalformed;
+  if (addresses_.size() != count) {
+    out->found = nullptr;
+    return CompactResult::kUnresolved;
+  }
+  if (launch) {
+    last.slot = ref.slot;
+    last.pointers = addresses_;
+  }
+  out->addresses = &addresses_;
+  return CompactResult::kResolved;
 }
 
 }  // namespace gpumem::report

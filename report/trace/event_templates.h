@@ -1,14 +1,19 @@
-// The templates of a format-2 trace (core/trace.proto, EventRef): per writer, what each slot holds
-// (a memory event's fields, or a launch) and the writer's previous seq, timestamp and correlation
-// id, so that a reference expands to the event the recorder would have written in full.
+// The templates of a format-2 or -3 trace (core/trace.proto, EventRef and compact_ref): per
+// writer, what each slot holds (a memory event's fields, or a launch), the writer's previous seq,
+// timestamp and correlation id and (format 3) the mirror of its address table, so that a
+// reference expands to the event the recorder would have written in full.
 //
 // Memory is bounded by writers x slots, not by the trace's length: a writer is a recording
 // thread's state, reused by later threads, and slots are capped at kMaxTemplateSlots.
 #ifndef GPUMEM_REPORT_TRACE_EVENT_TEMPLATES_H_
 #define GPUMEM_REPORT_TRACE_EVENT_TEMPLATES_H_
 
+#include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
@@ -20,6 +25,14 @@ class EventTemplates {
  public:
   // The recorder's slots are 1-4096; a slot beyond this defines nothing (a damaged trace's).
   static constexpr uint32_t kMaxTemplateSlots = 1 << 16;
+  // A writer's address table (core/trace.proto, compact_ref).
+  static constexpr int kAddressIndexBits = 7;
+  static constexpr uint32_t kLaunchPointerEntries = 256;
+  static constexpr uint64_t kAddressEntries = uint64_t{1} << kAddressIndexBits;
+  static size_t AddressIndex(uint64_t value) {
+    return static_cast<size_t>(((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >>
+                               (64 - kAddressIndexBits));
+  }
 
   struct Template {
     bool launch = false;
@@ -27,11 +40,27 @@ class EventTemplates {
     LaunchEvent launch_event;  // launch; writer and template_slot cleared
   };
 
-  // A full memory event (writer != 0): the writer's previous event, and its template when it
-  // defines a slot.
-  void NoteMemory(const MemoryEventFields& event);
+  // A full memory event (writer != 0): the writer's previous event, its template when it defines
+  // a slot, and its address into the writer's table (which starts anew when `writer_started`).
+  void NoteMemory(const MemoryEventFields& event, bool writer_started = false);
   // The same for a full launch, which also sets the writer's previous correlation id.
   void NoteLaunch(const LaunchEvent& event);
+
+  // A compact_ref (format 3) resolved: its template, seq, timestamp, correlation id (launches)
+  // and address values (a memory event's address, else a launch's pointers, in order).
+  struct Resolved {
+    const Template* found = nullptr;
+    uint64_t seq = 0;
+    uint64_t timestamp = 0;
+    uint64_t correlation = 0;
+    const std::vector<uint64_t>* addresses = nullptr;  // valid until the next call
+  };
+  enum class CompactResult {
+    kResolved,
+    kUnresolved,  // its writer or slot is unknown, or an address it needs was lost with damage
+    kMalformed,   // not a compact_ref: damaged data
+  };
+  CompactResult ResolveCompact(std::string_view body, Resolved* out);
 
   // The reference's template (nullptr: its slot, or its writer, is not defined: its define was
   // lost with damaged data), and its seq, timestamp and correlation id (launches) into the
@@ -52,6 +81,26 @@ class EventTemplates {
     uint64_t timestamp = 0;
     uint64_t correlation = 0;
     absl::flat_hash_map<uint32_t, Template> slots;
+    // The mirror of the recorder's address table. Unknown until the writer's writer_started event
+    // (a writer first seen after damage), and again after a reference that could not be resolved
+    // (it stored values this reader does not know where).
+    std::array<uint64_t, kAddressEntries> addresses{};
+    std::bitset<kAddressEntries> known;
+    uint64_t last_address = 0;
+    bool last_address_known = false;
+    // By (slot - 1) % kLaunchPointerEntries: the pointers of the slot's last launch (0: none).
+    struct LaunchPointers {
+      uint32_t slot = 0;
+      std::vector<uint64_t> pointers;
+    };
+    std::array<LaunchPointers, kLaunchPointerEntries> launch_pointers;
+
+    void StartAddresses();
+    void StoreAddress(uint64_t value);
+    void ForgetAddresses();
+    // The address a code stands for (a literal's against `base`); false when it needs what is
+    // unknown.
+    bool DecodeAddress(uint64_t code, uint64_t base, bool base_known, uint64_t* value) const;
   };
   Writer* last_writer_ = nullptr;  // the one looked up last: most references are the same one's
   uint32_t last_writer_id_ = 0;
@@ -61,7 +110,13 @@ class EventTemplates {
   // slot it defines (nullptr: none).
   Template* NoteFull(uint32_t writer_id, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
 
+  // A compact_ref's address codes into addresses_ (count of them, `slot`'s), then into the table;
+  // false when malformed. addresses_ ends short when a code needs what is unknown.
+  bool DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p, const uint8_t* end,
+                       size_t count);
+
   absl::flat_hash_map<uint32_t, std::unique_ptr<Writer>> writers_;  // pointers stay valid
+  std::vector<uint64_t> addresses_;  // the last compact_ref's address values
 };
 
 }  // namespace gpumem::report

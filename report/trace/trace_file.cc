@@ -12,8 +12,8 @@
 namespace gpumem::report {
 namespace {
 
-// The newest Header.format_version this reader understands (2: EventRef).
-constexpr uint32_t kFormatVersion = 2;
+// The newest Header.format_version this reader understands (3: compact_ref).
+constexpr uint32_t kFormatVersion = 3;
 
 }  // namespace
 
@@ -183,7 +183,7 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     position.size = framed.bytes.size();
     bytes_read_ = position.offset + position.size;
     if (framed.event_ref) {
-      ReadEventRef(position, framed.bytes, visit, memory);
+      ReadEventRef(position, framed.compact_ref, framed.bytes, visit, memory);
       continue;
     }
     if (memory != nullptr && DecodeMemoryPacket(framed.bytes, memory->Slot())) {
@@ -227,29 +227,32 @@ void TraceFile::TakeTemplate(MemoryEventFields* memory) {
 void TraceFile::TakeTemplate(TracePacket* packet) {
   if (packet->has_memory() && packet->memory().writer() != 0) {
     MemoryEventFields fields = FromProto(packet->memory());
-    templates_.NoteMemory(fields);
+    templates_.NoteMemory(fields, packet->memory().writer_started());
     packet->mutable_memory()->clear_writer();
     packet->mutable_memory()->clear_template_slot();
+    packet->mutable_memory()->clear_writer_started();
   } else if (packet->has_launch() && packet->launch().writer() != 0) {
     templates_.NoteLaunch(packet->launch());
     packet->mutable_launch()->clear_writer();
     packet->mutable_launch()->clear_template_slot();
+    packet->mutable_launch()->clear_writer_started();
   }
 }
 
-void TraceFile::ReadEventRef(PacketPosition position, std::string_view bytes,
+void TraceFile::ReadEventRef(PacketPosition position, bool compact, std::string_view bytes,
                              const PacketVisitor& visit, MemoryEventSink* memory) {
   position.event_ref = true;
-  EventRefFields ref;
-  if (!DecodeEventRef(bytes, &ref) && !ParseEventRef(bytes, &ref)) {
+  EventTemplates::Resolved resolved;
+  if (!ResolveEventRef(compact, bytes, &resolved)) {
     if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
     ForgetTemplatesAfterDamage();
     return;
   }
-  uint64_t seq = 0;
-  uint64_t timestamp = 0;
-  uint64_t correlation = 0;
-  const EventTemplates::Template* found = templates_.Resolve(ref, &seq, &timestamp, &correlation);
+  const EventTemplates::Template* found = resolved.found;
+  const uint64_t seq = resolved.seq;
+  const uint64_t timestamp = resolved.timestamp;
+  const uint64_t correlation = resolved.correlation;
+  const std::vector<uint64_t>* addresses = resolved.addresses;
   if (found == nullptr) {
     if (end_.unresolved_refs++ == 0) end_.first_unresolved_offset = position.offset;
     return;
@@ -261,6 +264,7 @@ void TraceFile::ReadEventRef(PacketPosition position, std::string_view bytes,
     *event = found->memory;
     event->seq = seq;
     event->timestamp_ns = timestamp;
+    if (addresses != nullptr) event->address = (*addresses)[0];
     ++memory_event_count_;
     memory->Add(position);
     return;
@@ -271,14 +275,30 @@ void TraceFile::ReadEventRef(PacketPosition position, std::string_view bytes,
     launch->set_seq(seq);
     launch->set_timestamp_ns(timestamp);
     launch->set_correlation_id(correlation);
+    if (addresses != nullptr) {
+      for (size_t i = 0; i < addresses->size(); ++i) launch->set_pointer_args(i, (*addresses)[i]);
+    }
   } else {
     MemoryEventFields event = found->memory;
     event.seq = seq;
     event.timestamp_ns = timestamp;
+    if (addresses != nullptr) event.address = (*addresses)[0];
     ToProto(event, ref_packet_.mutable_memory());
   }
   Record(position, ref_packet_);
   if (visit) visit(position, ref_packet_);
+}
+
+bool TraceFile::ResolveEventRef(bool compact, std::string_view bytes,
+                                EventTemplates::Resolved* resolved) {
+  if (compact) {
+    return templates_.ResolveCompact(bytes, resolved) != EventTemplates::CompactResult::kMalformed;
+  }
+  EventRefFields ref;
+  if (!DecodeEventRef(bytes, &ref) && !ParseEventRef(bytes, &ref)) return false;
+  resolved->found =
+      templates_.Resolve(ref, &resolved->seq, &resolved->timestamp, &resolved->correlation);
+  return true;
 }
 
 void TraceFile::ForgetTemplatesAfterDamage() {

@@ -229,8 +229,10 @@ class TraceFile {
   void TakeTemplate(MemoryEventFields* memory);
   void TakeTemplate(TracePacket* packet);
   // An EventRef, expanded and visited as the event it stands for.
-  void ReadEventRef(PacketPosition position, std::string_view bytes, const PacketVisitor& visit,
-                    MemoryEventSink* memory);
+  void ReadEventRef(PacketPosition position, bool compact, std::string_view bytes,
+                    const PacketVisitor& visit, MemoryEventSink* memory);
+  // An EventRef (format 2) or compact_ref (3) against the templates; false when malformed.
+  bool ResolveEventRef(bool compact, std::string_view bytes, EventTemplates::Resolved* resolved);
   // Damage was met (a packet that does not parse, a region skipped): any writer may have lost one.
   void ForgetTemplatesAfterDamage();
 

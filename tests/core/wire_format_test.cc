@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -523,7 +524,9 @@ void RecordIteration(int iteration) {
   alloc.action = proto::Action::kAlloc;
   alloc.device = 0;
   alloc.size = 1 << 20;
-  alloc.address = 0x7f0000100000ull;
+  // A pooling allocator's: the address moves each iteration (a literal), the free repeats it (a
+  // hit).
+  alloc.address = 0x7f0000100000ull + 0x200000ull * static_cast<uint64_t>(iteration);
   alloc.stack_id = 77;
   recorder::RecordMemory(alloc);
   LaunchRecord launch;
@@ -591,6 +594,7 @@ struct TopLevel {
   Header header;
   int references = 0;
   int full_with_writer = 0;
+  int writers_started = 0;
 };
 
 uint64_t ReadVarint(const std::string& bytes, size_t* at) {
@@ -603,9 +607,13 @@ uint64_t ReadVarint(const std::string& bytes, size_t* at) {
   return value;
 }
 
+int64_t FromZigZag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
 // What the schema's comments say a reference stands for, written out independently of the
-// readers in report/: per writer, its slots' events and its previous seq, timestamp and
-// correlation id.
+// readers in report/: per writer, its slots' events, its previous seq, timestamp and correlation
+// id, and (format 3) its address table, previous address and each slot's last launch pointers.
 class Expander {
  public:
   void Full(TracePacket packet, TopLevel* out) {
@@ -613,16 +621,23 @@ class Expander {
     const uint32_t writer = launch ? packet.launch().writer() : packet.memory().writer();
     const uint32_t slot =
         launch ? packet.launch().template_slot() : packet.memory().template_slot();
+    const bool started =
+        launch ? packet.launch().writer_started() : packet.memory().writer_started();
     if (launch) {
       packet.mutable_launch()->clear_writer();
       packet.mutable_launch()->clear_template_slot();
+      packet.mutable_launch()->clear_writer_started();
     } else {
       packet.mutable_memory()->clear_writer();
       packet.mutable_memory()->clear_template_slot();
+      packet.mutable_memory()->clear_writer_started();
     }
     if (writer != 0) {
       ++out->full_with_writer;
+      out->writers_started += started;
       State& state = states_[writer];
+      if (started) state.addresses = State{}.addresses;
+      Store(&state, slot, packet);
       state.seq = launch ? packet.launch().seq() : packet.memory().seq();
       state.timestamp = launch ? packet.launch().timestamp_ns() : packet.memory().timestamp_ns();
       if (launch) state.correlation = packet.launch().correlation_id();
@@ -649,13 +664,75 @@ class Expander {
     }
     out->packets.push_back(packet);
   }
+  // A compact_ref (format 3): head, deltas, then one code per address value.
+  void Compact(const std::string& body, TopLevel* out) {
+    ++out->references;
+    size_t at = 0;
+    const uint64_t head = ReadVarint(body, &at);
+    const uint32_t writer = static_cast<uint32_t>((head >> 14) + 1);
+    const uint32_t slot = static_cast<uint32_t>((head >> 2 & 4095) + 1);
+    State& state = states_[writer];
+    state.seq += 1 + static_cast<uint64_t>((head & 1) != 0 ? FromZigZag(ReadVarint(body, &at)) : 0);
+    state.timestamp += static_cast<uint64_t>(FromZigZag(ReadVarint(body, &at)));
+    if ((head & 2) != 0)
+      state.correlation += static_cast<uint64_t>(FromZigZag(ReadVarint(body, &at)));
+    auto found = slots_.find({writer, slot});
+    ASSERT_NE(found, slots_.end()) << "a reference to a slot never defined";
+    TracePacket packet = found->second;
+    const size_t count = packet.has_launch() ? packet.launch().pointer_args_size() : 1;
+    const std::vector<uint64_t>& last = state.last_launch[slot];
+    std::vector<uint64_t> values;
+    uint64_t previous = state.previous;
+    while (values.size() < count) {
+      const uint64_t code = ReadVarint(body, &at);
+      if (code < 128) {
+        values.push_back(state.addresses[code]);
+      } else if ((code - 128) % 2 == 0) {
+        for (uint64_t n = (code - 128) / 2 + 1; n > 0; --n)
+          values.push_back(last.at(values.size()));
+      } else {
+        values.push_back(previous + static_cast<uint64_t>(FromZigZag((code - 128) >> 1)));
+      }
+      previous = values.back();
+    }
+    EXPECT_EQ(at, body.size());
+    if (packet.has_launch()) {
+      packet.mutable_launch()->set_seq(state.seq);
+      packet.mutable_launch()->set_timestamp_ns(state.timestamp);
+      packet.mutable_launch()->set_correlation_id(state.correlation);
+      for (size_t i = 0; i < count; ++i) packet.mutable_launch()->set_pointer_args(i, values[i]);
+    } else {
+      packet.mutable_memory()->set_seq(state.seq);
+      packet.mutable_memory()->set_timestamp_ns(state.timestamp);
+      packet.mutable_memory()->set_address(values[0]);
+    }
+    Store(&state, slot, packet);
+    out->packets.push_back(packet);
+  }
 
  private:
   struct State {
     uint64_t seq = 0;
     uint64_t timestamp = 0;
     uint64_t correlation = 0;
+    std::array<uint64_t, 128> addresses{};
+    uint64_t previous = 0;
+    std::map<uint32_t, std::vector<uint64_t>> last_launch;  // by slot
   };
+  // The event's address values into the table, in order; a launch's as its slot's last.
+  static void Store(State* state, uint32_t slot, const TracePacket& packet) {
+    std::vector<uint64_t> values;
+    if (packet.has_launch()) {
+      values.assign(packet.launch().pointer_args().begin(), packet.launch().pointer_args().end());
+      state->last_launch[slot] = values;
+    } else {
+      values.push_back(packet.memory().address());
+    }
+    for (uint64_t value : values) {
+      state->addresses[((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >> 57] = value;
+      state->previous = value;
+    }
+  }
   std::map<uint32_t, State> states_;
   std::map<std::pair<uint32_t, uint32_t>, TracePacket> slots_;
 };
@@ -673,6 +750,10 @@ TopLevel ReadTopLevel(const std::string& bytes) {
       EventRef ref;
       EXPECT_TRUE(ref.ParseFromString(body));
       expander.Ref(ref, &top);
+      continue;
+    }
+    if (tag == 0x1A) {
+      expander.Compact(body, &top);
       continue;
     }
     EXPECT_EQ(tag, 0x0A);
@@ -709,13 +790,16 @@ TEST(Recorder, EventReferencesResolveToTheEventsAFullEncodingWrites) {
   // Both parse as one Trace (what protoc --decode needs).
   Trace whole;
   ASSERT_TRUE(whole.ParseFromString(refs_bytes.str()));
-  EXPECT_GT(whole.event_ref_size(), 0);
+  EXPECT_GT(whole.compact_ref_size(), 0);
   const TopLevel refs = ReadTopLevel(refs_bytes.str());
   const TopLevel full = ReadTopLevel(full_bytes.str());
-  EXPECT_EQ(refs.header.format_version(), 2u);
+  EXPECT_EQ(refs.header.format_version(), 3u);
   EXPECT_EQ(full.header.format_version(), 1u);
   EXPECT_EQ(full.references, 0);
   EXPECT_EQ(full.full_with_writer, 0);  // exactly format 1: no writer fields
+  // Each registration's first event restarts its writer's address table: the main thread's and
+  // each iteration's new thread's.
+  EXPECT_EQ(refs.writers_started, 1 + kIterations);
   // The main thread's allocation, launch and free after the first iteration; the other threads'
   // allocations are each the first event of their thread, and failed allocations never repeat.
   EXPECT_EQ(refs.references, 3 * (kIterations - 1));

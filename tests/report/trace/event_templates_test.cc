@@ -231,11 +231,77 @@ TEST_F(EventTemplatesTest, AFileCutInsideAReferenceKeepsWhatCameBefore) {
 
 // Version-1 traces hold no references and read as they always did (TraceFileTest covers them);
 // a trace of a newer format is refused in one line.
-TEST_F(EventTemplatesTest, FormatTwoIsReadFormatThreeIsNot) {
+TEST_F(EventTemplatesTest, FormatsTwoAndThreeAreReadFormatFourIsNot) {
   Write(Framed(HeaderPacket(2)));
   EXPECT_TRUE(TraceFile::Open(path_).ok());
   Write(Framed(HeaderPacket(3)));
+  EXPECT_TRUE(TraceFile::Open(path_).ok());
+  Write(Framed(HeaderPacket(4)));
   EXPECT_FALSE(TraceFile::Open(path_).ok());
+}
+
+uint64_t ZigZag(int64_t value) {
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+
+// A compact_ref (format 3) of writer 1's `slot`, one time unit on, seq on by one, with `codes`.
+std::string Compact(uint32_t slot, const std::vector<uint64_t>& codes) {
+  std::string body = Varint(uint64_t{slot - 1} << 2) + Varint(ZigZag(1));
+  for (uint64_t code : codes) body += Varint(code);
+  return "\x1a" + Varint(body.size()) + body;
+}
+
+size_t Entry(uint64_t address) { return EventTemplates::AddressIndex(address); }
+uint64_t Literal(int64_t delta) { return 128 + 2 * ZigZag(delta) + 1; }
+
+TracePacket Started(TracePacket packet) {
+  packet.mutable_memory()->set_writer_started(true);
+  return packet;
+}
+
+// Addresses left out of the template: a hit names the table's entry, a miss is a literal against
+// the previous address value; an entry holds the last value stored in it.
+TEST_F(EventTemplatesTest, CompactReferencesCodeAddressesAsHitsAndLiterals) {
+  const uint64_t a = 0xA000;
+  const uint64_t b = 0xA000 + 0x12345;
+  uint64_t c = b + 1;  // a value whose entry is a's, found by search: it replaces a there
+  while (Entry(c) != Entry(a)) ++c;
+  Write(Framed(HeaderPacket(3)) + Framed(Started(Define(1, 5, 1, 1000, a))) +
+        Compact(5, {Entry(a)}) + Compact(5, {Literal(0x12345)}) + Compact(5, {Entry(b)}) +
+        Compact(5, {Literal(static_cast<int64_t>(c - b))}) + Compact(5, {Entry(c)}));
+  const std::vector<Seen> expected = {
+      {false, 1, 1000, a, 0, 10, false}, {false, 2, 1001, a, 0, 10, true},
+      {false, 3, 1002, b, 0, 10, true},  {false, 4, 1003, b, 0, 10, true},
+      {false, 5, 1004, c, 0, 10, true},  {false, 6, 1005, c, 0, 10, true},
+  };
+  EXPECT_EQ(Visit(), expected);
+  EXPECT_FALSE(file_->end().damaged()) << file_->end().Describe();
+  std::vector<Seen> by_seq = expected;
+  for (Seen& event : by_seq) event.event_ref = false;
+  EXPECT_EQ(Stream(), by_seq);
+}
+
+// After damage a writer's table is unknown: a full event without writer_started puts back only
+// its own entry; a reference that needs another entry is counted, never resolved to a guess, and
+// (it stored a value this reader cannot place) leaves the whole table unknown until values are
+// seen again.
+TEST_F(EventTemplatesTest, AfterDamageOnlyAddressesSeenAgainResolve) {
+  const uint64_t a = 0xA000;
+  const uint64_t b = 0xB000;
+  ASSERT_NE(Entry(a), Entry(b));
+  std::string torn = Framed(Define(1, 6, 3, 1200, 0xD000));
+  std::fill(torn.begin() + 6, torn.end(), '\0');
+  Write(Framed(HeaderPacket(3)) + Framed(Started(Define(1, 5, 1, 1000, a))) +
+        Compact(5, {Literal(static_cast<int64_t>(b - a))}) + torn +
+        Framed(Define(1, 5, 10, 2000, a)) + Compact(5, {Entry(a)}) + Compact(5, {Entry(b)}) +
+        Compact(5, {Entry(a)}) + Framed(Define(1, 5, 20, 3000, b)) + Compact(5, {Entry(b)}));
+  const std::vector<Seen> seen = Visit();
+  ASSERT_EQ(seen.size(), 6u);  // the two references after the damage but the first lost
+  EXPECT_EQ(seen[1].address, b);
+  EXPECT_EQ(seen[3].address, a);  // the entry the full event put back
+  EXPECT_EQ(seen[5].address, b);  // seen again in full
+  EXPECT_EQ(file_->end().unresolved_refs, 2u);
+  EXPECT_EQ(file_->end().unparseable_packets, 1u);
 }
 
 }  // namespace

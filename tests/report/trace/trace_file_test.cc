@@ -279,10 +279,10 @@ TEST_F(TraceFileTest, OpenErrorsAreOneLineNamingThePath) {
   EXPECT_EQ(TraceFile::Open(path_).status().message(),
             path_ + ": not a gpumem trace (the first packet is not a header)");
 
-  Write(Framed(HeaderPacket(/*version=*/3)));
+  Write(Framed(HeaderPacket(/*version=*/4)));
   EXPECT_EQ(TraceFile::Open(path_).status().message(),
             path_ +
-                ": trace format version 3 is newer than this gpumem reads (2); use a newer "
+                ": trace format version 4 is newer than this gpumem reads (3); use a newer "
                 "gpumem");
 
   Write(Framed(HeaderPacket()).substr(0, 8));
