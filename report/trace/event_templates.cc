@@ -7,14 +7,13 @@ namespace gpumem::report {
 EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
   if (last_writer_ == nullptr || last_writer_id_ != id) {
     Writer* writer;
-    if (add) {
-      std::unique_ptr<Writer>& added = writers_[id];
-      if (added == nullptr) added = std::make_unique<Writer>();
-      writer = added.get();
-    } else {
-      auto it = writers_.find(id);
-      if (it == writers_.end()) return nullptr;
+    auto it = writers_.find(id);
+    if (it != writers_.end()) {
       writer = it->second.get();
+    } else if (add && writers_.size() < max_writers_) {
+      writer = writers_.emplace(id, std::make_unique<Writer>()).first->second.get();
+    } else {
+      return nullptr;
     }
     last_writer_ = writer;
     last_writer_id_ = id;
@@ -22,13 +21,18 @@ EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
   return last_writer_;
 }
 
-EventTemplates::Template* EventTemplates::NoteFull(uint32_t writer_id, uint64_t seq,
-                                                   uint64_t timestamp, uint32_t template_slot) {
-  Writer& writer = *FindWriter(writer_id, /*add=*/true);
-  writer.seq = seq;
-  writer.timestamp = timestamp;
+EventTemplates::Template* EventTemplates::NoteFull(Writer* writer, uint64_t seq, uint64_t timestamp,
+                                                   uint32_t template_slot) {
+  writer->seq = seq;
+  writer->timestamp = timestamp;
   if (template_slot == 0 || template_slot > kMaxTemplateSlots) return nullptr;
-  return &writer.slots[template_slot];
+  auto [it, added] = writer->slots.try_emplace(template_slot);
+  if (added && ++templates_ > max_templates_) {
+    writer->slots.erase(it);
+    --templates_;
+    return nullptr;
+  }
+  return &it->second;
 }
 
 void EventTemplates::Writer::StartAddresses() {
@@ -61,15 +65,16 @@ bool EventTemplates::Writer::DecodeAddress(uint64_t code, uint64_t base, bool ba
   }
   if (!base_known) return false;
   const uint64_t zigzag = (code - kAddressEntries) >> 1;  // a literal: odd
-  *value = base + (zigzag >> 1 ^ (0 - (zigzag & 1)));  // wraps as the recorder's
+  *value = base + (zigzag >> 1 ^ (0 - (zigzag & 1)));     // wraps as the recorder's
   return true;
 }
 
 void EventTemplates::NoteMemory(const MemoryEventFields& event, bool writer_started) {
-  Template* defined = NoteFull(event.writer, event.seq, event.timestamp_ns, event.template_slot);
-  // NoteFull leaves the writer as the one looked up last.
-  if (writer_started) last_writer_->StartAddresses();
-  last_writer_->StoreAddress(event.address);
+  Writer* writer = FindWriter(event.writer, /*add=*/true);
+  if (writer == nullptr) return;  // one writer too many
+  Template* defined = NoteFull(writer, event.seq, event.timestamp_ns, event.template_slot);
+  if (writer_started) writer->StartAddresses();
+  writer->StoreAddress(event.address);
   if (defined == nullptr) return;
   defined->launch = false;
   defined->launch_event.Clear();
@@ -79,10 +84,10 @@ void EventTemplates::NoteMemory(const MemoryEventFields& event, bool writer_star
 }
 
 void EventTemplates::NoteLaunch(const LaunchEvent& event) {
-  // NoteFull leaves the writer as the one looked up last.
-  Template* defined =
-      NoteFull(event.writer(), event.seq(), event.timestamp_ns(), event.template_slot());
-  Writer& writer = *last_writer_;
+  Writer* found = FindWriter(event.writer(), /*add=*/true);
+  if (found == nullptr) return;  // one writer too many
+  Template* defined = NoteFull(found, event.seq(), event.timestamp_ns(), event.template_slot());
+  Writer& writer = *found;
   writer.correlation = event.correlation_id();
   if (event.writer_started()) writer.StartAddresses();
   for (uint64_t pointer : event.pointer_args()) writer.StoreAddress(pointer);

@@ -25,6 +25,14 @@ class EventTemplates {
  public:
   // The recorder's slots are 1-4096; a slot beyond this defines nothing (a damaged trace's).
   static constexpr uint32_t kMaxTemplateSlots = 1 << 16;
+  // What a damaged or crafted trace can make the reader hold, whatever its length: writers (one a
+  // recording thread alive at once: a real trace has tens) and templates over all writers (a
+  // writer's are at most 4096). Beyond them a full event defines nothing, and references to it
+  // are counted as unresolved, as those to templates lost with damaged data.
+  static constexpr size_t kMaxWriters = 1 << 14;
+  static constexpr size_t kMaxTemplates = 1 << 20;
+  explicit EventTemplates(size_t max_writers = kMaxWriters, size_t max_templates = kMaxTemplates)
+      : max_writers_(max_writers), max_templates_(max_templates) {}
   // A writer's address table (core/trace.proto, compact_ref).
   static constexpr int kAddressIndexBits = 7;
   static constexpr uint32_t kLaunchPointerEntries = 256;
@@ -72,6 +80,7 @@ class EventTemplates {
   // its next full events (a lost packet may have redefined a slot or carried the previous seq).
   void Forget() {
     writers_.clear();
+    templates_ = 0;
     last_writer_ = nullptr;
   }
 
@@ -104,17 +113,21 @@ class EventTemplates {
   };
   Writer* last_writer_ = nullptr;  // the one looked up last: most references are the same one's
   uint32_t last_writer_id_ = 0;
-  // The writer `id` (added when `add`; else nullptr when unknown), kept as the last looked up.
+  // The writer `id` (added when `add`, unless there are max_writers_; else nullptr when unknown),
+  // kept as the last looked up.
   Writer* FindWriter(uint32_t id, bool add);
   // A full event's part common to both kinds: the writer's previous seq and timestamp, and the
   // slot it defines (nullptr: none).
-  Template* NoteFull(uint32_t writer_id, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
+  Template* NoteFull(Writer* writer, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
 
   // A compact_ref's address codes into addresses_ (count of them, `slot`'s), then into the table;
   // false when malformed. addresses_ ends short when a code needs what is unknown.
   bool DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p, const uint8_t* end,
                        size_t count);
 
+  size_t max_writers_;
+  size_t max_templates_;
+  size_t templates_ = 0;                                            // defined, over all writers
   absl::flat_hash_map<uint32_t, std::unique_ptr<Writer>> writers_;  // pointers stay valid
   std::vector<uint64_t> addresses_;  // the last compact_ref's address values
 };

@@ -81,8 +81,9 @@ TEST_F(SelfTimingTest, ExclusiveTimeIsWhatNoNestedPhaseTook) {
   EXPECT_EQ(nested.exclusive_ns, nested.ns);
   EXPECT_EQ(first.exclusive_ns, first.ns - nested.ns);
   EXPECT_EQ(outer.exclusive_ns, outer.ns - first.ns);
+  // No upper bound on wall time: a loaded machine may preempt the thread inside any scope; the
+  // equalities above are what the subtraction must hold to.
   EXPECT_GE(outer.exclusive_ns, 200000u);
-  EXPECT_LT(outer.exclusive_ns, 300000u);
 }
 
 TEST_F(SelfTimingTest, DisabledScopesRecordNothing) {

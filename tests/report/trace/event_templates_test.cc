@@ -304,5 +304,43 @@ TEST_F(EventTemplatesTest, AfterDamageOnlyAddressesSeenAgainResolve) {
   EXPECT_EQ(file_->end().unparseable_packets, 1u);
 }
 
+// Whatever a damaged or crafted trace holds, the reader keeps a bounded number of writers and of
+// templates: a full event beyond either defines nothing, and references to it stay unresolved.
+TEST(EventTemplatesCapTest, WritersAndTemplatesAreCapped) {
+  EventTemplates templates(/*max_writers=*/2, /*max_templates=*/3);
+  auto define = [&templates](uint32_t writer, uint32_t slot, uint64_t seq) {
+    MemoryEventFields event;
+    event.seq = seq;
+    event.size = 4096;
+    event.writer = writer;
+    event.template_slot = slot;
+    templates.NoteMemory(event, /*writer_started=*/true);
+  };
+  auto resolves = [&templates](uint32_t writer, uint32_t slot) {
+    EventRefFields ref;
+    ref.writer = writer;
+    ref.slot = slot;
+    uint64_t seq = 0, timestamp = 0, correlation = 0;
+    return templates.Resolve(ref, &seq, &timestamp, &correlation) != nullptr;
+  };
+  define(1, 1, 1);
+  define(2, 1, 2);
+  define(3, 1, 3);  // a third writer: one too many
+  EXPECT_TRUE(resolves(1, 1));
+  EXPECT_TRUE(resolves(2, 1));
+  EXPECT_FALSE(resolves(3, 1));
+  define(1, 2, 4);  // the third template
+  define(1, 3, 5);  // a fourth: one too many
+  define(2, 1, 6);  // a slot defined again is no new template
+  EXPECT_TRUE(resolves(1, 2));
+  EXPECT_FALSE(resolves(1, 3));
+  EXPECT_TRUE(resolves(2, 1));
+  templates.Forget();  // after damage nothing is held, and the room is there again
+  define(3, 1, 7);
+  define(3, 2, 8);
+  EXPECT_TRUE(resolves(3, 1));
+  EXPECT_TRUE(resolves(3, 2));
+}
+
 }  // namespace
 }  // namespace gpumem::report
