@@ -60,6 +60,18 @@ std::string Report(const std::string& trace) {
   return std::regex_replace(without_pid, std::regex("[0-9.]+ ms after start"), "ms after start");
 }
 
+// The same events as without references, at most 16 bytes each, nine in ten of them references.
+void ExpectCompact(const Recorded& with_refs, const Recorded& without) {
+  EXPECT_EQ(with_refs.events, without.events);
+  EXPECT_EQ(with_refs.format_version, 3u);
+  const double bytes_per_event =
+      static_cast<double>(with_refs.bytes) / static_cast<double>(with_refs.events);
+  EXPECT_LE(bytes_per_event, 16.0) << with_refs.bytes << " bytes, " << with_refs.events
+                                   << " events, " << with_refs.references << " references; "
+                                   << "in full: " << without.bytes << " bytes";
+  EXPECT_GT(with_refs.references, with_refs.events * 9 / 10);
+}
+
 TEST(EventRefs, ARepeatingLoopTakesAtMost16BytesAnEventAndReportsTheSame) {
   TempDir dir;
   const std::string compact = dir.File("compact.trace");
@@ -68,16 +80,9 @@ TEST(EventRefs, ARepeatingLoopTakesAtMost16BytesAnEventAndReportsTheSame) {
   const Recorded without = RecordLoop(full, "0");
   // Per step: 3 allocations, 3 launches, 3 frees.
   ASSERT_GE(with_refs.events, 9u * kSteps);
-  EXPECT_EQ(with_refs.events, without.events);
   EXPECT_EQ(without.references, 0u);
   EXPECT_EQ(without.format_version, 1u);
-  EXPECT_EQ(with_refs.format_version, 3u);
-  const double bytes_per_event =
-      static_cast<double>(with_refs.bytes) / static_cast<double>(with_refs.events);
-  EXPECT_LE(bytes_per_event, 16.0) << with_refs.bytes << " bytes, " << with_refs.events
-                                   << " events, " << with_refs.references << " references; "
-                                   << "in full: " << without.bytes << " bytes";
-  EXPECT_GT(with_refs.references, with_refs.events * 9 / 10);
+  ExpectCompact(with_refs, without);
 
   const std::string report = Report(compact);
   EXPECT_EQ(report, Report(full));
@@ -94,14 +99,7 @@ TEST(EventRefs, ALoopWhoseAddressesShiftTakesAtMost16BytesAnEventAndReportsTheSa
   const Recorded without = RecordLoop(full, "0", "--shifting");
   // Per step: 4 allocations, 3 launches, 3 or 4 frees.
   ASSERT_GE(with_refs.events, 10u * kSteps);
-  EXPECT_EQ(with_refs.events, without.events);
-  EXPECT_EQ(with_refs.format_version, 3u);
-  const double bytes_per_event =
-      static_cast<double>(with_refs.bytes) / static_cast<double>(with_refs.events);
-  EXPECT_LE(bytes_per_event, 16.0) << with_refs.bytes << " bytes, " << with_refs.events
-                                   << " events, " << with_refs.references << " references; "
-                                   << "in full: " << without.bytes << " bytes";
-  EXPECT_GT(with_refs.references, with_refs.events * 9 / 10);
+  ExpectCompact(with_refs, without);
   EXPECT_EQ(Report(compact), Report(full));
   const ProgramRun counts_compact = RunGpumem({"dump", "--counts", compact});
   const ProgramRun counts_full = RunGpumem({"dump", "--counts", full});
