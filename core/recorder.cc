@@ -46,9 +46,10 @@ namespace {
 
 constexpr size_t kThreadCacheSlots = 1024;
 constexpr size_t kTemplateSlots = 4096;  // a power of two; 12 bits of a compact_ref's head
-constexpr int kAddressIndexBits = 7;
-constexpr size_t kAddressEntries = size_t{1} << kAddressIndexBits;
-constexpr size_t kLaunchPointerEntries = 256;  // by template slot: 66 KiB, pages touched as used
+using proto::AddressIndex;
+using proto::kAddressEntries;
+using proto::kLaunchPointerEntries;  // by template slot: 66 KiB, pages touched as used
+using proto::ZigZag;
 constexpr size_t kMaxPointerArgs = 32;
 
 // A launch template's pointers as its last launch passed them (the key: its template's).
@@ -900,12 +901,6 @@ GPUMEM_HOT inline size_t EventAddresses(const EventFields& event, const uint64_t
   return event.pointer_count;
 }
 
-// The entry of an address value in its writer's table (core/trace.proto, compact_ref).
-GPUMEM_HOT inline size_t AddressIndex(uint64_t value) {
-  return static_cast<size_t>(((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >>
-                             (64 - kAddressIndexBits));
-}
-
 // One word into a lane of the template hash; the rotation carries high bits down to where the next
 // multiplication spreads them.
 GPUMEM_HOT inline uint64_t HashWord(uint64_t lane, uint64_t word) {
@@ -934,11 +929,6 @@ GPUMEM_HOT uint64_t TemplateHash(const EventFields& event) {
   hash = (hash ^ (hash >> 33)) * 0xff51afd7ed558ccdull;
   hash = (hash ^ (hash >> 33)) * 0xc4ceb9fe1a85ec53ull;
   return hash ^ (hash >> 33);
-}
-
-GPUMEM_HOT inline uint64_t ZigZag(uint64_t difference) {
-  const auto value = static_cast<int64_t>(difference);
-  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
 }
 
 // Prepends the headers to the body [body, end) (a `message_field` of a `trace_field`) and appends

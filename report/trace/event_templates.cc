@@ -44,7 +44,7 @@ void EventTemplates::Writer::StartAddresses() {
 }
 
 void EventTemplates::Writer::StoreAddress(uint64_t value) {
-  const size_t index = AddressIndex(value);
+  const size_t index = proto::AddressIndex(value);
   addresses[index] = value;
   known.set(index);
   last_address = value;
@@ -64,8 +64,8 @@ bool EventTemplates::Writer::DecodeAddress(uint64_t code, uint64_t base, bool ba
     return true;
   }
   if (!base_known) return false;
-  const uint64_t zigzag = (code - kAddressEntries) >> 1;  // a literal: odd
-  *value = base + (zigzag >> 1 ^ (0 - (zigzag & 1)));     // wraps as the recorder's
+  // A literal (odd): the difference from `base`, wrapping as the recorder's.
+  *value = base + static_cast<uint64_t>(proto::FromZigZag((code - kAddressEntries) >> 1));
   return true;
 }
 
@@ -137,10 +137,6 @@ bool TakeVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
   return true;
 }
 
-int64_t FromZigZag(uint64_t value) {
-  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
-}
-
 }  // namespace
 
 bool EventTemplates::DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p,
@@ -201,9 +197,9 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
   EventRefFields ref;
   ref.writer = static_cast<uint32_t>((head >> 14) + 1);
   ref.slot = static_cast<uint32_t>((head >> 2 & 0xFFF) + 1);
-  ref.seq_delta = FromZigZag(seq_delta);
-  ref.time_delta = FromZigZag(time_delta);
-  ref.correlation_delta = FromZigZag(correlation_delta);
+  ref.seq_delta = proto::FromZigZag(seq_delta);
+  ref.time_delta = proto::FromZigZag(time_delta);
+  ref.correlation_delta = proto::FromZigZag(correlation_delta);
   out->found = Resolve(ref, &out->seq, &out->timestamp, &out->correlation);
   Writer* writer = FindWriter(ref.writer, /*add=*/false);
   if (writer == nullptr) return CompactResult::kUnresolved;

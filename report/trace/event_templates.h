@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/trace.pb.h"
+#include "core/trace_format.h"
 #include "report/trace/memory_event_decoder.h"
 
 namespace gpumem::report {
@@ -34,13 +35,9 @@ class EventTemplates {
   explicit EventTemplates(size_t max_writers = kMaxWriters, size_t max_templates = kMaxTemplates)
       : max_writers_(max_writers), max_templates_(max_templates) {}
   // A writer's address table (core/trace.proto, compact_ref).
-  static constexpr int kAddressIndexBits = 7;
-  static constexpr uint32_t kLaunchPointerEntries = 256;
-  static constexpr uint64_t kAddressEntries = uint64_t{1} << kAddressIndexBits;
-  static size_t AddressIndex(uint64_t value) {
-    return static_cast<size_t>(((value ^ (value >> 17)) * 0x9e3779b97f4a7c15ull) >>
-                               (64 - kAddressIndexBits));
-  }
+  // A writer's address table (core/trace.proto, compact_ref; core/trace_format.h).
+  static constexpr uint64_t kAddressEntries = proto::kAddressEntries;
+  static constexpr uint32_t kLaunchPointerEntries = proto::kLaunchPointerEntries;
 
   struct Template {
     bool launch = false;

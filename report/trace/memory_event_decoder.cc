@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/trace_format.h"
 #include "core/trace_ids.h"
 
 namespace gpumem::report {
@@ -290,13 +291,7 @@ bool DecodeMemoryPacket(std::string_view packet, MemoryEventFields* out) {
   return DecodeMemoryEvent(std::string_view(reinterpret_cast<const char*>(p), length), out);
 }
 
-namespace {
-
-int64_t FromZigZag(uint64_t value) {
-  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
-}
-
-}  // namespace
+using proto::FromZigZag;
 
 bool DecodeEventRef(std::string_view body, EventRefFields* out) {
   namespace f = proto::event_ref_field;

@@ -251,7 +251,7 @@ std::string Compact(uint32_t slot, const std::vector<uint64_t>& codes) {
   return "\x1a" + Varint(body.size()) + body;
 }
 
-size_t Entry(uint64_t address) { return EventTemplates::AddressIndex(address); }
+size_t Entry(uint64_t address) { return proto::AddressIndex(address); }
 uint64_t Literal(int64_t delta) { return 128 + 2 * ZigZag(delta) + 1; }
 
 TracePacket Started(TracePacket packet) {
