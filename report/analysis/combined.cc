@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report/analysis/place_merge.h"
 #include "report/format/json.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
@@ -34,53 +35,6 @@ bool PlaceBefore(int32_t a, int32_t b) {
   return rank(a) < rank(b);
 }
 
-// One place of one host: k-way merge of its processes' timelines by timestamp, each streamed from
-// its spool.
-CombinedPlace CombinePlace(int32_t place, const std::vector<size_t>& members,
-                           const std::vector<ProcessTimeline>& processes) {
-  CombinedPlace result;
-  result.place = place;
-  std::vector<std::optional<TimelineSpool::Reader>> readers(members.size());
-  std::vector<TimelinePoint> next(members.size());  // each reader's point at the head
-  // (timestamp, member): the smallest first.
-  using Head = std::pair<uint64_t, size_t>;
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-  auto advance = [&](size_t member) {
-    if (readers[member]->Next(&next[member])) heads.emplace(next[member].timestamp_ns, member);
-  };
-  for (size_t i = 0; i < members.size(); ++i) {
-    const auto it = processes[members[i]].places.find(place);
-    if (it == processes[members[i]].places.end()) continue;
-    readers[i].emplace(it->second.Read());
-    advance(i);
-  }
-  std::vector<uint64_t> current(members.size(), 0);
-  std::vector<uint64_t> at_peak(members.size(), 0);
-  // In 128 bits: each process's bytes fit in 64, their sum need not (it saturates when shown).
-  unsigned __int128 sum = 0;
-  unsigned __int128 peak = 0;
-  while (!heads.empty()) {
-    const auto [timestamp, member] = heads.top();
-    heads.pop();
-    const uint64_t bytes = next[member].live_bytes;
-    sum = sum - current[member] + bytes;
-    current[member] = bytes;
-    if (sum > peak) {
-      peak = sum;
-      result.peak_bytes = static_cast<uint64_t>(
-          std::min<unsigned __int128>(sum, std::numeric_limits<uint64_t>::max()));
-      result.timestamp_ns = timestamp;
-      at_peak = current;
-    }
-    advance(member);
-  }
-  for (size_t i = 0; i < members.size(); ++i) result.shares.push_back({members[i], at_peak[i]});
-  std::stable_sort(
-      result.shares.begin(), result.shares.end(),
-      [](const CombinedShare& a, const CombinedShare& b) { return a.bytes > b.bytes; });
-  return result;
-}
-
 uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
   return timestamp_ns >= start ? timestamp_ns - start : 0;
 }
@@ -89,7 +43,10 @@ uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
 
 TimelineSpool::TimelineSpool(size_t buffered) : buffered_(std::max<size_t>(buffered, 1)) {}
 
-void TimelineSpool::Append(const TimelinePoint& point) {
+void TimelineSpool::Append(TimelinePoint point) {
+  if (size() > 0) point.timestamp_ns = std::max(point.timestamp_ns, last_timestamp_);
+  last_timestamp_ = point.timestamp_ns;
+  if (size() % kIndexStride == 0) index_.push_back(point.timestamp_ns);
   buffer_.push_back(point);
   if (buffer_.size() >= buffered_ && !no_file_) Spill();
 }
@@ -114,20 +71,47 @@ void TimelineSpool::Spill() {
   buffer_.clear();
 }
 
+bool TimelineSpool::ReadFromFile(uint64_t position, size_t count, TimelinePoint* points) const {
+  char* bytes = reinterpret_cast<char*>(points);
+  size_t left = count * sizeof(TimelinePoint);
+  off_t offset = static_cast<off_t>(position * sizeof(TimelinePoint));
+  while (left > 0) {
+    const ssize_t got = pread(fileno(file_.get()), bytes, left, offset);
+    if (got <= 0) return false;  // our own temporary file: an I/O error ends it
+    bytes += got;
+    left -= static_cast<size_t>(got);
+    offset += got;
+  }
+  return true;
+}
+
+TimelinePoint TimelineSpool::At(uint64_t position) const {
+  if (position >= in_file_) return buffer_[position - in_file_];
+  TimelinePoint point;
+  if (!ReadFromFile(position, 1, &point)) return {};  // an I/O error on our own temporary file
+  return point;
+}
+
+uint64_t TimelineSpool::FirstAtOrAfter(uint64_t timestamp_ns) const {
+  // The index narrows it to one stride of points; a binary search of those finds it.
+  const auto later = std::lower_bound(index_.begin(), index_.end(), timestamp_ns);
+  if (later == index_.begin()) return 0;
+  uint64_t low =
+      static_cast<uint64_t>(later - index_.begin() - 1) * kIndexStride;  // stamped before
+  uint64_t high = std::min(low + kIndexStride, size());  // stamped at or after, or the end
+  while (high - low > 1) {
+    const uint64_t middle = low + (high - low) / 2;
+    (At(middle).timestamp_ns < timestamp_ns ? low : high) = middle;
+  }
+  return high;
+}
+
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {
   if (position_ < spool_->in_file_) {
     if (chunk_next_ == chunk_.size()) {
-      chunk_.resize(std::min<uint64_t>(spool_->buffered_, spool_->in_file_ - position_));
-      char* bytes = reinterpret_cast<char*>(chunk_.data());
-      size_t left = chunk_.size() * sizeof(TimelinePoint);
-      off_t offset = static_cast<off_t>(position_ * sizeof(TimelinePoint));
-      while (left > 0) {
-        const ssize_t got = pread(fileno(spool_->file_.get()), bytes, left, offset);
-        if (got <= 0) return false;  // our own temporary file: an I/O error ends it
-        bytes += got;
-        left -= static_cast<size_t>(got);
-        offset += got;
-      }
+      chunk_.resize(std::min<uint64_t>(std::min(spool_->buffered_, kReadChunkPoints),
+                                       spool_->in_file_ - position_));
+      if (!spool_->ReadFromFile(position_, chunk_.size(), chunk_.data())) return false;
       chunk_next_ = 0;
     }
     *point = chunk_[chunk_next_++];
@@ -241,7 +225,8 @@ absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path, siz
   return builder.Finish(path, *streamed->file);
 }
 
-Combined CombineTimelines(const std::vector<ProcessTimeline>& processes) {
+Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads,
+                          uint64_t min_points_per_thread) {
   Combined combined;
   combined.processes = processes.size();
   for (size_t i = 0; i < processes.size(); ++i) {
@@ -266,7 +251,8 @@ Combined CombineTimelines(const std::vector<ProcessTimeline>& processes) {
     }
     std::sort(places.begin(), places.end(), PlaceBefore);
     for (const int32_t place : places) {
-      host.places.push_back(CombinePlace(place, host.processes, processes));
+      host.places.push_back(
+          MergePlace(place, host.processes, processes, threads, min_points_per_thread));
     }
   }
   return combined;

@@ -36,28 +36,40 @@ inline constexpr size_t kTimelineBufferedPoints = 4096;
 // One process's points on one place, in replay order, in memory bounded by a buffer: each time
 // `buffered` points are held, they are written to an unlinked temporary file (tmpfile()), so a
 // long trace's timeline costs disk, not memory. Where no temporary file can be written, the points
-// stay in memory.
+// stay in memory. Timestamps never go back: a point stamped before the one appended last takes that
+// one's time (events of several threads reach the replay in seq order, not always in time order),
+// so a spool can be searched by time and the merge of several is one pass in time order.
 class TimelineSpool {
  public:
   explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints);
-  void Append(const TimelinePoint& point);
+  void Append(TimelinePoint point);
   uint64_t size() const { return in_file_ + buffer_.size(); }
 
-  // Reads the points back in order, a buffer at a time; readers of one spool are independent. The
-  // spool must outlive its readers and not change while they read.
+  // The point at `position` (< size()).
+  TimelinePoint At(uint64_t position) const;
+  // The position of the first point stamped at or after `timestamp_ns`; size() when there is none.
+  uint64_t FirstAtOrAfter(uint64_t timestamp_ns) const;
+  // The timestamps of every kIndexStride-th point, the first one included: where the points lie in
+  // time, to search by time and to cut a merge into slices of equal work.
+  static constexpr uint64_t kIndexStride = 1024;
+  const std::vector<uint64_t>& index() const { return index_; }
+
+  // Reads the points back in order from `position`, a chunk at a time; readers of one spool are
+  // independent. The spool must outlive its readers and not change while they read.
   class Reader {
    public:
-    explicit Reader(const TimelineSpool* spool) : spool_(spool) {}
+    explicit Reader(const TimelineSpool* spool, uint64_t position = 0)
+        : spool_(spool), position_(position) {}
     // The next point into *point; false after the last.
     bool Next(TimelinePoint* point);
 
    private:
     const TimelineSpool* spool_;
-    uint64_t position_ = 0;             // of the next point
+    uint64_t position_;                 // of the next point
     std::vector<TimelinePoint> chunk_;  // the points read from the file last
     size_t chunk_next_ = 0;             // the one of them to return next
   };
-  Reader Read() const { return Reader(this); }
+  Reader Read(uint64_t position = 0) const { return Reader(this, position); }
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
 
@@ -65,14 +77,21 @@ class TimelineSpool {
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
+  // Points a reader takes from the file at a time: a merge holds many readers at once.
+  static constexpr size_t kReadChunkPoints = 1024;
+
   // Writes the buffer to the file (made on first use); keeps it in memory when that fails.
   void Spill();
+  // Reads `count` points at `position` (all in the file) into `points`; false on an I/O error.
+  bool ReadFromFile(uint64_t position, size_t count, TimelinePoint* points) const;
 
   size_t buffered_;
   std::unique_ptr<std::FILE, CloseFile> file_;
   bool no_file_ = false;  // the file could not be made or written: everything stays in memory
   uint64_t in_file_ = 0;  // points written to the file, the first ones
   std::vector<TimelinePoint> buffer_;  // the points after those
+  std::vector<uint64_t> index_;        // see index()
+  uint64_t last_timestamp_ = 0;        // of the point appended last
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,
@@ -170,10 +189,16 @@ struct Combined {
   std::vector<CombinedHost> hosts;  // in order of first appearance
 };
 
+// Below this many points per thread, a place's timelines are merged by fewer threads.
+inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 20;
+
 // Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
-// the processes were given, then in each process's order), reading each spool once: memory is
-// bounded by one read buffer per process.
-Combined CombineTimelines(const std::vector<ProcessTimeline>& processes);
+// the processes were given, then in each process's order), reading each spool once. A place with
+// many points is cut in time into slices merged on up to `threads` threads at once (no fewer than
+// `min_points_per_thread` points each); the result is the same as one merge from start to end.
+// Memory is bounded by one read chunk per process and thread.
+Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads = 1,
+                          uint64_t min_points_per_thread = kMinPointsPerMergeThread);
 
 // "device 0 (NVIDIA H100 80GB HBM3)": the place as its processes' traces name it.
 std::string CombinedPlaceName(int32_t place, const CombinedHost& host,

@@ -1,6 +1,7 @@
 #include "report/analysis/run_summary.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -204,9 +205,10 @@ std::string BriefLine(const ProcessBrief& brief) {
   return absl::StrCat(line, "\n");
 }
 
-// Per host and device, the highest sum of the processes' live bytes at once.
+// Per host and device, the highest sum of the processes' live bytes at once (merged on every core).
 void AppendCombined(const std::vector<ProcessTimeline>& timelines, std::string* out) {
-  const Combined combined = CombineTimelines(timelines);
+  const Combined combined =
+      CombineTimelines(timelines, std::max(1u, std::thread::hardware_concurrency()));
   for (const CombinedHost& host : combined.hosts) {
     for (const CombinedPlace& place : host.places) {
       size_t holding = 0;

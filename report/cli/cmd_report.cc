@@ -3,6 +3,7 @@
 // (report/analysis/combined.h).
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -170,11 +171,12 @@ std::string AllocatorMisused(const std::string& path, const Options& options,
                           : "this one has no PyTorch allocator in its stacks");
 }
 
-// The combined view of the processes (`timelines`, more than one), written at once as text; as
-// JSON, returned for the document's "combined" member.
-std::string CombinedView(const std::vector<ProcessTimeline>& timelines, bool json) {
+// The combined view of the processes (`timelines`, more than one), merged on `jobs` threads (--jobs),
+// written at once as text; as JSON, returned for the document's "combined" member.
+std::string CombinedView(const std::vector<ProcessTimeline>& timelines, size_t jobs, bool json) {
   if (timelines.size() < 2) return "";
-  const Combined merged = CombineTimelines(timelines);
+  const Combined merged =
+      CombineTimelines(timelines, JobCount(jobs, std::numeric_limits<size_t>::max()));
   if (json) return CombinedJson(merged, timelines);
   WriteOutput(CombinedText(merged, timelines));
   return "";
@@ -278,7 +280,7 @@ int RunReport(const std::vector<std::string>& args) {
         if (outcome.timeline) timelines.push_back(std::move(*outcome.timeline));
       },
       LargestFirst(TraceSizes(*paths)));
-  const std::string combined = CombinedView(timelines, options.json);
+  const std::string combined = CombinedView(timelines, options.jobs, options.json);
   if (options.json) {
     WriteOutput(absl::StrCat("{\"gpumem_report\":1,\"traces\":[", absl::StrJoin(json_traces, ","),
                              "]", combined.empty() ? "" : ",\"combined\":", combined, "}\n"));

@@ -244,10 +244,10 @@ TEST(CombinedTest, TimelineFromTheReportsReplayIsTheSame) {
   EXPECT_EQ(a.places.at(0).size(), 3u);  // 10, 15 and 5 MiB: at t100, t300 and t500
 }
 
-TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
-  // Three processes of thousands of allocations and frees on two devices, interleaved in time:
-  // timelines spilled to files every 5 points combine exactly as timelines held whole.
-  TempDir dir;
+// Three processes of `events` allocations and frees each on two devices, interleaved in time, each
+// event `step` ns or less after the one before (0 too: equal timestamps); their trace paths. Each
+// process allocates more than it frees in its first half and frees more in its second.
+std::vector<std::string> WriteRandomProcesses(const TempDir& dir, uint64_t events, uint64_t step) {
   std::vector<std::string> paths;
   uint64_t state = 12345;
   auto random = [&state](uint64_t bound) {
@@ -258,14 +258,15 @@ TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
     TraceWriter writer("node1", 100 + process, "proc");
     std::vector<uint64_t> live;
     uint64_t time = random(50);
-    for (uint64_t i = 0; i < 3000; ++i) {
-      time += 1 + random(40);
-      if (!live.empty() && random(3) == 0) {
+    for (uint64_t i = 0; i < events; ++i) {
+      time += random(step + 1);
+      const bool rising = i < events / 2;
+      if (!live.empty() && (random(3) == 0) == rising) {
         const size_t which = random(live.size());
         writer.Free(time, live[which]);
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(which));
       } else {
-        const uint64_t address = 0x7000'0000 + i * 0x1'0000;
+        const uint64_t address = 0x7000'0000 + i * 64 * kMiB;
         writer.Malloc(time, static_cast<int32_t>(random(2)), (1 + random(64)) * kMiB, address);
         live.push_back(address);
       }
@@ -273,6 +274,34 @@ TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
     paths.push_back(dir.File("p" + std::to_string(process) + ".trace"));
     writer.Write(paths.back());
   }
+  return paths;
+}
+
+// Both combined views name the same peaks, at the same times, held by the same processes.
+void ExpectSameCombined(const Combined& a, const std::vector<ProcessTimeline>& a_timelines,
+                        const Combined& b, const std::vector<ProcessTimeline>& b_timelines) {
+  ASSERT_EQ(a.hosts.size(), 1u);
+  ASSERT_EQ(a.hosts[0].places.size(), 2u);
+  ASSERT_EQ(b.hosts[0].places.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const CombinedPlace& x = a.hosts[0].places[i];
+    const CombinedPlace& y = b.hosts[0].places[i];
+    EXPECT_GT(x.peak_bytes, 0u);
+    EXPECT_EQ(x.peak_bytes, y.peak_bytes);
+    EXPECT_EQ(x.timestamp_ns, y.timestamp_ns);
+    ASSERT_EQ(x.shares.size(), y.shares.size());
+    for (size_t j = 0; j < x.shares.size(); ++j) {
+      EXPECT_EQ(x.shares[j].process, y.shares[j].process);
+      EXPECT_EQ(x.shares[j].bytes, y.shares[j].bytes);
+    }
+  }
+  EXPECT_EQ(CombinedJson(a, a_timelines), CombinedJson(b, b_timelines));
+}
+
+TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
+  // Timelines spilled to files every 5 points combine exactly as timelines held whole.
+  TempDir dir;
+  const std::vector<std::string> paths = WriteRandomProcesses(dir, 3000, 40);
   std::vector<ProcessTimeline> spilled;
   std::vector<ProcessTimeline> whole;
   for (const std::string& path : paths) {
@@ -282,24 +311,88 @@ TEST(CombinedTest, SpilledTimelinesCombineAsInMemory) {
     spilled.push_back(std::move(*a));
     whole.push_back(std::move(*b));
   }
-  const Combined from_files = CombineTimelines(spilled);
-  const Combined from_memory = CombineTimelines(whole);
-  ASSERT_EQ(from_files.hosts.size(), 1u);
-  ASSERT_EQ(from_files.hosts[0].places.size(), 2u);
-  ASSERT_EQ(from_memory.hosts[0].places.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
-    const CombinedPlace& a = from_files.hosts[0].places[i];
-    const CombinedPlace& b = from_memory.hosts[0].places[i];
-    EXPECT_GT(a.peak_bytes, 0u);
-    EXPECT_EQ(a.peak_bytes, b.peak_bytes);
-    EXPECT_EQ(a.timestamp_ns, b.timestamp_ns);
-    ASSERT_EQ(a.shares.size(), b.shares.size());
-    for (size_t j = 0; j < a.shares.size(); ++j) {
-      EXPECT_EQ(a.shares[j].process, b.shares[j].process);
-      EXPECT_EQ(a.shares[j].bytes, b.shares[j].bytes);
-    }
+  ExpectSameCombined(CombineTimelines(spilled), spilled, CombineTimelines(whole), whole);
+}
+
+TEST(CombinedTest, MergeCutInTimeIsTheSameAsOneMerge) {
+  // Cut into slices of time merged on several threads (down to 50 points a slice), each process
+  // entering a slice with what it held before it; many equal timestamps, at the cuts too. Enough
+  // points for the spools' index to cut at tens of places.
+  TempDir dir;
+  std::vector<ProcessTimeline> timelines = Read(WriteRandomProcesses(dir, 30000, 3));
+  ASSERT_EQ(timelines.size(), 3u);
+  const Combined whole = CombineTimelines(timelines, 1);
+  for (const size_t threads : {2, 7, 64}) {
+    SCOPED_TRACE(threads);
+    ExpectSameCombined(CombineTimelines(timelines, threads, 50), timelines, whole, timelines);
   }
-  EXPECT_EQ(CombinedJson(from_files, spilled), CombinedJson(from_memory, whole));
+}
+
+TEST(CombinedTest, MergeCutInTimeKeepsWhatEarlierSlicesHeldAndTheFirstPeak) {
+  // A holds 1 GiB from t100 to the end, without another event. B climbs to 1000 MiB, down to 0 and
+  // up to 1000 MiB again, 1 MiB a step: its 4000 points cut into slices, A's bytes known only from
+  // before the first slice; the peak of 1 GiB + 1000 MiB is reached twice, the first time counts.
+  TempDir dir;
+  TraceWriter a("node1", 101, "proc_a");
+  a.Malloc(100, 0, 1024 * kMiB, 0x1'0000'0000);
+  a.Free(100'000, 0x1'0000'0000);
+  a.Write(dir.File("a.trace"));
+  TraceWriter b("node1", 202, "proc_b");
+  uint64_t time = 1000;
+  const auto address = [](uint64_t i) { return 0x7000'0000 + i * kMiB; };
+  for (int climb = 0; climb < 2; ++climb) {
+    for (uint64_t i = 0; i < 1000; ++i) b.Malloc(time++, 0, kMiB, address(i));
+    for (uint64_t i = 0; i < 1000; ++i) b.Free(time++, address(i));
+  }
+  b.Write(dir.File("b.trace"));
+  const std::vector<ProcessTimeline> timelines = Read({dir.File("a.trace"), dir.File("b.trace")});
+  ASSERT_EQ(timelines.size(), 2u);
+  for (const size_t threads : {1, 4, 16}) {
+    SCOPED_TRACE(threads);
+    const Combined combined = CombineTimelines(timelines, threads, 50);
+    ASSERT_EQ(combined.hosts.size(), 1u);
+    ASSERT_EQ(combined.hosts[0].places.size(), 1u);
+    const CombinedPlace& place = combined.hosts[0].places[0];
+    EXPECT_EQ(place.peak_bytes, 2024 * kMiB);
+    EXPECT_EQ(place.timestamp_ns, kStart + 1000 + 999);
+    ASSERT_EQ(place.shares.size(), 2u);
+    EXPECT_EQ(place.shares[0].bytes, 1024 * kMiB);
+    EXPECT_EQ(place.shares[1].bytes, 1000 * kMiB);
+  }
+}
+
+TEST(CombinedTest, SpoolIsSearchedByTime) {
+  // Every 2 ns; spilled every 100 points, beyond several strides of the index.
+  TimelineSpool spool(100);
+  const uint64_t count = 3 * TimelineSpool::kIndexStride + 150;
+  for (uint64_t i = 0; i < count; ++i) spool.Append({10 + 2 * i, i});
+  EXPECT_EQ(spool.index().size(), 4u);
+  EXPECT_EQ(spool.FirstAtOrAfter(0), 0u);
+  EXPECT_EQ(spool.FirstAtOrAfter(10), 0u);
+  for (const uint64_t i : {uint64_t{1}, uint64_t{99}, uint64_t{100}, TimelineSpool::kIndexStride,
+                           TimelineSpool::kIndexStride + 1, count - 1}) {
+    EXPECT_EQ(spool.FirstAtOrAfter(10 + 2 * i), i);
+    EXPECT_EQ(spool.FirstAtOrAfter(9 + 2 * i), i);
+    EXPECT_EQ(spool.At(i).live_bytes, i);
+  }
+  EXPECT_EQ(spool.FirstAtOrAfter(10 + 2 * count), count);
+}
+
+TEST(CombinedTest, SpoolTimestampsNeverGoBack) {
+  // A point stamped before the one before it (another thread's event, later in seq) takes that
+  // one's time: the merge needs each process in time order.
+  TimelineSpool spool(2);
+  for (const uint64_t time : {100, 300, 200, 250, 400}) spool.Append({time, time});
+  const std::vector<TimelinePoint> points = spool.ReadAll();
+  ASSERT_EQ(points.size(), 5u);
+  const uint64_t times[] = {100, 300, 300, 300, 400};
+  const uint64_t bytes[] = {100, 300, 200, 250, 400};
+  for (size_t i = 0; i < points.size(); ++i) {
+    EXPECT_EQ(points[i].timestamp_ns, times[i]);
+    EXPECT_EQ(points[i].live_bytes, bytes[i]);
+  }
+  EXPECT_EQ(spool.FirstAtOrAfter(300), 1u);
+  EXPECT_EQ(spool.FirstAtOrAfter(301), 4u);
 }
 
 TEST(CombinedTest, ReportCommandPrintsCombinedSection) {
