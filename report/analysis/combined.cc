@@ -109,7 +109,7 @@ uint64_t TimelineSpool::FirstAtOrAfter(uint64_t timestamp_ns) const {
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {
   if (position_ < spool_->in_file_) {
     if (chunk_next_ == chunk_.size()) {
-      chunk_.resize(std::min<uint64_t>(std::min(spool_->buffered_, kReadChunkPoints),
+      chunk_.resize(std::min<uint64_t>(std::min(spool_->buffered_, chunk_points_),
                                        spool_->in_file_ - position_));
       if (!spool_->ReadFromFile(position_, chunk_.size(), chunk_.data())) return false;
       chunk_next_ = 0;

@@ -8,6 +8,7 @@
 #ifndef GPUMEM_REPORT_ANALYSIS_COMBINED_H_
 #define GPUMEM_REPORT_ANALYSIS_COMBINED_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -54,22 +55,29 @@ class TimelineSpool {
   static constexpr uint64_t kIndexStride = 1024;
   const std::vector<uint64_t>& index() const { return index_; }
 
-  // Reads the points back in order from `position`, a chunk at a time; readers of one spool are
-  // independent. The spool must outlive its readers and not change while they read.
+  // Points a reader takes from the file at a time, unless told fewer.
+  static constexpr size_t kReadChunkPoints = 1024;
+
+  // Reads the points back in order from `position`, `chunk` points at a time (at most the spool's
+  // buffer); readers of one spool are independent. The spool must outlive its readers and not
+  // change while they read.
   class Reader {
    public:
-    explicit Reader(const TimelineSpool* spool, uint64_t position = 0)
-        : spool_(spool), position_(position) {}
+    Reader(const TimelineSpool* spool, uint64_t position, size_t chunk)
+        : spool_(spool), position_(position), chunk_points_(std::max<size_t>(chunk, 1)) {}
     // The next point into *point; false after the last.
     bool Next(TimelinePoint* point);
 
    private:
     const TimelineSpool* spool_;
-    uint64_t position_;                 // of the next point
+    uint64_t position_;  // of the next point
+    size_t chunk_points_;
     std::vector<TimelinePoint> chunk_;  // the points read from the file last
     size_t chunk_next_ = 0;             // the one of them to return next
   };
-  Reader Read(uint64_t position = 0) const { return Reader(this, position); }
+  Reader Read(uint64_t position = 0, size_t chunk = kReadChunkPoints) const {
+    return Reader(this, position, chunk);
+  }
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
 
@@ -77,9 +85,6 @@ class TimelineSpool {
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
-  // Points a reader takes from the file at a time: a merge holds many readers at once.
-  static constexpr size_t kReadChunkPoints = 1024;
-
   // Writes the buffer to the file (made on first use); keeps it in memory when that fails.
   void Spill();
   // Reads `count` points at `position` (all in the file) into `points`; false on an I/O error.
@@ -196,7 +201,7 @@ inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 20;
 // the processes were given, then in each process's order), reading each spool once. A place with
 // many points is cut in time into slices merged on up to `threads` threads at once (no fewer than
 // `min_points_per_thread` points each); the result is the same as one merge from start to end.
-// Memory is bounded by one read chunk per process and thread.
+// Memory is bounded by a read chunk per process and thread (64 MiB in all, see place_merge.cc).
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads = 1,
                           uint64_t min_points_per_thread = kMinPointsPerMergeThread);
 

@@ -10,6 +10,11 @@
 namespace gpumem::report {
 namespace {
 
+// The merge's read buffers, all slices' and spools' together, unless that leaves a reader fewer
+// than kMinReadChunkPoints: 64 MiB holds 1024 points for each of 64 processes on 16 threads.
+constexpr size_t kMergeReadBytes = size_t{64} << 20;
+constexpr size_t kMinReadChunkPoints = 64;
+
 // The highest sum one slice of time reached, first: each process's bytes then.
 struct SliceBest {
   unsigned __int128 peak = 0;  // in 128 bits: each process's bytes fit in 64, their sum need not
@@ -27,7 +32,7 @@ struct Slice {
 // (ties: by spool, then in each spool's order), each process starting from its last point before
 // the slice. Spools' timestamps never go back (TimelineSpool), so the slices of a merge cut in time
 // see the same sums, in the same order, as one merge of everything.
-SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice) {
+SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice, size_t chunk) {
   const size_t count = spools.size();
   std::vector<std::optional<TimelineSpool::Reader>> readers(count);
   std::vector<TimelinePoint> next(count);  // each reader's point at the head
@@ -46,7 +51,7 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
     const uint64_t start = slice.from == 0 ? 0 : spools[i]->FirstAtOrAfter(slice.from);
     if (start > 0) current[i] = spools[i]->At(start - 1).live_bytes;
     sum += current[i];
-    readers[i].emplace(spools[i]->Read(start));
+    readers[i].emplace(spools[i]->Read(start, chunk));
     advance(i);
   }
   SliceBest best;
@@ -107,12 +112,17 @@ CombinedPlace MergePlace(int32_t place, const std::vector<size_t>& members,
   }
   const std::vector<Slice> slices = CutInTime(spools, threads, min_points_per_thread);
   std::vector<SliceBest> bests(slices.size());
+  // Each slice reads every spool a chunk at a time: all chunks together in kMergeReadBytes.
+  const size_t chunk = std::clamp<size_t>(
+      kMergeReadBytes /
+          (slices.size() * std::max<size_t>(spools.size(), 1) * sizeof(TimelinePoint)),
+      kMinReadChunkPoints, TimelineSpool::kReadChunkPoints);
   {
     std::vector<std::jthread> workers;
     for (size_t s = 1; s < slices.size(); ++s) {
-      workers.emplace_back([&, s] { bests[s] = MergeSlice(spools, slices[s]); });
+      workers.emplace_back([&, s] { bests[s] = MergeSlice(spools, slices[s], chunk); });
     }
-    bests[0] = MergeSlice(spools, slices[0]);
+    bests[0] = MergeSlice(spools, slices[0], chunk);
   }
   // A later slice counts only when it rose higher than every earlier one: the first to reach the
   // highest sum is the one a single merge would have kept.

@@ -199,6 +199,13 @@ TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
     EXPECT_EQ(point.timestamp_ns, i * 3);
   }
   EXPECT_FALSE(a.Next(&point));
+  // From the middle, 3 points a read: across the file's chunks and into the buffer.
+  TimelineSpool::Reader c = spool.Read(400, 3);
+  for (uint64_t i = 400; i < 1000; ++i) {
+    ASSERT_TRUE(c.Next(&point));
+    EXPECT_EQ(point.live_bytes, i * i);
+  }
+  EXPECT_FALSE(c.Next(&point));
   const std::vector<TimelinePoint> all = spool.ReadAll();
   ASSERT_EQ(all.size(), appended.size());
   for (size_t i = 0; i < all.size(); ++i) {
