@@ -763,6 +763,7 @@ GPUMEM_COLD uint64_t FindOrInternStack(const TakenStack& taken, ThreadState* thr
 
 // `python_skip`: innermost Python frames left out (a caller's own, written in Python).
 GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_skip = 0) {
+  self_timing::Scope capture_timing(self_timing::kStackCapture);
   if (g.options.stack_depth == 0 || !EnsureOpen()) return 0;
   const bool python = PythonWanted();
   if (!g.stacks_available && !python) return 0;

@@ -15,6 +15,7 @@
 #include <errno.h>
 
 #include "core/recorder.h"
+#include "core/self_timing.h"
 #include "core/thread_flags.h"
 #include "cupti/subscriber.h"
 
@@ -35,6 +36,7 @@ class HookScope {
       if (runtime_ || locals_.runtime_hook_depth == 0) recorder::CountReentrantEvent();
       return;
     }
+    self_timing::Scope timing(self_timing::kHookEntry);
     EnsureRecorderInitialized();
     recording_ = recorder::Enabled();
     if (recording_) cupti::StartOnce();  // the first CUDA call starts the CUPTI subscriber
