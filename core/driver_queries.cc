@@ -252,7 +252,7 @@ GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint6
   recorder::RecordPoolUsage(pool, device, reserved, used, MonotonicNs(), 0);
 }
 
-GPUMEM_HOT void PrepareKernelQueries() {
+GPUMEM_COLD void PrepareKernelQueries() {
   static std::atomic<bool> prepared{false};
   if (prepared.load(std::memory_order_relaxed)) return;
   KernelQueries queries;

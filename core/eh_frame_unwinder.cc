@@ -762,8 +762,7 @@ void* MapMemos() {
 
 // The thread's memos, mapped at its first unwind (never in a thread that records no stack) and
 // unmapped when it exits; null when that failed.
-ThreadMemoTable* ThreadMemos() {
-  ThreadLocals& locals = Locals();
+ThreadMemoTable* ThreadMemos(ThreadLocals& locals) {
   if (locals.memos == nullptr) {
     void* memory = g_memo_key_created ? MapMemos() : MAP_FAILED;
     locals.memos = memory;
@@ -792,8 +791,7 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
   return memo.depth;
 }
 
-StackBounds ThreadStack() {
-  ThreadLocals& locals = Locals();
+StackBounds ThreadStack(ThreadLocals& locals) {
   if (locals.stack_high == 0) {
     locals.stack_high = 1;
     pthread_attr_t attributes;
@@ -1018,7 +1016,8 @@ GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, 
                                                    uintptr_t anchor) {
   if (note != nullptr) *note = nullptr;
   if (g_find_object == nullptr) return -1;
-  const StackBounds& bounds = ThreadStack();
+  ThreadLocals& locals = Locals();  // once: each look-up is a call into libc
+  const StackBounds bounds = ThreadStack(locals);
   uintptr_t pc;
   uintptr_t sp;
   uintptr_t bp;
@@ -1030,7 +1029,7 @@ GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, 
     g_anchor_offset.store(anchor - sp, std::memory_order_relaxed);
   }
   MemoToFill fill;
-  if (ThreadMemoTable* memos = ThreadMemos()) {
+  if (ThreadMemoTable* memos = ThreadMemos(locals)) {
     const int replayed = ReplayOrPickMemo(memos, sp, bp, capacity, frames, note, &fill);
     if (replayed >= 0) return replayed;
   }

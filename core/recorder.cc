@@ -1125,20 +1125,34 @@ void SetKernelQueries(const KernelQueries& queries) {
 
 GPUMEM_HOT bool LaunchesEnabled() { return Enabled() && g.options.launches; }
 
+namespace {
+
+// A kernel the table has not seen: the driver asked about it (its queries found first, while
+// libcuda may still be loading), its KernelName written, on the thread's own stack (finding the
+// queries is a dlopen). Launches of known kernels never get here.
+GPUMEM_COLD const KernelInfo* LookUpNewKernel(const LaunchRecord& record) {
+  const KernelInfo* kernel = nullptr;
+  OnOwnStack([&] {
+    driver::PrepareKernelQueries();
+    const KernelQueries queries =
+        g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
+    kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
+  });
+  return kernel;
+}
+
+}  // namespace
+
 GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
   if (!EnsureOpen()) return;
   self_timing::Scope timing(self_timing::kLaunchEvent);
   ThreadState* thread = CurrentThread();
-  const KernelQueries queries =
-      g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
   const KernelInfo* kernel = nullptr;
   if (record.function != nullptr) {
     self_timing::Scope lookup_timing(self_timing::kKernelLookup);
     kernel = g.kernels.Find(reinterpret_cast<uintptr_t>(record.function));
     if (kernel == nullptr) [[unlikely]]
-      OnOwnStack([&] {
-        kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
-      });
+      kernel = LookUpNewKernel(record);
   }
   uint64_t pointer_args[kMaxPointerArgs];
   size_t pointer_arg_count = 0;

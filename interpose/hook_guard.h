@@ -50,6 +50,8 @@ class HookScope {
 
   // False: forward the call and record nothing.
   bool recording() const { return recording_; }
+  // The calling thread's block, as the scope found it (each look-up is a call into libc).
+  ThreadLocals& locals() const { return locals_; }
 
  private:
   ThreadLocals& locals_;
