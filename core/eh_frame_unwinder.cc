@@ -20,8 +20,8 @@ namespace gpumem::eh_frame_unwinder {
 namespace {
 
 // SetStop's range as start and size: one unsigned compare a frame.
-std::atomic<uintptr_t> g_stop_start{0};
-std::atomic<uintptr_t> g_stop_size{0};
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_stop_start{0};
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_stop_size{0};
 
 void StoreStop(uintptr_t start, uintptr_t end) {
   g_stop_start.store(start, std::memory_order_relaxed);
@@ -548,7 +548,8 @@ class CfaProgram {
 };
 
 using FindObjectFn = int (*)(void*, dl_find_object*);
-FindObjectFn g_find_object = nullptr;  // glibc 2.35's lock-free lookup of an address's module
+// glibc 2.35's lock-free lookup of an address's module.
+GPUMEM_HOT_DATA FindObjectFn g_find_object = nullptr;
 
 // The FDE covering `pc` through the module's .eh_frame_hdr search table; null if none.
 const uint8_t* FindFde(uintptr_t pc) {
@@ -730,8 +731,10 @@ struct ThreadMemoTable {
   MemoSet sets[kMemoSets];
   Memo memos[kMemoSlots];
 };
-std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make every memo stale
-std::atomic<uintptr_t> g_anchor_offset{0};    // anchor - stack pointer in Backtrace (0: unknown)
+// ForgetRules and SetStop make every memo stale.
+GPUMEM_HOT_DATA std::atomic<uint32_t> g_rules_generation{1};
+// Anchor - stack pointer in Backtrace (0: unknown).
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_anchor_offset{0};
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
 

@@ -132,13 +132,13 @@ struct State {
   // pointer to recorded memory. Grows only.
   std::atomic<uint64_t> span_low{~uint64_t{0}};
   std::atomic<uint64_t> span_high{0};
-  KernelQueries kernel_queries;
-  RecorderOptions options;  // its switches first (core/options.h)
+  KernelTable kernels;           // every launch reads where its slots are: here, not past `modules`
+  RecorderOptions options;       // its switches first (core/options.h)
+  KernelQueries kernel_queries;  // read at a new kernel only
   LoaderFunctions loader{};
   TraceSink sink;
   StackTable stacks;
   ModuleMap modules;
-  KernelTable kernels;
   PythonCodeTable python_codes;
   // Python: looked for at the first stack (and again now and then until found), its status
   // written once per trace file.
@@ -185,7 +185,7 @@ class FileSink final : public PacketSink {
     return false;
   }
 };
-constinit FileSink g_file_sink;
+GPUMEM_HOT_DATA constinit FileSink g_file_sink;
 
 uint64_t Now(clockid_t clock) {
   timespec ts;

@@ -9,6 +9,8 @@
 #include "core/thread_locals.h"
 
 namespace gpumem::self_timing {
+
+GPUMEM_HOT_DATA bool g_enabled = false;
 namespace {
 
 // A phase's sums in one cache line: a Scope's end touches it and its histogram's bucket.

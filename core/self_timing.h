@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/clock.h"
+#include "core/hot_path.h"
 
 namespace gpumem::self_timing {
 
@@ -52,7 +53,8 @@ enum Counter : int {
   kCounterCount
 };
 
-inline bool g_enabled = false;
+// Hidden: read directly, not through the address the GOT would hold for a symbol defined elsewhere.
+extern bool g_enabled __attribute__((visibility("hidden")));
 
 // What a Scope keeps per thread (in ThreadLocals), so that the phases add up: without it each
 // enclosing phase also timed the bookkeeping of the phases inside it (two clock reads and three
