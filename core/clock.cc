@@ -11,11 +11,12 @@
 namespace gpumem {
 namespace {
 
-bool g_use_tsc = false;
-uint64_t g_base_tsc = 0;
-uint64_t g_base_ns = 0;
-std::atomic<uint64_t> g_ns_per_tick{0};   // 32.32 fixed point; 0 until calibrated
-std::atomic<uint64_t> g_calibrate_at{0};  // TSC value at which to re-take the baseline
+GPUMEM_HOT_DATA bool g_use_tsc = false;
+GPUMEM_HOT_DATA uint64_t g_base_tsc = 0;
+GPUMEM_HOT_DATA uint64_t g_base_ns = 0;
+GPUMEM_HOT_DATA std::atomic<uint64_t> g_ns_per_tick{0};  // 32.32 fixed point; 0 until calibrated
+// TSC value at which to re-take the baseline.
+GPUMEM_HOT_DATA std::atomic<uint64_t> g_calibrate_at{0};
 
 constexpr uint64_t kMinBaselineNs = 1000000;     // 1 ms before the TSC is trusted at all
 constexpr uint64_t kMaxIntervalNs = 1000000000;  // re-take at least once a second (NTP slew)

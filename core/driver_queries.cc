@@ -17,12 +17,6 @@ namespace {
 std::atomic<void* (*)(const char*, int)> g_dlopen{nullptr};
 std::atomic<void* (*)(void*, const char*)> g_dlsym{nullptr};
 
-struct Query {
-  const char* symbol;
-  std::atomic<void*> function;
-  std::atomic<int> failed_lookups;
-};
-
 // A lookup costs a dlopen (~10 µs); where libcuda is not found by that name, stop asking.
 constexpr int kMaxFailedLookups = 8;
 
@@ -44,15 +38,18 @@ enum QueryId {
   kCount
 };
 
-Query g_queries[kCount] = {
-    {"cuCtxGetDevice", {nullptr}, {0}},      {"cuCtxGetDevice_v2", {nullptr}, {0}},
-    {"cuMemGetInfo_v2", {nullptr}, {0}},     {"cuDeviceGet", {nullptr}, {0}},
-    {"cuDeviceGetName", {nullptr}, {0}},     {"cuDeviceTotalMem_v2", {nullptr}, {0}},
-    {"cuFuncGetName", {nullptr}, {0}},       {"cuFuncGetParamInfo", {nullptr}, {0}},
-    {"cuKernelGetName", {nullptr}, {0}},     {"cuKernelGetParamInfo", {nullptr}, {0}},
-    {"cuDeviceGetMemPool", {nullptr}, {0}},  {"cuMemPoolGetAttribute", {nullptr}, {0}},
-    {"cuStreamIsCapturing", {nullptr}, {0}}, {"cuThreadExchangeStreamCaptureMode", {nullptr}, {0}},
+constexpr const char* kSymbols[kCount] = {
+    "cuCtxGetDevice",      "cuCtxGetDevice_v2",
+    "cuMemGetInfo_v2",     "cuDeviceGet",
+    "cuDeviceGetName",     "cuDeviceTotalMem_v2",
+    "cuFuncGetName",       "cuFuncGetParamInfo",
+    "cuKernelGetName",     "cuKernelGetParamInfo",
+    "cuDeviceGetMemPool",  "cuMemPoolGetAttribute",
+    "cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode",
 };
+// The functions found, apart from what finding them needs: two lines that events read.
+GPUMEM_HOT_DATA std::atomic<void*> g_functions[kCount];
+std::atomic<int> g_failed_lookups[kCount];
 
 // The reserved size last recorded per pool (NotePoolUsage): a handful of pools in a process.
 struct PoolSeen {
@@ -75,32 +72,31 @@ PoolSeen* SeenOf(uint64_t pool) {
 
 // The driver's function, looked up in libcuda at the first question (and again after a failed
 // look, a few times: libcuda may be loaded later).
-GPUMEM_COLD void* LookUp(Query& query) {
+GPUMEM_COLD void* LookUp(QueryId id) {
   auto real_dlopen = g_dlopen.load(std::memory_order_acquire);
   auto real_dlsym = g_dlsym.load(std::memory_order_acquire);
   if (real_dlopen == nullptr || real_dlsym == nullptr ||
-      query.failed_lookups.load(std::memory_order_relaxed) >= kMaxFailedLookups) {
+      g_failed_lookups[id].load(std::memory_order_relaxed) >= kMaxFailedLookups) {
     return nullptr;
   }
   void* function = nullptr;
   if (void* library = real_dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
-    function = real_dlsym(library, query.symbol);
+    function = real_dlsym(library, kSymbols[id]);
     dlclose(library);
   }
   if (function != nullptr) {
-    query.function.store(function, std::memory_order_release);
+    g_functions[id].store(function, std::memory_order_release);
   } else {
-    query.failed_lookups.fetch_add(1, std::memory_order_relaxed);
+    g_failed_lookups[id].fetch_add(1, std::memory_order_relaxed);
   }
   return function;
 }
 
 template <typename Fn>
 Fn Get(QueryId id) {
-  Query& query = g_queries[id];
-  void* function = query.function.load(std::memory_order_acquire);
+  void* function = g_functions[id].load(std::memory_order_acquire);
   if (function == nullptr) [[unlikely]]
-    function = LookUp(query);
+    function = LookUp(id);
   return reinterpret_cast<Fn>(function);
 }
 
@@ -252,7 +248,7 @@ GPUMEM_HOT void NotePoolUsage(uint64_t pool, int device, uint64_t address, uint6
   recorder::RecordPoolUsage(pool, device, reserved, used, MonotonicNs(), 0);
 }
 
-GPUMEM_HOT void PrepareKernelQueries() {
+GPUMEM_COLD void PrepareKernelQueries() {
   static std::atomic<bool> prepared{false};
   if (prepared.load(std::memory_order_relaxed)) return;
   KernelQueries queries;

@@ -3,11 +3,11 @@
 // kernel queries the recorder's kernel table uses. While a stream capture is in progress, only
 // queries that capture allows are asked (measured on the H100: cuCtxGetDevice, cuMemGetInfo,
 // cuDeviceGet*, cuDeviceGetMemPool, cuStreamIsCapturing are allowed; cuMemPoolGetAttribute is
-// forbidden like cuMemAlloc, and invalidates the program's capture). One place for both layers that record
-// (interpose/ and cupti/). Only driver calls — a runtime call could change the program's sticky
-// cudaGetLastError state — looked up by exact symbol in the libcuda already loaded (never loaded
-// here, never through cuGetProcAddress: asked for "cuCtxGetDevice" at CUDA 13 the driver hands out
-// the _v2 that takes a context). Without a loaded libcuda every answer is "unknown".
+// forbidden like cuMemAlloc, and invalidates the program's capture). One place for both layers that
+// record (interpose/ and cupti/). Only driver calls — a runtime call could change the program's
+// sticky cudaGetLastError state — looked up by exact symbol in the libcuda already loaded (never
+// loaded here, never through cuGetProcAddress: asked for "cuCtxGetDevice" at CUDA 13 the driver
+// hands out the _v2 that takes a context). Without a loaded libcuda every answer is "unknown".
 #pragma once
 
 #include <atomic>
@@ -54,7 +54,7 @@ inline constexpr uint32_t kPoolRecheck = 32;
 bool PoolMayHaveGrown(PoolSpan& span, uint64_t address, uint64_t size,
                       uint32_t& allocations_within);
 // Hands the recorder the driver's kernel queries (recorder::SetKernelQueries) once they can be
-// found.
+// found. The recorder asks at a kernel it has not seen, not at every launch.
 void PrepareKernelQueries();
 
 }  // namespace gpumem::driver

@@ -20,8 +20,8 @@ namespace gpumem::eh_frame_unwinder {
 namespace {
 
 // SetStop's range as start and size: one unsigned compare a frame.
-std::atomic<uintptr_t> g_stop_start{0};
-std::atomic<uintptr_t> g_stop_size{0};
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_stop_start{0};
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_stop_size{0};
 
 void StoreStop(uintptr_t start, uintptr_t end) {
   g_stop_start.store(start, std::memory_order_relaxed);
@@ -548,7 +548,8 @@ class CfaProgram {
 };
 
 using FindObjectFn = int (*)(void*, dl_find_object*);
-FindObjectFn g_find_object = nullptr;  // glibc 2.35's lock-free lookup of an address's module
+// glibc 2.35's lock-free lookup of an address's module.
+GPUMEM_HOT_DATA FindObjectFn g_find_object = nullptr;
 
 // The FDE covering `pc` through the module's .eh_frame_hdr search table; null if none.
 const uint8_t* FindFde(uintptr_t pc) {
@@ -730,8 +731,10 @@ struct ThreadMemoTable {
   MemoSet sets[kMemoSets];
   Memo memos[kMemoSlots];
 };
-std::atomic<uint32_t> g_rules_generation{1};  // ForgetRules and SetStop make every memo stale
-std::atomic<uintptr_t> g_anchor_offset{0};    // anchor - stack pointer in Backtrace (0: unknown)
+// ForgetRules and SetStop make every memo stale.
+GPUMEM_HOT_DATA std::atomic<uint32_t> g_rules_generation{1};
+// Anchor - stack pointer in Backtrace (0: unknown).
+GPUMEM_HOT_DATA std::atomic<uintptr_t> g_anchor_offset{0};
 pthread_key_t g_memo_key;
 bool g_memo_key_created = false;
 
@@ -762,8 +765,7 @@ void* MapMemos() {
 
 // The thread's memos, mapped at its first unwind (never in a thread that records no stack) and
 // unmapped when it exits; null when that failed.
-ThreadMemoTable* ThreadMemos() {
-  ThreadLocals& locals = Locals();
+ThreadMemoTable* ThreadMemos(ThreadLocals& locals) {
   if (locals.memos == nullptr) {
     void* memory = g_memo_key_created ? MapMemos() : MAP_FAILED;
     locals.memos = memory;
@@ -792,8 +794,7 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
   return memo.depth;
 }
 
-StackBounds ThreadStack() {
-  ThreadLocals& locals = Locals();
+StackBounds ThreadStack(ThreadLocals& locals) {
   if (locals.stack_high == 0) {
     locals.stack_high = 1;
     pthread_attr_t attributes;
@@ -1018,7 +1019,8 @@ GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, 
                                                    uintptr_t anchor) {
   if (note != nullptr) *note = nullptr;
   if (g_find_object == nullptr) return -1;
-  const StackBounds& bounds = ThreadStack();
+  ThreadLocals& locals = Locals();  // once: each look-up is a call into libc
+  const StackBounds bounds = ThreadStack(locals);
   uintptr_t pc;
   uintptr_t sp;
   uintptr_t bp;
@@ -1030,7 +1032,7 @@ GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, 
     g_anchor_offset.store(anchor - sp, std::memory_order_relaxed);
   }
   MemoToFill fill;
-  if (ThreadMemoTable* memos = ThreadMemos()) {
+  if (ThreadMemoTable* memos = ThreadMemos(locals)) {
     const int replayed = ReplayOrPickMemo(memos, sp, bp, capacity, frames, note, &fill);
     if (replayed >= 0) return replayed;
   }

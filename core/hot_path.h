@@ -11,3 +11,9 @@
 
 #define GPUMEM_HOT __attribute__((section(".text.hot.gpumem")))
 #define GPUMEM_COLD __attribute__((cold, noinline))
+// The globals an event reads, whichever translation unit owns them, gathered in one section that
+// the preload library's link lays out as a block of its own (interpose/hot_data.ld): a cold event
+// then misses on a few adjacent lines of one page, not a line on each of a dozen pages (the
+// switches, the clock's calibration, the thread-locals key, the driver's query table, the
+// unwinder's state each lay in their own file's data).
+#define GPUMEM_HOT_DATA __attribute__((section(".data.gpumem_hot")))

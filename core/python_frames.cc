@@ -33,7 +33,7 @@ struct Python {
   uintptr_t unicode_type = 0;         // &PyUnicode_Type
   PythonCodeTable::Addr2Line addr2line = nullptr;
 };
-constinit Python g_python;
+GPUMEM_HOT_DATA constinit Python g_python;
 
 template <typename T>
 T Load(uintptr_t address) {

@@ -132,13 +132,13 @@ struct State {
   // pointer to recorded memory. Grows only.
   std::atomic<uint64_t> span_low{~uint64_t{0}};
   std::atomic<uint64_t> span_high{0};
-  KernelQueries kernel_queries;
-  RecorderOptions options;  // its switches first (core/options.h)
+  KernelTable kernels;           // every launch reads where its slots are: here, not past `modules`
+  RecorderOptions options;       // its switches first (core/options.h)
+  KernelQueries kernel_queries;  // read at a new kernel only
   LoaderFunctions loader{};
   TraceSink sink;
   StackTable stacks;
   ModuleMap modules;
-  KernelTable kernels;
   PythonCodeTable python_codes;
   // Python: looked for at the first stack (and again now and then until found), its status
   // written once per trace file.
@@ -185,7 +185,7 @@ class FileSink final : public PacketSink {
     return false;
   }
 };
-constinit FileSink g_file_sink;
+GPUMEM_HOT_DATA constinit FileSink g_file_sink;
 
 uint64_t Now(clockid_t clock) {
   timespec ts;
@@ -763,6 +763,7 @@ GPUMEM_COLD uint64_t FindOrInternStack(const TakenStack& taken, ThreadState* thr
 
 // `python_skip`: innermost Python frames left out (a caller's own, written in Python).
 GPUMEM_HOT uint64_t CaptureStackOfDepth(uintptr_t caller_pc, size_t depth, size_t python_skip = 0) {
+  self_timing::Scope capture_timing(self_timing::kStackCapture);
   if (g.options.stack_depth == 0 || !EnsureOpen()) return 0;
   const bool python = PythonWanted();
   if (!g.stacks_available && !python) return 0;
@@ -1124,20 +1125,34 @@ void SetKernelQueries(const KernelQueries& queries) {
 
 GPUMEM_HOT bool LaunchesEnabled() { return Enabled() && g.options.launches; }
 
+namespace {
+
+// A kernel the table has not seen: the driver asked about it (its queries found first, while
+// libcuda may still be loading), its KernelName written, on the thread's own stack (finding the
+// queries is a dlopen). Launches of known kernels never get here.
+GPUMEM_COLD const KernelInfo* LookUpNewKernel(const LaunchRecord& record) {
+  const KernelInfo* kernel = nullptr;
+  OnOwnStack([&] {
+    driver::PrepareKernelQueries();
+    const KernelQueries queries =
+        g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
+    kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
+  });
+  return kernel;
+}
+
+}  // namespace
+
 GPUMEM_HOT void RecordLaunch(const LaunchRecord& record) {
   if (!EnsureOpen()) return;
   self_timing::Scope timing(self_timing::kLaunchEvent);
   ThreadState* thread = CurrentThread();
-  const KernelQueries queries =
-      g.kernel_queries_set.load(std::memory_order_acquire) ? g.kernel_queries : KernelQueries{};
   const KernelInfo* kernel = nullptr;
   if (record.function != nullptr) {
     self_timing::Scope lookup_timing(self_timing::kKernelLookup);
     kernel = g.kernels.Find(reinterpret_cast<uintptr_t>(record.function));
     if (kernel == nullptr) [[unlikely]]
-      OnOwnStack([&] {
-        kernel = g.kernels.Lookup(record.function, record.name_hint, queries, g_file_sink);
-      });
+      kernel = LookUpNewKernel(record);
   }
   uint64_t pointer_args[kMaxPointerArgs];
   size_t pointer_arg_count = 0;

@@ -87,7 +87,8 @@ uint64_t CaptureLaunchStack(uintptr_t caller_pc);
 bool FreeStacks();
 // Appends one memory event (fills in thread and time). Opens the trace at the first event.
 void RecordMemory(const MemoryRecord& record);
-// How to ask the driver about kernels (set by the interposer once it can reach libcuda).
+// How to ask the driver about kernels (driver::PrepareKernelQueries sets them once it can reach
+// libcuda; the first call's are kept).
 void SetKernelQueries(const KernelQueries& queries);
 // Appends one launch event (fills in thread, time, kernel id and the pointer-sized parameter
 // values that fall inside device memory recorded so far).

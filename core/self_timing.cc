@@ -9,6 +9,8 @@
 #include "core/thread_locals.h"
 
 namespace gpumem::self_timing {
+
+GPUMEM_HOT_DATA bool g_enabled = false;
 namespace {
 
 // A phase's sums in one cache line: a Scope's end touches it and its histogram's bucket.
@@ -57,9 +59,9 @@ double Percentile(int phase, double fraction) {
 }
 
 constexpr const char* kNames[kPhaseCount] = {
-    "native stack",    "Python frames", "stack lookup", "memory event", "launch event",
-    "kernel lookup",   "pointer scan",  "pool query",   "device query", "sink write",
-    "allocation hook", "free hook",     "launch hook"};
+    "native stack",  "Python frames", "stack lookup",    "memory event", "launch event",
+    "kernel lookup", "pointer scan",  "pool query",      "device query", "sink write",
+    "stack capture", "hook entry",    "allocation hook", "free hook",    "launch hook"};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kPhaseCount);
 
 std::atomic<uint64_t> g_counts[kCounterCount];

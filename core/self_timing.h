@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/clock.h"
+#include "core/hot_path.h"
 
 namespace gpumem::self_timing {
 
@@ -22,17 +23,22 @@ enum Phase : int {
   kDeviceQuery,   // asking the driver the current device (part of a hook, outside the events)
   kSinkWrite,     // copying a packet into the trace file's mapping (page faults included); part
                   // of the event phases' time
+  kStackCapture,  // a whole stack: the native, Python and lookup phases, and what readies them
+                  // (the thread's state, the switches, the prefetch) outside them
+  kHookEntry,     // a recording hook's start, before the real call: the thread's block, the
+                  // recorder's and CUPTI's start checks (timed nowhere else)
   // Everything a hook does to record one call, the phases above included (not the real call):
   kAllocationHook,
   kFreeHook,
   kLaunchHook,
   kPhaseCount
 };
-// The phases that contain others: printed apart, not added to the sum.
+// The phases that contain others, and a hook's own parts outside the events: printed apart, not
+// added to the sum.
 constexpr bool IsOuterPhase(int phase) {
   return phase == kSinkWrite || phase == kDeviceQuery || phase == kKernelLookup ||
-         phase == kPointerScan || phase == kAllocationHook || phase == kFreeHook ||
-         phase == kLaunchHook;
+         phase == kPointerScan || phase == kStackCapture || phase == kHookEntry ||
+         phase == kAllocationHook || phase == kFreeHook || phase == kLaunchHook;
 }
 
 // Events counted without a time.
@@ -47,7 +53,8 @@ enum Counter : int {
   kCounterCount
 };
 
-inline bool g_enabled = false;
+// Hidden: read directly, not through the address the GOT would hold for a symbol defined elsewhere.
+extern bool g_enabled __attribute__((visibility("hidden")));
 
 // What a Scope keeps per thread (in ThreadLocals), so that the phases add up: without it each
 // enclosing phase also timed the bookkeeping of the phases inside it (two clock reads and three

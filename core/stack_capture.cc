@@ -20,8 +20,8 @@ using SetCachingPolicyFn = int (*)(void* address_space, int policy);
 constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
 constexpr size_t kScratchFrames = kUnwindScratchFrames;
 
-UnwBacktraceFn g_unw_backtrace = nullptr;
-bool g_fast_unwind = false;
+GPUMEM_HOT_DATA UnwBacktraceFn g_unw_backtrace = nullptr;
+GPUMEM_HOT_DATA bool g_fast_unwind = false;
 
 // libunwind, on the thread's own stack (it needs kilobytes): its frames then begin with the
 // frames of that switch, which CaptureStack drops with the rest of gpumem's own.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "core/hot_path.h"
 #include "core/thread_locals.h"
 
 namespace gpumem::capture {
@@ -17,7 +18,7 @@ struct Slot {
 };
 
 Slot g_slots[kSlots];
-std::atomic<int> g_in_progress{0};
+GPUMEM_HOT_DATA std::atomic<int> g_in_progress{0};
 std::atomic<uint64_t> g_next_capture{1};
 
 }  // namespace

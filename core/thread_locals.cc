@@ -6,11 +6,13 @@
 #include <atomic>
 #include <new>
 
+#include "core/hot_path.h"
+
 namespace gpumem {
 namespace thread_locals_internal {
 
-pthread_key_t g_key;
-std::atomic<int> g_key_state{kNoKey};
+GPUMEM_HOT_DATA pthread_key_t g_key;
+GPUMEM_HOT_DATA std::atomic<int> g_key_state{kNoKey};
 
 }  // namespace thread_locals_internal
 namespace {

@@ -52,8 +52,9 @@ struct ThreadLocals {
 
 namespace thread_locals_internal {
 enum KeyState : int { kNoKey = 0, kCreating = 1, kReady = 2, kFailed = 3 };
-extern pthread_key_t g_key;
-extern std::atomic<int> g_key_state;
+// Hidden: read directly, not through the address the GOT would hold for a symbol defined elsewhere.
+extern pthread_key_t g_key __attribute__((visibility("hidden")));
+extern std::atomic<int> g_key_state __attribute__((visibility("hidden")));
 ThreadLocals& Take();  // the first call of a thread, or of the process
 }  // namespace thread_locals_internal
 

@@ -45,7 +45,6 @@ void RecordLaunchAtExit(CUpti_CallbackId cbid, const CUpti_CallbackData& data, u
   record.device = driver::ContextDevice(static_cast<void*>(data.context));
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   record.stack_id = recorder::CaptureLaunchStack(caller);
-  driver::PrepareKernelQueries();
   g_sinks.launch(record);
 }
 

@@ -9,16 +9,16 @@
 
 #include "core/hot_path.h"
 #include "core/options.h"
+#include "core/real_loader.h"
 #include "core/recorder.h"
 #include "core/thread_flags.h"
 #include "cupti/subscriber.h"
-#include "core/real_loader.h"
 
 namespace gpumem::cupti {
 namespace {
 
 enum StartState : int { kNotStarted = 0, kStarting = 1, kStarted = 2 };
-std::atomic<int> g_start_state{kNotStarted};
+GPUMEM_HOT_DATA std::atomic<int> g_start_state{kNotStarted};
 
 }  // namespace
 

@@ -103,7 +103,7 @@ CuptiState Report(CuptiState state, const char* detail, bool kernel_timing) {
 constexpr uint32_t kMemoryProbationCalls = 1000;
 std::atomic<uint32_t> g_wrapped_memory_calls{0};
 std::atomic<bool> g_unwrapped_memory_call{false};
-std::atomic<bool> g_memory_callbacks_retired{false};
+GPUMEM_HOT_DATA std::atomic<bool> g_memory_callbacks_retired{false};  // read by every hook
 std::atomic<bool> g_detach_pending{false};  // retired, CUPTI to be detached at an exit callback
 bool g_keep_memory_callbacks = false;       // GPUMEM_CUPTI_CATCH_ALL=1
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 
 #include "core/recorder.h"
+#include "core/self_timing.h"
 #include "core/thread_flags.h"
 #include "cupti/subscriber.h"
 
@@ -35,6 +36,7 @@ class HookScope {
       if (runtime_ || locals_.runtime_hook_depth == 0) recorder::CountReentrantEvent();
       return;
     }
+    self_timing::Scope timing(self_timing::kHookEntry);
     EnsureRecorderInitialized();
     recording_ = recorder::Enabled();
     if (recording_) cupti::StartOnce();  // the first CUDA call starts the CUPTI subscriber
@@ -48,6 +50,8 @@ class HookScope {
 
   // False: forward the call and record nothing.
   bool recording() const { return recording_; }
+  // The calling thread's block, as the scope found it (each look-up is a call into libc).
+  ThreadLocals& locals() const { return locals_; }
 
  private:
   ThreadLocals& locals_;

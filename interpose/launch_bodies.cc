@@ -19,16 +19,15 @@ GPUMEM_HOT CUresult RecordedLaunch(uintptr_t caller, LaunchRecord& record, Call&
   HookScope scope;
   if (!scope.recording() || !recorder::LaunchesEnabled()) return call();
   record.seq = recorder::NextSeq();
-  Locals().launch_correlation_id = 0;
+  scope.locals().launch_correlation_id = 0;
   CUresult result = call();
   ErrnoKeeper keep;
   self_timing::Scope timing(self_timing::kLaunchHook);
   record.result = result;
-  record.correlation_id = Locals().launch_correlation_id;
+  record.correlation_id = scope.locals().launch_correlation_id;
   record.device = driver::CurrentDevice();
   if (record.device >= 0) driver::AnnounceDevice(record.device);
   record.stack_id = recorder::CaptureLaunchStack(caller);
-  driver::PrepareKernelQueries();
   recorder::RecordLaunch(record);
   return result;
 }

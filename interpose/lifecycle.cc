@@ -5,15 +5,15 @@
 #include <atomic>
 
 #include "core/hot_path.h"
+#include "core/real_loader.h"
 #include "core/recorder.h"
 #include "cupti/subscriber.h"
 #include "interpose/hook_guard.h"
-#include "core/real_loader.h"
 
 namespace gpumem {
 namespace {
 
-std::atomic<bool> g_initialized{false};
+GPUMEM_HOT_DATA std::atomic<bool> g_initialized{false};
 
 void ChildAfterFork() { recorder::AfterForkInChild(); }
 

@@ -126,6 +126,12 @@ TEST(Launches, SelfTimingCountsWhatTheHooksRecorded) {
   EXPECT_EQ(PhaseCount(run.err, "launch event"), 126u) << run.err;
   EXPECT_GE(PhaseCount(run.err, "native stack"), 126u) << run.err;
   EXPECT_GT(PhaseCount(run.err, "allocation hook"), 0u) << run.err;
+  // Each recorded call's start, and each stack as a whole, is timed too: the parts of a hook
+  // outside the events.
+  const uint64_t stacked_hooks =
+      PhaseCount(run.err, "launch hook") + PhaseCount(run.err, "allocation hook");
+  EXPECT_GE(PhaseCount(run.err, "hook entry"), stacked_hooks) << run.err;
+  EXPECT_GE(PhaseCount(run.err, "stack capture"), stacked_hooks) << run.err;
   // Off (the default), nothing is printed.
   const ProgramRun quiet = RunProgram({BuildPath("tests/programs/launch_kernels")},
                                       RecordingEnvironment(dir.File("quiet.trace")));
