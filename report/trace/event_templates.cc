@@ -25,6 +25,10 @@ EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
       writer = it->second.get();
     } else if (add && writers_.size() < max_writers_) {
       writer = writers_.emplace(id, std::make_unique<Writer>()).first->second.get();
+      if (direct_slot_writers_ < kMaxDirectWriters) {
+        ++direct_slot_writers_;
+        writer->direct.assign(kDirectSlots, nullptr);
+      }
       if (id < kDirectWriters) {
         if (id >= direct_writers_.size()) direct_writers_.resize(id + 1, nullptr);
         direct_writers_[id] = writer;
@@ -44,12 +48,16 @@ EventTemplates::Template* EventTemplates::NoteFull(Writer* writer, uint64_t seq,
   writer->timestamp = timestamp;
   if (template_slot == 0 || template_slot > kMaxTemplateSlots) return nullptr;
   auto [it, added] = writer->slots.try_emplace(template_slot);
-  if (added && ++templates_ > max_templates_) {
-    writer->slots.erase(it);
-    --templates_;
-    return nullptr;
+  if (added) {
+    if (++templates_ > max_templates_) {
+      writer->slots.erase(it);
+      --templates_;
+      return nullptr;
+    }
+    it->second = std::make_unique<Template>();
+    if (template_slot < writer->direct.size()) writer->direct[template_slot] = it->second.get();
   }
-  return &it->second;
+  return it->second.get();
 }
 
 void EventTemplates::Writer::StartAddresses() {
@@ -142,8 +150,9 @@ const EventTemplates::Template* EventTemplates::Advance(Writer& writer, const Ev
   *seq = writer.seq;
   *timestamp = writer.timestamp;
   *correlation = writer.correlation;
+  if (ref.slot < writer.direct.size()) return writer.direct[ref.slot];
   auto slot = writer.slots.find(ref.slot);
-  return slot == writer.slots.end() ? nullptr : &slot->second;
+  return slot == writer.slots.end() ? nullptr : slot->second.get();
 }
 
 bool EventTemplates::DecodeOneAddress(Writer* writer, const uint8_t* p, const uint8_t* end,

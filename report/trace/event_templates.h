@@ -79,6 +79,7 @@ class EventTemplates {
   void Forget() {
     writers_.clear();
     direct_writers_.clear();
+    direct_slot_writers_ = 0;
     templates_ = 0;
     last_writer_ = nullptr;
   }
@@ -88,7 +89,11 @@ class EventTemplates {
     uint64_t seq = 0;
     uint64_t timestamp = 0;
     uint64_t correlation = 0;
-    absl::flat_hash_map<uint32_t, Template> slots;
+    // Stable pointers: `direct` points into them.
+    absl::flat_hash_map<uint32_t, std::unique_ptr<Template>> slots;
+    // slots by number for the recorder's (below kDirectSlots), without hashing: every reference
+    // looks its slot up. Empty for the writers beyond kMaxDirectWriters.
+    std::vector<Template*> direct;
     // The mirror of the recorder's address table. Unknown until the writer's writer_started event
     // (a writer first seen after damage), and again after a reference that could not be resolved
     // (it stored values this reader does not know where).
@@ -140,6 +145,10 @@ class EventTemplates {
   // writers_ by id for the small ids a recorder gives (its threads' states), without hashing:
   // references of several threads interleave, so the last writer alone misses often.
   static constexpr uint32_t kDirectWriters = 1024;
+  // Slots looked up by index (the recorder's 1-4096), for this many writers (32 KiB each).
+  static constexpr uint32_t kDirectSlots = 4097;
+  static constexpr size_t kMaxDirectWriters = 256;
+  size_t direct_slot_writers_ = 0;
   std::vector<Writer*> direct_writers_;
   std::vector<uint64_t> addresses_;  // the last compact_ref's address values
 };
