@@ -1,24 +1,45 @@
 #include "report/trace/event_templates.h"
 
-#include "core/trace_framing.h"
+#include "report/trace/varint.h"
 
 namespace gpumem::report {
 
+namespace {
+
+// The varint at *p (before end) into *value, *p past it; false when there is none.
+inline bool TakeVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
+  const uint8_t* next = varint::Read(*p, end, value);
+  if (next == nullptr) return false;
+  *p = next;
+  return true;
+}
+
+}  // namespace
+
 EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
-  if (last_writer_ == nullptr || last_writer_id_ != id) {
-    Writer* writer;
+  if (last_writer_ != nullptr && last_writer_id_ == id) return last_writer_;
+  Writer* writer = id < direct_writers_.size() ? direct_writers_[id] : nullptr;
+  if (writer == nullptr) {
     auto it = writers_.find(id);
     if (it != writers_.end()) {
       writer = it->second.get();
     } else if (add && writers_.size() < max_writers_) {
       writer = writers_.emplace(id, std::make_unique<Writer>()).first->second.get();
+      if (direct_slot_writers_ < kMaxDirectWriters) {
+        ++direct_slot_writers_;
+        writer->direct.assign(kDirectSlots, nullptr);
+      }
+      if (id < kDirectWriters) {
+        if (id >= direct_writers_.size()) direct_writers_.resize(id + 1, nullptr);
+        direct_writers_[id] = writer;
+      }
     } else {
       return nullptr;
     }
-    last_writer_ = writer;
-    last_writer_id_ = id;
   }
-  return last_writer_;
+  last_writer_ = writer;
+  last_writer_id_ = id;
+  return writer;
 }
 
 EventTemplates::Template* EventTemplates::NoteFull(Writer* writer, uint64_t seq, uint64_t timestamp,
@@ -27,12 +48,16 @@ EventTemplates::Template* EventTemplates::NoteFull(Writer* writer, uint64_t seq,
   writer->timestamp = timestamp;
   if (template_slot == 0 || template_slot > kMaxTemplateSlots) return nullptr;
   auto [it, added] = writer->slots.try_emplace(template_slot);
-  if (added && ++templates_ > max_templates_) {
-    writer->slots.erase(it);
-    --templates_;
-    return nullptr;
+  if (added) {
+    if (++templates_ > max_templates_) {
+      writer->slots.erase(it);
+      --templates_;
+      return nullptr;
+    }
+    it->second = std::make_unique<Template>();
+    if (template_slot < writer->direct.size()) writer->direct[template_slot] = it->second.get();
   }
-  return &it->second;
+  return it->second.get();
 }
 
 void EventTemplates::Writer::StartAddresses() {
@@ -109,9 +134,14 @@ const EventTemplates::Template* EventTemplates::Resolve(const EventRefFields& re
                                                         uint64_t* timestamp,
                                                         uint64_t* correlation) {
   // Unknown writers are not added: a damaged trace's references cannot grow the table.
-  Writer* found = FindWriter(ref.writer, /*add=*/false);
-  if (found == nullptr) return nullptr;
-  Writer& writer = *found;
+  Writer* writer = FindWriter(ref.writer, /*add=*/false);
+  if (writer == nullptr) return nullptr;
+  return Advance(*writer, ref, seq, timestamp, correlation);
+}
+
+const EventTemplates::Template* EventTemplates::Advance(Writer& writer, const EventRefFields& ref,
+                                                        uint64_t* seq, uint64_t* timestamp,
+                                                        uint64_t* correlation) {
   // Unsigned arithmetic: the recorder's differences wrap the same way.
   writer.seq += 1 + static_cast<uint64_t>(ref.seq_delta);
   writer.timestamp += static_cast<uint64_t>(ref.time_delta);
@@ -120,24 +150,23 @@ const EventTemplates::Template* EventTemplates::Resolve(const EventRefFields& re
   *seq = writer.seq;
   *timestamp = writer.timestamp;
   *correlation = writer.correlation;
+  if (ref.slot < writer.direct.size()) return writer.direct[ref.slot];
   auto slot = writer.slots.find(ref.slot);
-  return slot == writer.slots.end() ? nullptr : &slot->second;
+  return slot == writer.slots.end() ? nullptr : slot->second.get();
 }
 
-namespace {
-
-// The varint at *p (before end) into *value, *p past it; false when there is none.
-bool TakeVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
-  size_t used = 0;
-  if (framing::DecodeVarint(reinterpret_cast<const char*>(*p), static_cast<size_t>(end - *p), value,
-                            &used) != framing::VarintResult::kOk) {
+bool EventTemplates::DecodeOneAddress(Writer* writer, const uint8_t* p, const uint8_t* end,
+                                      uint64_t* value) {
+  uint64_t code = 0;
+  if (!TakeVarint(&p, end, &code) || p != end) return false;
+  // A run of a launch's pointers: the general path.
+  if (code >= kAddressEntries && (code - kAddressEntries) % 2 == 0) return false;
+  if (!writer->DecodeAddress(code, writer->last_address, writer->last_address_known, value)) {
     return false;
   }
-  *p += used;
+  writer->StoreAddress(*value);
   return true;
 }
-
-}  // namespace
 
 bool EventTemplates::DecodeAddresses(Writer* writer, uint32_t slot, const uint8_t* p,
                                      const uint8_t* end, size_t count) {
@@ -200,9 +229,10 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
   ref.seq_delta = proto::FromZigZag(seq_delta);
   ref.time_delta = proto::FromZigZag(time_delta);
   ref.correlation_delta = proto::FromZigZag(correlation_delta);
-  out->found = Resolve(ref, &out->seq, &out->timestamp, &out->correlation);
   Writer* writer = FindWriter(ref.writer, /*add=*/false);
+  out->found = nullptr;
   if (writer == nullptr) return CompactResult::kUnresolved;
+  out->found = Advance(*writer, ref, &out->seq, &out->timestamp, &out->correlation);
   Writer::LaunchPointers& last = writer->launch_pointers[(ref.slot - 1) % kLaunchPointerEntries];
   if (out->found == nullptr) {
     // Its address codes, unknown in number, changed the table (and the slot's last launch).
@@ -211,6 +241,8 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
     return CompactResult::kUnresolved;
   }
   const bool launch = out->found->launch;
+  out->addresses = nullptr;
+  if (!launch && DecodeOneAddress(writer, p, end, &out->address)) return CompactResult::kResolved;
   const size_t count = launch ? out->found->launch_event.pointer_args_size() : 1;
   if (!DecodeAddresses(writer, ref.slot, p, end, count)) return CompactResult::kMalformed;
   if (addresses_.size() != count) {
@@ -220,8 +252,10 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
   if (launch) {
     last.slot = ref.slot;
     last.pointers = addresses_;
+    out->addresses = &addresses_;
+  } else {
+    out->address = addresses_[0];
   }
-  out->addresses = &addresses_;
   return CompactResult::kResolved;
 }
 

@@ -52,12 +52,13 @@ class EventTemplates {
   void NoteLaunch(const LaunchEvent& event);
 
   // A compact_ref (format 3) resolved: its template, seq, timestamp, correlation id (launches)
-  // and address values (a memory event's address, else a launch's pointers, in order).
+  // and address values: a memory event's address, else a launch's pointers, in order.
   struct Resolved {
     const Template* found = nullptr;
     uint64_t seq = 0;
     uint64_t timestamp = 0;
     uint64_t correlation = 0;
+    uint64_t address = 0;                              // a memory event's (with addresses set)
     const std::vector<uint64_t>* addresses = nullptr;  // valid until the next call
   };
   enum class CompactResult {
@@ -77,6 +78,8 @@ class EventTemplates {
   // its next full events (a lost packet may have redefined a slot or carried the previous seq).
   void Forget() {
     writers_.clear();
+    direct_writers_.clear();
+    direct_slot_writers_ = 0;
     templates_ = 0;
     last_writer_ = nullptr;
   }
@@ -86,7 +89,11 @@ class EventTemplates {
     uint64_t seq = 0;
     uint64_t timestamp = 0;
     uint64_t correlation = 0;
-    absl::flat_hash_map<uint32_t, Template> slots;
+    // Stable pointers: `direct` points into them.
+    absl::flat_hash_map<uint32_t, std::unique_ptr<Template>> slots;
+    // slots by number for the recorder's (below kDirectSlots), without hashing: every reference
+    // looks its slot up. Empty for the writers beyond kMaxDirectWriters.
+    std::vector<Template*> direct;
     // The mirror of the recorder's address table. Unknown until the writer's writer_started event
     // (a writer first seen after damage), and again after a reference that could not be resolved
     // (it stored values this reader does not know where).
@@ -113,6 +120,15 @@ class EventTemplates {
   // The writer `id` (added when `add`, unless there are max_writers_; else nullptr when unknown),
   // kept as the last looked up.
   Writer* FindWriter(uint32_t id, bool add);
+  // A reference's writer moves on to it: its seq, timestamp and correlation id into the
+  // arguments; returns the template of its slot (nullptr: not defined).
+  static const Template* Advance(Writer& writer, const EventRefFields& ref, uint64_t* seq,
+                                 uint64_t* timestamp, uint64_t* correlation);
+  // A memory event's one address code, the common case: a table index or a literal, all of
+  // `p` to `end`, resolved and stored. False when it is anything else (the general path then
+  // decodes it).
+  static bool DecodeOneAddress(Writer* writer, const uint8_t* p, const uint8_t* end,
+                               uint64_t* value);
   // A full event's part common to both kinds: the writer's previous seq and timestamp, and the
   // slot it defines (nullptr: none).
   Template* NoteFull(Writer* writer, uint64_t seq, uint64_t timestamp, uint32_t template_slot);
@@ -126,6 +142,14 @@ class EventTemplates {
   size_t max_templates_;
   size_t templates_ = 0;                                            // defined, over all writers
   absl::flat_hash_map<uint32_t, std::unique_ptr<Writer>> writers_;  // pointers stay valid
+  // writers_ by id for the small ids a recorder gives (its threads' states), without hashing:
+  // references of several threads interleave, so the last writer alone misses often.
+  static constexpr uint32_t kDirectWriters = 1024;
+  // Slots looked up by index (the recorder's 1-4096), for this many writers (32 KiB each).
+  static constexpr uint32_t kDirectSlots = 4097;
+  static constexpr size_t kMaxDirectWriters = 256;
+  size_t direct_slot_writers_ = 0;
+  std::vector<Writer*> direct_writers_;
   std::vector<uint64_t> addresses_;  // the last compact_ref's address values
 };
 

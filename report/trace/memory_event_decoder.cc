@@ -14,6 +14,7 @@
 
 #include "core/trace_format.h"
 #include "core/trace_ids.h"
+#include "report/trace/varint.h"
 
 namespace gpumem::report {
 namespace {
@@ -22,38 +23,9 @@ constexpr uint8_t kVarintWireType = 0;
 constexpr uint8_t kLengthDelimitedWireType = 2;
 constexpr uint8_t kMemoryPacketTag = proto::packet_field::kMemory << 3 | kLengthDelimitedWireType;
 
-// Reads a varint at `p` (before `end`) into *value; returns the byte after it, or nullptr when it
-// is cut short or longer than 10 bytes, or its tenth byte carries more than the 64th bit (declined:
-// libprotobuf's handling of those bits is its own business).
-const uint8_t* ReadVarint(const uint8_t* p, const uint8_t* end, uint64_t* value) {
-  uint64_t result = 0;
-  for (int i = 0; i < 10; ++i, ++p) {
-    if (p == end) return nullptr;
-    const uint64_t byte = *p;
-    result |= (byte & 0x7F) << (7 * i);
-    if (byte < 0x80) {
-      if (i == 9 && byte > 1) return nullptr;
-      *value = result;
-      return p + 1;
-    }
-  }
-  return nullptr;
-}
-
-// The 7-bit groups of the eight bytes of `word` (little-endian), top bits cleared, packed into 56.
-inline uint64_t PackSevenBitGroups(uint64_t word) {
-  word &= 0x7F7F7F7F7F7F7F7Full;
-  word = ((word & 0x7F007F007F007F00ull) >> 1) | (word & 0x007F007F007F007Full);
-  word = ((word & 0x3FFF00003FFF0000ull) >> 2) | (word & 0x00003FFF00003FFFull);
-  return ((word & 0x0FFFFFFF00000000ull) >> 4) | (word & 0x000000000FFFFFFFull);
-}
-
-inline uint64_t Load64(const uint8_t* p) {
-  uint64_t word;
-  std::memcpy(&word, p, sizeof(word));
-  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
-  return word;
-}
+using varint::Load64;
+using varint::PackSevenBitGroups;
+constexpr auto ReadVarint = varint::Read;
 
 }  // namespace
 

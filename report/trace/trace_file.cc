@@ -239,6 +239,21 @@ void TraceFile::TakeTemplate(TracePacket* packet) {
   }
 }
 
+namespace {
+
+// A memory event's reference expanded: its template with the reference's seq, timestamp and (a
+// format-3 one's) address; a format-2 reference repeats the template's address.
+void ExpandMemoryRef(const MemoryEventFields& memory_template,
+                     const EventTemplates::Resolved& resolved, bool compact,
+                     MemoryEventFields* event) {
+  *event = memory_template;
+  event->seq = resolved.seq;
+  event->timestamp_ns = resolved.timestamp;
+  if (compact) event->address = resolved.address;
+}
+
+}  // namespace
+
 void TraceFile::ReadEventRef(PacketPosition position, bool compact, std::string_view bytes,
                              const PacketVisitor& visit, MemoryEventSink* memory) {
   position.event_ref = true;
@@ -249,10 +264,6 @@ void TraceFile::ReadEventRef(PacketPosition position, bool compact, std::string_
     return;
   }
   const EventTemplates::Template* found = resolved.found;
-  const uint64_t seq = resolved.seq;
-  const uint64_t timestamp = resolved.timestamp;
-  const uint64_t correlation = resolved.correlation;
-  const std::vector<uint64_t>* addresses = resolved.addresses;
   if (found == nullptr) {
     if (end_.unresolved_refs++ == 0) end_.first_unresolved_offset = position.offset;
     return;
@@ -260,30 +271,25 @@ void TraceFile::ReadEventRef(PacketPosition position, bool compact, std::string_
   ++event_ref_count_;
   if (!found->launch && memory != nullptr) {
     // The fast path of memory events: straight into the sink's memory.
-    MemoryEventFields* event = memory->Slot();
-    *event = found->memory;
-    event->seq = seq;
-    event->timestamp_ns = timestamp;
-    if (addresses != nullptr) event->address = (*addresses)[0];
+    ExpandMemoryRef(found->memory, resolved, compact, memory->Slot());
     ++memory_event_count_;
     memory->Add(position);
     return;
   }
-  if (found->launch) {
+  if (!found->launch) {
+    MemoryEventFields event;
+    ExpandMemoryRef(found->memory, resolved, compact, &event);
+    ToProto(event, ref_packet_.mutable_memory());
+  } else {
     LaunchEvent* launch = ref_packet_.mutable_launch();
     *launch = found->launch_event;
-    launch->set_seq(seq);
-    launch->set_timestamp_ns(timestamp);
-    launch->set_correlation_id(correlation);
-    if (addresses != nullptr) {
-      for (size_t i = 0; i < addresses->size(); ++i) launch->set_pointer_args(i, (*addresses)[i]);
+    launch->set_seq(resolved.seq);
+    launch->set_timestamp_ns(resolved.timestamp);
+    launch->set_correlation_id(resolved.correlation);
+    if (resolved.addresses != nullptr) {
+      const std::vector<uint64_t>& pointers = *resolved.addresses;
+      for (size_t i = 0; i < pointers.size(); ++i) launch->set_pointer_args(i, pointers[i]);
     }
-  } else {
-    MemoryEventFields event = found->memory;
-    event.seq = seq;
-    event.timestamp_ns = timestamp;
-    if (addresses != nullptr) event.address = (*addresses)[0];
-    ToProto(event, ref_packet_.mutable_memory());
   }
   Record(position, ref_packet_);
   if (visit) visit(position, ref_packet_);

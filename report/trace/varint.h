@@ -1,0 +1,66 @@
+// Protobuf varints read by the hand decoders of the analyzer's hot path
+// (report/trace/memory_event_decoder.cc, report/trace/event_templates.cc).
+#ifndef GPUMEM_REPORT_TRACE_VARINT_H_
+#define GPUMEM_REPORT_TRACE_VARINT_H_
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+namespace gpumem::report::varint {
+
+// The 7-bit groups of the eight bytes of `word` (little-endian), top bits cleared, packed into 56.
+inline uint64_t PackSevenBitGroups(uint64_t word) {
+  word &= 0x7F7F7F7F7F7F7F7Full;
+  word = ((word & 0x7F007F007F007F00ull) >> 1) | (word & 0x007F007F007F007Full);
+  word = ((word & 0x3FFF00003FFF0000ull) >> 2) | (word & 0x00003FFF00003FFFull);
+  return ((word & 0x0FFFFFFF00000000ull) >> 4) | (word & 0x000000000FFFFFFFull);
+}
+
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
+  return word;
+}
+
+// Byte by byte: Read's slow path.
+inline const uint8_t* ReadBytewise(const uint8_t* p, const uint8_t* end, uint64_t* value) {
+  uint64_t result = 0;
+  for (int i = 0; i < 10; ++i, ++p) {
+    if (p == end) return nullptr;
+    const uint64_t byte = *p;
+    result |= (byte & 0x7F) << (7 * i);
+    if (byte < 0x80) {
+      if (i == 9 && byte > 1) return nullptr;
+      *value = result;
+      return p + 1;
+    }
+  }
+  return nullptr;
+}
+
+// Reads a varint at `p` (before `end`) into *value; returns the byte after it, or nullptr when it
+// is cut short or longer than 10 bytes, or its tenth byte carries more than the 64th bit (declined:
+// libprotobuf's handling of those bits is its own business). One byte, or up to eight with eight
+// bytes left to load at once, take no loop.
+inline const uint8_t* Read(const uint8_t* p, const uint8_t* end, uint64_t* value) {
+  if (p != end && *p < 0x80) {
+    *value = *p;
+    return p + 1;
+  }
+  if (end - p >= 8) {
+    const uint64_t word = Load64(p);
+    const uint64_t last_bytes = ~word & 0x8080808080808080ull;
+    if (last_bytes != 0) {
+      const int bits = std::countr_zero(last_bytes) + 1;  // eight per byte of the varint
+      *value = PackSevenBitGroups(bits == 64 ? word : word & ((uint64_t{1} << bits) - 1));
+      return p + bits / 8;
+    }
+  }
+  return ReadBytewise(p, end, value);
+}
+
+}  // namespace gpumem::report::varint
+
+#endif  // GPUMEM_REPORT_TRACE_VARINT_H_
