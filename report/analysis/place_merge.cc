@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -120,7 +121,11 @@ CombinedPlace MergePlace(int32_t place, const std::vector<size_t>& members,
   {
     std::vector<std::jthread> workers;
     for (size_t s = 1; s < slices.size(); ++s) {
-      workers.emplace_back([&, s] { bests[s] = MergeSlice(spools, slices[s], chunk); });
+      try {
+        workers.emplace_back([&, s] { bests[s] = MergeSlice(spools, slices[s], chunk); });
+      } catch (const std::system_error&) {  // no thread to be had: merged on this one
+        bests[s] = MergeSlice(spools, slices[s], chunk);
+      }
     }
     bests[0] = MergeSlice(spools, slices[0], chunk);
   }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -56,15 +57,23 @@ void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver,
   std::vector<std::thread> threads;
   threads.reserve(jobs);
   for (size_t t = 0; t < jobs; ++t) {
-    threads.emplace_back([&] {
-      for (size_t started = next++; started < count; started = next++) {
-        const size_t i = start_order.empty() ? started : start_order[started];
-        Result result = work(i);
-        std::lock_guard<std::mutex> lock(mutex);
-        done[i].emplace(std::move(result));
-        ready.notify_one();
-      }
-    });
+    try {
+      threads.emplace_back([&] {
+        for (size_t started = next++; started < count; started = next++) {
+          const size_t i = start_order.empty() ? started : start_order[started];
+          Result result = work(i);
+          std::lock_guard<std::mutex> lock(mutex);
+          done[i].emplace(std::move(result));
+          ready.notify_one();
+        }
+      });
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: those started take every item
+    }
+  }
+  if (threads.empty()) {
+    for (size_t i = 0; i < count; ++i) deliver(i, work(i));
+    return;
   }
   for (size_t i = 0; i < count; ++i) {
     std::optional<Result> result;
