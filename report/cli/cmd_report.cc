@@ -171,8 +171,8 @@ std::string AllocatorMisused(const std::string& path, const Options& options,
                           : "this one has no PyTorch allocator in its stacks");
 }
 
-// The combined view of the processes (`timelines`, more than one), merged on `jobs` threads (--jobs),
-// written at once as text; as JSON, returned for the document's "combined" member.
+// The combined view of the processes (`timelines`, more than one), merged on `jobs` threads
+// (--jobs), written at once as text; as JSON, returned for the document's "combined" member.
 std::string CombinedView(const std::vector<ProcessTimeline>& timelines, size_t jobs, bool json) {
   if (timelines.size() < 2) return "";
   const Combined merged =
