@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
-#include <queue>
 #include <tuple>
 #include <type_traits>
 #include <utility>
