@@ -45,11 +45,11 @@ inline std::vector<size_t> LargestFirst(const std::vector<uint64_t>& sizes) {
 template <typename Result, typename Work, typename Deliver>
 void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver,
                 const std::vector<size_t>& start_order = {}) {
-  jobs = JobCount(jobs, count);
-  if (jobs <= 1) {
+  const auto one_after_the_other = [&] {
     for (size_t i = 0; i < count; ++i) deliver(i, work(i));
-    return;
-  }
+  };
+  jobs = JobCount(jobs, count);
+  if (jobs <= 1) return one_after_the_other();
   std::vector<std::optional<Result>> done(count);
   std::mutex mutex;
   std::condition_variable ready;
@@ -71,10 +71,7 @@ void RunInOrder(size_t count, size_t jobs, Work&& work, Deliver&& deliver,
       break;  // no more threads to be had: those started take every item
     }
   }
-  if (threads.empty()) {
-    for (size_t i = 0; i < count; ++i) deliver(i, work(i));
-    return;
-  }
+  if (threads.empty()) return one_after_the_other();
   for (size_t i = 0; i < count; ++i) {
     std::optional<Result> result;
     {
