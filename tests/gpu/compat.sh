@@ -9,8 +9,10 @@
 #
 # A script that exits 77 in both runs is skipped (the reason: its stderr line `skipped: WHY`).
 
-compat_scripts=(graph_capture compile amp dataloader ddp native_alloc oom_caught)
-compat_modes=(default expandable tensors)
+# COMPAT_SCRIPTS and COMPAT_MODES (space-separated) run and check a part of the matrix: the whole
+# of it takes longer than one device command may (about 9 minutes on two GPUs).
+read -ra compat_scripts <<<"${COMPAT_SCRIPTS:-graph_capture compile amp dataloader ddp native_alloc oom_caught}"
+read -ra compat_modes <<<"${COMPAT_MODES:-default expandable tensors}"
 compat_ranks=2  # ddp.py's processes, one per GPU
 
 # compat_alloc_conf MODE: PYTORCH_CUDA_ALLOC_CONF of the run without gpumem. The tensors mode is

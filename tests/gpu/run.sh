@@ -25,7 +25,8 @@
 #                                     (tests/gpu/advise.sh; part of record) into OUT_DIR/advise
 #   tests/gpu/run.sh compat OUT_DIR   the compatibility matrix (tests/gpu/compat.sh), recorded and
 #                                     checked: apart from `record`, so each fits in one device
-#                                     command; `check` reads it from OUT_DIR/compat
+#                                     command; `check` reads it from OUT_DIR/compat.
+#                                     COMPAT_SCRIPTS / COMPAT_MODES pick a part of it
 #   tests/gpu/run.sh speed OUT_DIR    how long `gpumem report` takes on real PyTorch traces, before
 #                                     and after symbolization (OUT_DIR/speed.txt)
 #   tests/gpu/run.sh bundled OUT_DIR  records samples/traces/ again, from a copy of the checkout at
