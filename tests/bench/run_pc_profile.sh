@@ -8,19 +8,20 @@
 # Usage: tests/bench/run_pc_profile.sh [BUILD_DIR] [STEPS] [OUT_DIR]
 set -euo pipefail
 build=${1:-build}
+build=$(realpath -m "$build")  # absolute: a relative or absolute BUILD_DIR alike
 steps=${2:-1000}
 out=${3:-$(mktemp -d)}
 python=${PYTHON:-python3}
 source "$(dirname "$0")/pin.sh"
 mkdir -p "$out"
 rm -f "$out"/pc.plain.* "$out"/pc.gpumem.*
-sampler="$PWD/$build/tests/bench/libpc_sampler.so"
+sampler="$build/tests/bench/libpc_sampler.so"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 export PC_SAMPLER_GATED=1
 PC_SAMPLER_OUTPUT="$out/pc.plain" LD_PRELOAD="$sampler" "${pin[@]}" \
   $python tests/bench/step_time_timed.py "$steps" | tail -1
-PC_SAMPLER_OUTPUT="$out/pc.gpumem" LD_PRELOAD="$PWD/$build/lib/libgpumem.so $sampler" \
-  PYTHONPATH="$PWD/$build/lib/python" GPUMEM_OUTPUT="$out/pc.trace" "${pin[@]}" \
+PC_SAMPLER_OUTPUT="$out/pc.gpumem" LD_PRELOAD="$build/lib/libgpumem.so $sampler" \
+  PYTHONPATH="$build/lib/python" GPUMEM_OUTPUT="$out/pc.trace" "${pin[@]}" \
   $python tests/bench/step_time_timed.py "$steps" | tail -1
 rm -f "$out/pc.trace"
 echo "== without gpumem"

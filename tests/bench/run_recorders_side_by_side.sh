@@ -27,6 +27,7 @@
 # torch: to try this script and the summary).
 set -uo pipefail  # not -e: a process that fails is counted and the others go on
 build=${1:-build}
+build=$(realpath -m "$build")  # absolute: a relative or absolute BUILD_DIR alike
 processes=${2:-3}
 seconds=${3:-8}
 out=${4:-$(mktemp -d)}
@@ -68,7 +69,7 @@ done
 
 # Under gpumem (the benchmarks' build, with its Python observer as `gpumem record` gives it), or
 # in the dry run without.
-recorded=(LD_PRELOAD="$PWD/$build/lib/libgpumem_bench.so" PYTHONPATH="$PWD/$build/lib/python"
+recorded=(LD_PRELOAD="$build/lib/libgpumem_bench.so" PYTHONPATH="$build/lib/python"
           GPUMEM_OUTPUT="$out/recorders.trace")
 dry=()
 if [[ ${GPUMEM_BENCH_DRY_RUN:-0} == 1 ]]; then

@@ -20,6 +20,7 @@
 # Usage: tests/bench/run_step_time.sh [BUILD_DIR] [ROUNDS] [STEPS] [OUT_DIR]
 set -euo pipefail
 build=${1:-build}
+build=$(realpath -m "$build")  # absolute: a relative or absolute BUILD_DIR alike
 rounds=${2:-7}
 steps=${3:-300}
 out=${4:-$(mktemp -d)}
@@ -56,8 +57,8 @@ for ((round = 0; round < rounds; round++)); do
     else
       # shellcheck disable=SC2086  # settings are VAR=value words for env
       env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ${settings[$arm]} \
-        ${cuda_libs:+LD_LIBRARY_PATH=$cuda_libs} LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
-        PYTHONPATH="$PWD/$build/lib/python" GPUMEM_OUTPUT="$trace" "${pin[@]}" $python "$script" \
+        ${cuda_libs:+LD_LIBRARY_PATH=$cuda_libs} LD_PRELOAD="$build/lib/libgpumem.so" \
+        PYTHONPATH="$build/lib/python" GPUMEM_OUTPUT="$trace" "${pin[@]}" $python "$script" \
         "$steps" | step_ms >>"$out/step_$arm.txt"
     fi
   done

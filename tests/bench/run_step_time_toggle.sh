@@ -16,6 +16,7 @@
 # TOGGLE_AA=0 leaves the A/A control out (to compare settings, GPUMEM_* exported, in less time).
 set -euo pipefail
 build=${1:-build}
+build=$(realpath -m "$build")  # absolute: a relative or absolute BUILD_DIR alike
 processes=${2:-5}
 steps=${3:-1001}
 out=${4:-$(mktemp -d)}
@@ -26,7 +27,7 @@ mkdir -p "$out"
 : >"$out/toggle_aa.txt"
 run() {
   env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$@" \
-    LD_PRELOAD="$PWD/$build/lib/libgpumem_bench.so" PYTHONPATH="$PWD/$build/lib/python" \
+    LD_PRELOAD="$build/lib/libgpumem_bench.so" PYTHONPATH="$build/lib/python" \
     GPUMEM_OUTPUT="$out/toggle.trace" "${pin[@]}" $python tests/bench/step_time_timed.py "$steps" |
     tail -1
 }

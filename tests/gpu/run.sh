@@ -41,6 +41,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build}
+build=$(realpath -m "$build")  # absolute: a relative or absolute BUILD_DIR alike
 cuda_libs=${CUDA_LIBS:-/usr/local/cuda/lib64}
 python=${PYTHON:-python3}
 # shellcheck source=tests/gpu/compat.sh
@@ -62,8 +63,8 @@ record_one() {
   local start=$(date +%s%N)
   # PYTHONPATH: gpumem's Python observer, as `gpumem record` adds it.
   env "${env[@]}" LD_LIBRARY_PATH="$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    LD_PRELOAD="$PWD/$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/$name/$name.trace" \
-    PYTHONPATH="$PWD/$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" \
+    LD_PRELOAD="$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/$name/$name.trace" \
+    PYTHONPATH="$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$@" >"$out/$name/stdout" 2>"$out/$name/stderr"
   echo $? >"$out/$name/exit_code"
   printf '%-28s exit %s  %5.1fs  %s\n' "$name" "$(cat "$out/$name/exit_code")" \
@@ -129,7 +130,7 @@ ddp() {
     echo "ddp: skipped (fewer than 2 GPUs)"
     return 0
   fi
-  PYTHONPATH="$PWD/$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" gpumem_here record \
+  PYTHONPATH="$build/lib/python${PYTHONPATH:+:$PYTHONPATH}" gpumem_here record \
     -o "$out/ddp/" -- env -u LD_LIBRARY_PATH $python -m torch.distributed.run --nproc_per_node 2 \
     tests/gpu/ddp_step.py >"$out/ddp/stdout" 2>"$out/ddp/stderr"
   echo $? >"$out/ddp/exit_code"
@@ -279,7 +280,7 @@ bench() {
   PYTHON=$python tests/bench/run_python_raise_cost.sh "$build" 5 100000 >>"$out/bench.txt" 2>&1
   # Analyzer throughput on the GPU machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    GPUMEM_LIBUNWIND=$PWD/$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
+    GPUMEM_LIBUNWIND=$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
   # What gpumem itself adds, with no driver in the measurement at all.
   tests/bench/run_hook_cost.sh "$build" 7 >>"$out/bench.txt" 2>&1
   # Trace size: bytes an event of a 2-minute --tensors transformer run, whole and its second half
@@ -347,7 +348,7 @@ bundled() {
   cp -a . /opt/gpumem/ && cd /opt/gpumem || return 1
   local gpumem="$build/bin/gpumem" mode conf
   # The analyzer's libraries for gpumem; the samples find the real libcudart; PyTorch needs neither.
-  export LD_LIBRARY_PATH=$PWD/$build/lib/deps:$cuda_libs
+  export LD_LIBRARY_PATH=$build/lib/deps:$cuda_libs
   timed_record() {  # NAME ENV... -- PROGRAM...: gpumem record into OUT/NAME.trace, timed
     local name=$1 start=$(date +%s%N) env=()
     shift
@@ -386,7 +387,7 @@ small_stacks() {
     LD_LIBRARY_PATH=$cuda_libs "$build/bin/small_stacks" $mode >"$out/$name.plain" 2>&1
     echo "exit $?" >>"$out/$name.plain"
     # shellcheck disable=SC2086
-    LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
+    LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$build/lib/libgpumem.so" \
       GPUMEM_OUTPUT="$out/$name.trace" "$build/bin/small_stacks" $mode >"$out/$name.gpumem" 2>&1
     echo "exit $?" >>"$out/$name.gpumem"
     echo "small_stacks $mode: $(tail -1 "$out/$name.plain") without gpumem, $(tail -1 "$out/$name.gpumem") with"
@@ -394,7 +395,7 @@ small_stacks() {
   # The static TLS of every thread, and a thread on the smallest stack that holds it: the same
   # with gpumem preloaded (its TLS would sit on every thread's stack).
   LD_LIBRARY_PATH=$cuda_libs "$build/bin/static_tls" >"$out/static_tls-without.txt" 2>&1
-  LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$PWD/$build/lib/libgpumem.so" \
+  LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$build/lib/libgpumem.so" \
     GPUMEM_OUTPUT="$out/static_tls.trace" "$build/bin/static_tls" >"$out/static_tls-with.txt" 2>&1
   echo "static TLS: $(cat "$out/static_tls-without.txt") without gpumem; $(cat "$out/static_tls-with.txt") with"
 }
