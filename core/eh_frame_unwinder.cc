@@ -693,13 +693,15 @@ struct StackBounds {
 // the same word gives the same frames. Checking that reads the same stack words but none of the
 // rule cache, whose lookups were most of an unwind's cost inside PyTorch on the H100 machine (a
 // cache miss a frame).
-// 256 memos a thread (~850 KiB, in a 2 MiB huge page where the kernel gives one), 4 ways to a set
+// 256 memos a thread (~850 KiB, in a 2 MiB huge page where the kernel gives one), 16 ways to a set
 // chosen by the stack pointer: a training step's call sites from one thread fit with room to spare.
-// With 64 in pairs, a fifth of PyTorch's stacks missed their memo each step (call sites evicting
-// each other) and each miss cost a full unwind, several times a replay. A memo holds a stack of up
-// to 80 frames, two reads a frame (frame-pointer code restores rbp).
-constexpr int kMemoWays = 4;
-constexpr int kMemoSets = 64;
+// Many call paths reach a hook at one stack pointer (PyTorch's generated operator wrappers have
+// equal frames), and they must fit in one set: with 4 ways to 64 sets, 13,253 of the 144,448
+// stacks of a 300-step transformer run under --tensors missed (paths evicting each other at one
+// stack pointer), each a full unwind at several times a replay's cost; with 16 ways, 75. A memo
+// holds a stack of up to 80 frames, two reads a frame (frame-pointer code restores rbp).
+constexpr int kMemoWays = 16;
+constexpr int kMemoSets = 16;
 constexpr int kMemoSlots = kMemoWays * kMemoSets;
 constexpr int kMaxMemoReads = 160;
 constexpr int kMaxMemoFrames = 80;
@@ -721,13 +723,20 @@ struct alignas(64) Memo {
   void* frames[kMaxMemoFrames];
 };
 static_assert(offsetof(Memo, read) == 64, "a memo's head is one cache line");
-// The stack pointers of a set's memos in one cache line, so that finding the candidates does not
+// The stack pointers of a set's memos in two cache lines, so that finding the candidates does not
 // touch the memos that cannot match.
 struct alignas(64) MemoSet {
   uintptr_t sp[kMemoWays];
-  uint32_t next_victim;
+};
+static_assert(sizeof(MemoSet) == 128);
+// Per set, the way that replayed last (tried first, and its head fetched ahead) and the way the
+// next unwind that fits no way replaces: one line for every set.
+struct alignas(64) MemoWayHints {
+  uint8_t last_replayed[kMemoSets];
+  uint8_t next_victim[kMemoSets];
 };
 struct ThreadMemoTable {
+  MemoWayHints hints;
   MemoSet sets[kMemoSets];
   Memo memos[kMemoSlots];
 };
@@ -827,8 +836,11 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
   const int set_index = MemoSetIndex(sp);
   MemoSet* set = &memos->sets[set_index];
   Memo* ways = &memos->memos[set_index * kMemoWays];
+  uint8_t& last_replayed = memos->hints.last_replayed[set_index];
   bool sp_seen = false;
-  for (int way = 0; way < kMemoWays; ++way) {
+  // The way that replayed last first, then the others in order.
+  for (int i = 0; i < kMemoWays; ++i) {
+    const int way = (last_replayed + i) % kMemoWays;
     if (set->sp[way] != sp) continue;
     sp_seen = true;
     Memo& candidate = ways[way];
@@ -837,6 +849,7 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
     if (replayed >= 0) {
       self_timing::Count(self_timing::kUnwindReplayed);
       if (note != nullptr) *note = &candidate.note;
+      last_replayed = static_cast<uint8_t>(way);
       return replayed;
     }
   }
@@ -847,7 +860,11 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
   for (int way = 0; way < kMemoWays && way_to_fill < 0; ++way) {
     if (set->sp[way] == 0) way_to_fill = way;
   }
-  if (way_to_fill < 0) way_to_fill = static_cast<int>(set->next_victim++ % kMemoWays);
+  if (way_to_fill < 0) {
+    uint8_t& victim = memos->hints.next_victim[set_index];
+    way_to_fill = victim % kMemoWays;
+    victim = static_cast<uint8_t>((way_to_fill + 1) % kMemoWays);
+  }
   fill->memo = &ways[way_to_fill];
   fill->set = set;
   fill->way = way_to_fill;
@@ -1006,13 +1023,12 @@ GPUMEM_HOT void PrefetchReplay(uintptr_t anchor) {
   const auto* memos = static_cast<const ThreadMemoTable*>(Locals().memos);
   if (offset == 0 || memos == nullptr || memos == MAP_FAILED) return;
   const int set_index = MemoSetIndex(anchor - offset);
-  __builtin_prefetch(&memos->sets[set_index]);
-  // Each way's head: which one matches is not known without waiting for the set's line. One line
-  // each: with the reads too, 13 fetches stalled on the core's few line-fill buffers, and the
-  // reads stream in behind the head anyway.
-  for (int way = 0; way < kMemoWays; ++way) {
-    __builtin_prefetch(&memos->memos[set_index * kMemoWays + way]);
-  }
+  __builtin_prefetch(&memos->sets[set_index].sp[0]);
+  __builtin_prefetch(&memos->sets[set_index].sp[kMemoWays / 2]);
+  // The head of the way that replayed last (the hints' one line is read by every unwind, so it is
+  // rarely far): which way matches is not known without the set's lines, and fetching all sixteen
+  // heads would stall on the core's few line-fill buffers. The reads stream in behind the head.
+  __builtin_prefetch(&memos->memos[set_index * kMemoWays + memos->hints.last_replayed[set_index]]);
 }
 
 GPUMEM_HOT __attribute__((noinline)) int Backtrace(void** frames, int capacity, ReplayNote** note,

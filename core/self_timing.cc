@@ -125,6 +125,8 @@ void AddCount(Counter counter, uint64_t amount) {
   g_counts[counter].fetch_add(amount, std::memory_order_relaxed);
 }
 
+uint64_t CountOf(Counter counter) { return g_counts[counter].load(std::memory_order_relaxed); }
+
 void Print() {
   if (!g_enabled) return;
   uint64_t all_ns = 0;

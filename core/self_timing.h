@@ -79,6 +79,7 @@ struct PhaseTotals {
   uint64_t exclusive_ns;
 };
 PhaseTotals Totals(Phase phase);
+uint64_t CountOf(Counter counter);
 // Scopes timed so far and the time their bookkeeping took, left out of every phase's time.
 PhaseTotals Bookkeeping();
 // One line per phase that ran: count, mean, percentiles (quarter-octave buckets) and the mean

@@ -1,7 +1,9 @@
 // core/eh_frame_unwinder.h: the same return addresses as libunwind's unw_backtrace taken at the
 // same place — through deep recursion, frames addressed from rbp (alloca), glibc's own code
 // (qsort calling back), a thread's outermost frames, the main thread's down to _start — and -1
-// where it must leave the stack to libunwind (a signal handler's frame).
+// where it must leave the stack to libunwind (a signal handler's frame); and that an earlier
+// unwind is replayed only where every word it read is still there, for many paths at one stack
+// pointer too.
 #include "core/eh_frame_unwinder.h"
 
 #include <alloca.h>
@@ -10,8 +12,12 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <array>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "core/self_timing.h"
 
 namespace gpumem {
 namespace {
@@ -176,6 +182,56 @@ TEST_F(EhFrameUnwinderTest, AReplayedUnwindChecksEveryWordItRead) {
     ASSERT_GT(second.fast.size(), 2u);
     EXPECT_NE(first.fast[1], second.fast[1]);  // the return addresses into ViaFirst, ViaSecond
   }
+}
+
+// Callers of one frame layout, each a call path of its own, all reached from one call site: the
+// unwinder starts from the same stack pointer for every one (as PyTorch's generated operator
+// wrappers reach an allocation), so all of them must be kept for that stack pointer at once.
+template <int kPath>
+__attribute__((noinline)) int ViaPath(void** frames, int capacity) {
+  const int depth = eh_frame_unwinder::Backtrace(frames, capacity);
+  g_sink = g_sink + kPath;
+  return depth;
+}
+template <int... kPaths>
+constexpr std::array<int (*)(void**, int), sizeof...(kPaths)> PathsOf(
+    std::integer_sequence<int, kPaths...>) {
+  return {&ViaPath<kPaths>...};
+}
+
+TEST_F(EhFrameUnwinderTest, ManyCallPathsAtOneStackPointerAreAllReplayed) {
+  constexpr auto kPaths = PathsOf(std::make_integer_sequence<int, 12>());
+  std::vector<std::vector<void*>> first(kPaths.size());
+  const bool was_enabled = self_timing::g_enabled;
+  self_timing::g_enabled = true;  // the counters say whether an unwind was replayed
+  uint64_t missed_after_first_round = 0;
+  uint64_t replayed_after_first_round = 0;
+  for (int round = 0; round < 4; ++round) {
+    const uint64_t missed = self_timing::CountOf(self_timing::kUnwindMemoAbsent) +
+                            self_timing::CountOf(self_timing::kUnwindMemoChanged);
+    const uint64_t replayed = self_timing::CountOf(self_timing::kUnwindReplayed);
+    for (size_t path = 0; path < kPaths.size(); ++path) {
+      void* frames[64];
+      const int depth = kPaths[path](frames, 64);  // one call instruction for every path
+      ASSERT_GT(depth, 2);
+      std::vector<void*> stack(frames, frames + depth);
+      if (round == 0) {
+        first[path] = stack;
+      } else {
+        EXPECT_EQ(stack, first[path]) << "path " << path << ", round " << round;
+      }
+    }
+    if (round > 0) {
+      missed_after_first_round += self_timing::CountOf(self_timing::kUnwindMemoAbsent) +
+                                  self_timing::CountOf(self_timing::kUnwindMemoChanged) - missed;
+      replayed_after_first_round += self_timing::CountOf(self_timing::kUnwindReplayed) - replayed;
+    }
+  }
+  self_timing::g_enabled = was_enabled;
+  // frames[0]: the return address into each path, read from the stack at the same place.
+  for (size_t path = 1; path < kPaths.size(); ++path) EXPECT_NE(first[path][0], first[0][0]);
+  EXPECT_EQ(missed_after_first_round, 0u);
+  EXPECT_EQ(replayed_after_first_round, 3 * kPaths.size());
 }
 
 int g_in_handler_depth = 0;
