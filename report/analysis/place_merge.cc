@@ -42,6 +42,29 @@ struct Slice {
   uint64_t to = 0;
 };
 
+// Starts reading `spool` for a slice from `from`, at the first block with a point in the slice
+// (its points before the slice only say what the process held when the slice began): sets *held to
+// that, *reader, and *head to the first point at or after `from`; false when there is none.
+bool EnterSlice(const TimelineSpool& spool, uint64_t from, size_t chunk, uint64_t* held,
+                std::optional<TimelineSpool::Reader>* reader, TimelinePoint* head) {
+  const std::vector<TimelineSpool::Block>& blocks = spool.blocks();
+  const auto first =
+      std::partition_point(blocks.begin(), blocks.end(),
+                           [&](const TimelineSpool::Block& block) { return block.last_ns < from; });
+  if (first == blocks.end()) {
+    *held = spool.last_live_bytes();
+    return false;
+  }
+  *held = first->entering;
+  const auto block = static_cast<uint64_t>(first - blocks.begin());
+  reader->emplace(spool.Read(block * spool.block_points(), chunk));
+  while ((*reader)->Next(head)) {
+    if (head->timestamp_ns >= from) return true;
+    *held = head->live_bytes;
+  }
+  return false;
+}
+
 // Merges the points of `spools` (null: none at this place) stamped within `slice`, by timestamp
 // (ties: by spool, then in each spool's order), each process starting from its last point before
 // the slice. Spools' timestamps never go back (TimelineSpool), so slices of a merge cut in time see
@@ -62,25 +85,9 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
   Sum sum = 0;
   for (size_t i = 0; i < count; ++i) {
     if (spools[i] == nullptr) continue;
-    // From the first block with a point in the slice: its points before the slice only say what
-    // the process held when the slice began.
-    const std::vector<TimelineSpool::Block>& blocks = spools[i]->blocks();
-    const auto first = std::partition_point(
-        blocks.begin(), blocks.end(),
-        [&](const TimelineSpool::Block& block) { return block.last_ns < slice.from; });
-    if (first == blocks.end()) {
-      current[i] = spools[i]->last_live_bytes();
-    } else {
-      current[i] = first->entering;
-      const auto position = static_cast<uint64_t>(first - blocks.begin());
-      readers[i].emplace(spools[i]->Read(position * spools[i]->block_points(), chunk));
-      bool more = false;
-      while ((more = readers[i]->Next(&next[i])) && next[i].timestamp_ns < slice.from) {
-        current[i] = next[i].live_bytes;
-      }
-      if (more && (slice.to == 0 || next[i].timestamp_ns < slice.to)) {
-        heads.emplace(next[i].timestamp_ns, i);
-      }
+    if (EnterSlice(*spools[i], slice.from, chunk, &current[i], &readers[i], &next[i]) &&
+        (slice.to == 0 || next[i].timestamp_ns < slice.to)) {
+      heads.emplace(next[i].timestamp_ns, i);
     }
     sum += current[i];
   }
