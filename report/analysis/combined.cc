@@ -40,12 +40,19 @@ uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
 
 }  // namespace
 
-TimelineSpool::TimelineSpool(size_t buffered) : buffered_(std::max<size_t>(buffered, 1)) {}
+TimelineSpool::TimelineSpool(size_t buffered, size_t block_points)
+    : buffered_(std::max<size_t>(buffered, 1)), block_points_(std::max<size_t>(block_points, 1)) {}
 
 void TimelineSpool::Append(TimelinePoint point) {
   if (size() > 0) point.timestamp_ns = std::max(point.timestamp_ns, last_timestamp_);
   last_timestamp_ = point.timestamp_ns;
-  if (size() % kIndexStride == 0) index_.push_back(point.timestamp_ns);
+  if (size() % block_points_ == 0) {
+    blocks_.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes, last_live_bytes_});
+  }
+  Block& block = blocks_.back();
+  block.last_ns = point.timestamp_ns;
+  block.highest = std::max(block.highest, point.live_bytes);
+  last_live_bytes_ = point.live_bytes;
   buffer_.push_back(point);
   if (buffer_.size() >= buffered_ && !no_file_) Spill();
 }
@@ -82,27 +89,6 @@ bool TimelineSpool::ReadFromFile(uint64_t position, size_t count, TimelinePoint*
     offset += got;
   }
   return true;
-}
-
-TimelinePoint TimelineSpool::At(uint64_t position) const {
-  if (position >= in_file_) return buffer_[position - in_file_];
-  TimelinePoint point;
-  if (!ReadFromFile(position, 1, &point)) return {};  // an I/O error on our own temporary file
-  return point;
-}
-
-uint64_t TimelineSpool::FirstAtOrAfter(uint64_t timestamp_ns) const {
-  // The index narrows it to one stride of points; a binary search of those finds it.
-  const auto later = std::lower_bound(index_.begin(), index_.end(), timestamp_ns);
-  if (later == index_.begin()) return 0;
-  uint64_t low =
-      static_cast<uint64_t>(later - index_.begin() - 1) * kIndexStride;  // stamped before
-  uint64_t high = std::min(low + kIndexStride, size());  // stamped at or after, or the end
-  while (high - low > 1) {
-    const uint64_t middle = low + (high - low) / 2;
-    (At(middle).timestamp_ns < timestamp_ns ? low : high) = middle;
-  }
-  return high;
 }
 
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {

@@ -42,18 +42,27 @@ inline constexpr size_t kTimelineBufferedPoints = 4096;
 // so a spool can be searched by time and the merge of several is one pass in time order.
 class TimelineSpool {
  public:
-  explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints);
+  // `block_points`: points a block sums up (blocks()); fewer than kBlockPoints only in tests.
+  explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints,
+                         size_t block_points = kBlockPoints);
   void Append(TimelinePoint point);
   uint64_t size() const { return in_file_ + buffer_.size(); }
 
-  // The point at `position` (< size()).
-  TimelinePoint At(uint64_t position) const;
-  // The position of the first point stamped at or after `timestamp_ns`; size() when there is none.
-  uint64_t FirstAtOrAfter(uint64_t timestamp_ns) const;
-  // The timestamps of every kIndexStride-th point, the first one included: where the points lie in
-  // time, to search by time and to cut a merge into slices of equal work.
-  static constexpr uint64_t kIndexStride = 1024;
-  const std::vector<uint64_t>& index() const { return index_; }
+  // The points in blocks of block_points() (the first ones, the next ones, ...), each summed up:
+  // where its points lie in time, the most live bytes among them and the live bytes before it. By
+  // these a merge finds a time without reading the points, and bounds what a stretch of time can
+  // hold.
+  static constexpr size_t kBlockPoints = 1024;
+  struct Block {
+    uint64_t first_ns = 0;  // the timestamp of its first point
+    uint64_t last_ns = 0;   // of its last
+    uint64_t highest = 0;   // the highest live bytes of its points
+    uint64_t entering = 0;  // the live bytes of the point before it (0 for the first block)
+  };
+  const std::vector<Block>& blocks() const { return blocks_; }
+  size_t block_points() const { return block_points_; }
+  // The live bytes of the last point (0 without one).
+  uint64_t last_live_bytes() const { return last_live_bytes_; }
 
   // Points a reader takes from the file at a time, unless told fewer.
   static constexpr size_t kReadChunkPoints = 1024;
@@ -91,12 +100,14 @@ class TimelineSpool {
   bool ReadFromFile(uint64_t position, size_t count, TimelinePoint* points) const;
 
   size_t buffered_;
+  size_t block_points_;
   std::unique_ptr<std::FILE, CloseFile> file_;
   bool no_file_ = false;  // the file could not be made or written: everything stays in memory
   uint64_t in_file_ = 0;  // points written to the file, the first ones
   std::vector<TimelinePoint> buffer_;  // the points after those
-  std::vector<uint64_t> index_;        // see index()
+  std::vector<Block> blocks_;          // see blocks()
   uint64_t last_timestamp_ = 0;        // of the point appended last
+  uint64_t last_live_bytes_ = 0;       // of the point appended last
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,
@@ -198,10 +209,11 @@ struct Combined {
 inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 20;
 
 // Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
-// the processes were given, then in each process's order), reading each spool once. A place with
-// many points is cut in time into slices merged on up to `threads` threads at once (no fewer than
-// `min_points_per_thread` points each); the result is the same as one merge from start to end.
-// Memory is bounded by a read chunk per process and thread (64 MiB in all, see place_merge.cc).
+// the processes were given, then in each process's order). Only the stretches of time whose bound
+// (the spools' blocks) can still beat the best sum found are read (place_merge.h), on up to
+// `threads` threads at once (no fewer than `min_points_per_thread` points each); the result is the
+// same as one merge from start to end. Memory is bounded by a read chunk per process and thread
+// (64 MiB in all, see place_merge.cc).
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads = 1,
                           uint64_t min_points_per_thread = kMinPointsPerMergeThread);
 

@@ -1,6 +1,9 @@
 // The combined view's merge of one place's timelines (report/analysis/combined.h): the highest sum
-// of several processes' live bytes at once, found in one pass over their points in time order, cut
-// into slices of time merged on several threads.
+// of several processes' live bytes at once, the first moment it was reached. Time is cut at every
+// block start of the spools (TimelineSpool::blocks()) into windows, each bounded by the sum of what
+// each process can have held in it (the highest of its blocks there, or what it held entering the
+// window); windows are merged exactly, the highest bound first and several threads at once, until
+// no window left can hold a higher sum than the best found, nor as high a sum earlier.
 #ifndef GPUMEM_REPORT_ANALYSIS_PLACE_MERGE_H_
 #define GPUMEM_REPORT_ANALYSIS_PLACE_MERGE_H_
 

@@ -4,6 +4,7 @@
 // answers, and through `gpumem report`.
 #include "report/analysis/combined.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -368,21 +369,25 @@ TEST(CombinedTest, MergeCutInTimeKeepsWhatEarlierSlicesHeldAndTheFirstPeak) {
   }
 }
 
-TEST(CombinedTest, SpoolIsSearchedByTime) {
-  // Every 2 ns; spilled every 100 points, beyond several strides of the index.
+TEST(CombinedTest, SpoolSumsUpItsBlocks) {
+  // Every 2 ns, live bytes rising and falling; spilled every 100 points, beyond several blocks.
   TimelineSpool spool(100);
-  const uint64_t count = 3 * TimelineSpool::kIndexStride + 150;
-  for (uint64_t i = 0; i < count; ++i) spool.Append({10 + 2 * i, i});
-  EXPECT_EQ(spool.index().size(), 4u);
-  EXPECT_EQ(spool.FirstAtOrAfter(0), 0u);
-  EXPECT_EQ(spool.FirstAtOrAfter(10), 0u);
-  for (const uint64_t i : {uint64_t{1}, uint64_t{99}, uint64_t{100}, TimelineSpool::kIndexStride,
-                           TimelineSpool::kIndexStride + 1, count - 1}) {
-    EXPECT_EQ(spool.FirstAtOrAfter(10 + 2 * i), i);
-    EXPECT_EQ(spool.FirstAtOrAfter(9 + 2 * i), i);
-    EXPECT_EQ(spool.At(i).live_bytes, i);
+  const uint64_t count = 3 * TimelineSpool::kBlockPoints + 150;
+  const auto live = [](uint64_t i) { return i % 700 < 350 ? i % 700 : 700 - i % 700; };
+  for (uint64_t i = 0; i < count; ++i) spool.Append({10 + 2 * i, live(i)});
+  ASSERT_EQ(spool.blocks().size(), 4u);
+  for (size_t b = 0; b < spool.blocks().size(); ++b) {
+    const TimelineSpool::Block& block = spool.blocks()[b];
+    const uint64_t first = b * TimelineSpool::kBlockPoints;
+    const uint64_t last = std::min(first + TimelineSpool::kBlockPoints, count) - 1;
+    EXPECT_EQ(block.first_ns, 10 + 2 * first);
+    EXPECT_EQ(block.last_ns, 10 + 2 * last);
+    uint64_t highest = 0;
+    for (uint64_t i = first; i <= last; ++i) highest = std::max(highest, live(i));
+    EXPECT_EQ(block.highest, highest);
+    EXPECT_EQ(block.entering, first == 0 ? 0 : live(first - 1));
   }
-  EXPECT_EQ(spool.FirstAtOrAfter(10 + 2 * count), count);
+  EXPECT_EQ(spool.last_live_bytes(), live(count - 1));
 }
 
 TEST(CombinedTest, SpoolTimestampsNeverGoBack) {
@@ -398,8 +403,14 @@ TEST(CombinedTest, SpoolTimestampsNeverGoBack) {
     EXPECT_EQ(points[i].timestamp_ns, times[i]);
     EXPECT_EQ(points[i].live_bytes, bytes[i]);
   }
-  EXPECT_EQ(spool.FirstAtOrAfter(300), 1u);
-  EXPECT_EQ(spool.FirstAtOrAfter(301), 4u);
+  // Blocks of 2 points: their times are the clamped ones.
+  TimelineSpool blocks(2, 2);
+  for (const uint64_t time : {100, 300, 200, 250, 400}) blocks.Append({time, time});
+  ASSERT_EQ(blocks.blocks().size(), 3u);
+  EXPECT_EQ(blocks.blocks()[1].first_ns, 300u);
+  EXPECT_EQ(blocks.blocks()[1].last_ns, 300u);
+  EXPECT_EQ(blocks.blocks()[1].highest, 250u);
+  EXPECT_EQ(blocks.blocks()[1].entering, 300u);
 }
 
 TEST(CombinedTest, ReportCommandPrintsCombinedSection) {
