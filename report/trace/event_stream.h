@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/trace/memory_event_decoder.h"
@@ -178,6 +179,8 @@ struct MemoryStreamStats {
 };
 
 using MemoryEventVisitor = std::function<void(const MemoryEvent&)>;
+// The same events as plain fields: what the replay takes, with no MemoryEvent built per event.
+using MemoryFieldsVisitor = absl::FunctionRef<void(const MemoryEventFields&)>;
 using LaunchVisitor = std::function<void(const LaunchEvent&)>;
 
 // Reads `file`'s packets (TraceFile::ReadPackets, so once per TraceFile) and calls `visit` for
@@ -190,6 +193,11 @@ MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisi
                                           size_t window = kReorderWindow,
                                           const PacketVisitor& packets = nullptr,
                                           const LaunchVisitor& launches = nullptr);
+// The same, each memory event visited as plain fields (valid during the call only).
+MemoryStreamStats StreamMemoryEventFieldsBySeq(TraceFile& file, MemoryFieldsVisitor visit,
+                                               size_t window = kReorderWindow,
+                                               const PacketVisitor& packets = nullptr,
+                                               const LaunchVisitor& launches = nullptr);
 
 // A trace read whole by ForEachMemoryEventBySeq.
 struct StreamedTrace {
