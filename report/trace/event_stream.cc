@@ -19,6 +19,7 @@ void SeqReorderBuffer::GrowRing() {
   std::vector<Entry> grown(std::max(capacity, ring_.size() + 1));
   for (size_t i = 0; i < ring_count_; ++i) grown[i] = At(i);
   ring_ = std::move(grown);
+  ring_capacity_ = ring_.size();
   ring_head_ = 0;
 }
 
