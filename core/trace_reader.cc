@@ -78,7 +78,7 @@ bool TraceReader::Open(const std::string& path, std::string* error) {
   return false;
 }
 
-bool TraceReader::Next(Packet* out) {
+bool TraceReader::NextFramed(Packet* out) {
   if (have_first_) {
     have_first_ = false;
     *out = first_;
@@ -236,33 +236,6 @@ void TraceReader::AddSkippedToMessage() {
                               " damaged bytes in " + std::to_string(end_.skipped_regions) +
                               " place(s) to the next intact packet";
   end_.message = end_.message.empty() ? path_ + ": " + skipped : end_.message + "; also " + skipped;
-}
-
-// Inlined: ReadFrame takes nearly every packet this way.
-__attribute__((always_inline)) inline bool TraceReader::TakeShortPacket(Packet* out) {
-  // Nearly every packet: the tag right here, a one-byte length, the whole packet in the buffer
-  // and inside the file. It is taken at once; anything else (zeros, a longer length, the end of
-  // the buffer, damage, the header) goes the careful way of ReadFrame.
-  if (packets_read_ == 0 || limit_ - pos_ < 2) return false;
-  const auto tag = static_cast<uint8_t>(buffer_[pos_]);
-  if (!IsFrameTag(tag)) return false;
-  const auto length = static_cast<uint8_t>(buffer_[pos_ + 1]);
-  const size_t total = 2 + size_t{length};
-  if (length >= 0x80 || limit_ - pos_ < total || Position() + total > file_size_) return false;
-  TakePacket(out, Position(), buffer_.data() + pos_ + 2, length, total, tag);
-  return true;
-}
-
-__attribute__((always_inline)) inline void TraceReader::TakePacket(Packet* out, uint64_t offset,
-                                                                   const char* body,
-                                                                   uint64_t length, size_t total,
-                                                                   uint8_t tag) {
-  out->bytes = std::string_view(body, length);
-  out->offset = offset;
-  out->compact_ref = tag == framing::kCompactRefTag;
-  out->event_ref = tag == kEventRefTag || out->compact_ref;
-  pos_ += total;
-  ++packets_read_;
 }
 
 TraceReader::Frame TraceReader::ReadFrame(Packet* out) {

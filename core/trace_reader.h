@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/trace_framing.h"
+
 namespace gpumem {
 
 // One complete packet of the file: a TracePacket, or an EventRef.
@@ -79,7 +81,11 @@ class TraceReader {
   // The next complete packet in file order, skipping zeros and, after damage in the middle, to the
   // next intact packet. Returns false at the end of the file or at damage with nothing intact
   // after it; end() then says which.
-  bool Next(Packet* out);
+  bool Next(Packet* out) {
+    // Nearly every packet is framed inline (TakeShortPacket): a call per packet costs as much.
+    if (!have_first_ && !finished_ && TakeShortPacket(out)) return true;
+    return NextFramed(out);
+  }
 
   const TraceEnd& end() const { return end_; }
   const std::string& path() const { return path_; }
@@ -104,9 +110,30 @@ class TraceReader {
   Frame ReadFrame(Packet* out);
   // The packet at the current position when it is the common case (one-byte length, all in the
   // buffer); false for anything else, having read nothing.
-  bool TakeShortPacket(Packet* out);
+  bool TakeShortPacket(Packet* out) {
+    // The tag right here, a one-byte length, the whole packet in the buffer and inside the file.
+    // Anything else (zeros, a longer length, the end of the buffer, damage, the header) goes the
+    // careful way of ReadFrame.
+    if (packets_read_ == 0 || limit_ - pos_ < 2) return false;
+    const auto tag = static_cast<uint8_t>(buffer_[pos_]);
+    if (!framing::IsFrameTag(tag)) return false;
+    const auto length = static_cast<uint8_t>(buffer_[pos_ + 1]);
+    const size_t total = 2 + size_t{length};
+    if (length >= 0x80 || limit_ - pos_ < total || Position() + total > file_size_) return false;
+    TakePacket(out, Position(), buffer_.data() + pos_ + 2, length, total, tag);
+    return true;
+  }
+  // Next() for what TakeShortPacket() does not take.
+  bool NextFramed(Packet* out);
   void TakePacket(Packet* out, uint64_t offset, const char* body, uint64_t length, size_t total,
-                  uint8_t tag);
+                  uint8_t tag) {
+    out->bytes = std::string_view(body, length);
+    out->offset = offset;
+    out->compact_ref = tag == framing::kCompactRefTag;
+    out->event_ref = tag == framing::kEventRefTag || out->compact_ref;
+    pos_ += total;
+    ++packets_read_;
+  }
   // Only zeros are left after `last_packet_end`: the end of the file, or an empty trace.
   Frame EndOfPackets(bool first, uint64_t last_packet_end);
   // The tag and length at the current position, `offset` in the file, `rest` bytes before its end.

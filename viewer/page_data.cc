@@ -52,7 +52,12 @@ class ViewObserver final : public report::ReplayObserver {
                IterationTimes& iterations)
       : trace_(trace), sites_(sites), options_(options), iterations_(iterations) {}
 
-  void AfterMemory(const MemoryEvent& event, const Replay& replay) override {
+  void AfterMemory(const report::MemoryEventFields& fields, const Replay& replay) override {
+    report::ToProto(fields, &event_);
+    AfterMemoryEvent(event_, replay);
+  }
+  // The replay's event as a MemoryEvent (event_, reused), for what the view takes from it.
+  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) {
     const uint64_t t = Since(event.timestamp_ns());
     last_ns_ = std::max(last_ns_, t);
     ApplyPoolSizes(event.timestamp_ns());
@@ -139,6 +144,7 @@ class ViewObserver final : public report::ReplayObserver {
   uint64_t last_ns() const { return last_ns_; }
 
  private:
+  MemoryEvent event_;
   struct Ended {
     int32_t place;
     uint32_t site;

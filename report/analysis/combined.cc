@@ -119,18 +119,19 @@ std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
 }
 
 void TimelineBuilder::Add(const MemoryEvent& event) {
-  replay_.Add(event);
-  AddReplayed(event, replay_);
+  const MemoryEventFields fields = FromProto(event);
+  replay_.Add(fields);
+  AddReplayed(fields, replay_);
 }
 
-void TimelineBuilder::AddReplayed(const MemoryEvent& event, const Replay& replay) {
+void TimelineBuilder::AddReplayed(const MemoryEventFields& event, const Replay& replay) {
   // A free names no place; any place may have changed. Places are few (devices, pinned host).
-  if (event.action() == ALLOC) last_.try_emplace(PlaceOf(event), 0);
+  if (event.action == ALLOC) last_.try_emplace(PlaceOf(event), 0);
   for (auto& [place, last] : last_) {
     const uint64_t now = replay.LiveBytes(place);
     if (now == last) continue;
     last = now;
-    places_.try_emplace(place, buffered_).first->second.Append({event.timestamp_ns(), now});
+    places_.try_emplace(place, buffered_).first->second.Append({event.timestamp_ns, now});
   }
 }
 

@@ -156,7 +156,7 @@ class TimelineBuilder {
   void Add(const MemoryEvent& event);
   // Or takes the live bytes from `replay`, which has just replayed `event` (the report's own
   // replay: every event replayed once, not once more for the timeline). One or the other, always.
-  void AddReplayed(const MemoryEvent& event, const Replay& replay);
+  void AddReplayed(const MemoryEventFields& event, const Replay& replay);
   // The timeline, with the process and place names from `trace` (read whole by now). Once.
   ProcessTimeline Finish(const std::string& path, const TraceFile& trace);
 

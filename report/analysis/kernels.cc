@@ -87,18 +87,18 @@ uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
   return key;
 }
 
-void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay) {
+void KernelAnalysis::AfterMemory(const MemoryEventFields& event, const Replay& replay) {
   // Uses are kept from the first launch on (AddLaunch): before it, no allocation can have been
   // received by a kernel, and a trace without launches costs no table.
-  if (event.action() == ALLOC && launch_index_ > 0) {
+  if (event.action == ALLOC && launch_index_ > 0) {
     const MemorySpace space = SpaceOf(event);
     if (space == MemorySpace::kPlain || space == MemorySpace::kPhysical) {
-      uses_[event.seq()] = Use{0, 0, launch_index_};
+      uses_[event.seq] = Use{0, 0, launch_index_};
     }
   }
-  if (event.action() != ALLOC && event.action() != FREE) return;
+  if (event.action != ALLOC && event.action != FREE) return;
   // The peak window of the event's place: open at each new peak, closed by the first decrease.
-  const int32_t place = event.action() == ALLOC ? PlaceOf(event) : event.device();
+  const int32_t place = event.action == ALLOC ? PlaceOf(event) : event.device;
   if (open_windows_ > 0) {  // most events: every window closed, nothing to close
     for (auto& [known, window] : peaks_) {
       if (!window.at_peak || (place >= 0 && known != place)) continue;
@@ -108,7 +108,7 @@ void KernelAnalysis::AfterMemory(const MemoryEvent& event, const Replay& replay)
       }
     }
   }
-  if (event.action() == ALLOC) {
+  if (event.action == ALLOC) {
     if (last_window_ == nullptr || last_window_place_ != place) {
       last_window_ = &peaks_[place];
       last_window_place_ = place;

@@ -75,7 +75,7 @@ class KernelAnalysis final : public ReplayObserver {
   explicit KernelAnalysis(const TraceFile* trace) : trace_(trace) {}
 
   // `replay` has applied `event` (live bytes and the live set are as of after it).
-  void AfterMemory(const MemoryEvent& event, const Replay& replay) override;
+  void AfterMemory(const MemoryEventFields& event, const Replay& replay) override;
   void AddLaunch(const LaunchEvent& launch, const Replay& replay) override;
   void AllocationEnded(const LiveAllocation& live) override;
   // What was live at the end still counts: as never used or idle through to the end.

@@ -146,16 +146,26 @@ class Analyses {
 };
 
 // What follows the replay event by event: the kernel analysis (--peak, --kernels), the launches
-// growth may take its iterations from, and the timeline of the combined view. Any may be null.
+// growth may take its iterations from, the timeline of the combined view, and the progress shown
+// on a terminal. Any may be null.
 class ReportObserver final : public ReplayObserver {
  public:
-  ReportObserver(KernelAnalysis* kernels, Analyses* analyses, TimelineBuilder* timeline)
-      : kernels_(kernels), analyses_(analyses), timeline_(timeline) {}
+  ReportObserver(KernelAnalysis* kernels, Analyses* analyses, TimelineBuilder* timeline,
+                 Progress* progress, const TraceFile* reading)
+      : kernels_(kernels),
+        analyses_(analyses),
+        timeline_(timeline),
+        progress_(progress),
+        reading_(reading) {}
+  // Without anything to follow the replay, it is not asked to hand events on: launches then take
+  // no place in the reorder buffer.
   bool active() const {
-    return kernels_ != nullptr || analyses_ != nullptr || timeline_ != nullptr;
+    return kernels_ != nullptr || analyses_ != nullptr || timeline_ != nullptr ||
+           progress_->enabled();
   }
 
-  void AfterMemory(const MemoryEvent& event, const Replay& replay) override {
+  void AfterMemory(const MemoryEventFields& event, const Replay& replay) override {
+    progress_->Update(reading_->bytes_read());
     if (kernels_ != nullptr) kernels_->AfterMemory(event, replay);
     if (timeline_ != nullptr) timeline_->AddReplayed(event, replay);
   }
@@ -174,6 +184,8 @@ class ReportObserver final : public ReplayObserver {
   KernelAnalysis* kernels_;
   Analyses* analyses_;
   TimelineBuilder* timeline_;
+  Progress* progress_;
+  const TraceFile* reading_;  // how far it has been read, for the progress
 };
 
 }  // namespace
@@ -190,16 +202,17 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   Analyses analyses(**file, request, *report.sites);
   KernelAnalysis kernels(file->get());
   const bool wants_kernels = request.peak || request.kernels;
-  ReportObserver observer(wants_kernels ? &kernels : nullptr,
-                          analyses.wants_launches() ? &analyses : nullptr, analyses.timeline());
   // Progress on a terminal (report/trace/progress.h), ticked by every memory event.
   const TraceFile* reading = file->get();
   Progress progress(path, reading->file_size(), request.progress ? stderr : nullptr);
-  const bool wants_events = analyses.wants_events();
-  MemoryEventVisitor analyses_events = [&](const MemoryEvent& event) {
-    progress.Update(reading->bytes_read());
-    if (wants_events) analyses.Add(event);
-  };
+  ReportObserver observer(wants_kernels ? &kernels : nullptr,
+                          analyses.wants_launches() ? &analyses : nullptr, analyses.timeline(),
+                          &progress, reading);
+  // The analyses take MemoryEvents: built for them only when one is asked for.
+  MemoryEventVisitor analyses_events;
+  if (analyses.wants_events()) {
+    analyses_events = [&analyses](const MemoryEvent& event) { analyses.Add(event); };
+  }
   report.replay =
       ReplayTrace(*std::move(file), analyses_events, observer.active() ? &observer : nullptr,
                   [&analyses](const PacketPosition&, const TracePacket& packet) {

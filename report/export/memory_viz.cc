@@ -46,7 +46,10 @@ class MemoryVizObserver final : public ReplayObserver {
   MemoryVizObserver(const TraceFile& trace, Progress* progress)
       : trace_(trace), symbolizer_(&trace), holders_(HoldersOfTrace(trace)), progress_(progress) {}
 
-  void AfterMemory(const MemoryEvent& event, const Replay& replay) override;
+  void AfterMemory(const MemoryEventFields& fields, const Replay& replay) override {
+    ToProto(fields, &event_);
+    AfterMemoryEvent(event_, replay);
+  }
   void AddLaunch(const LaunchEvent&, const Replay&) override {}
   void AllocationEnded(const LiveAllocation& live) override { ended_.push_back(live.seq); }
   void Finished(const Replay&) override {}
@@ -55,6 +58,9 @@ class MemoryVizObserver final : public ReplayObserver {
   void Write(std::string* out);
 
  private:
+  // The replay's event as a MemoryEvent (event_, reused), for what this export takes from it.
+  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay);
+  MemoryEvent event_;
   bool IsCacheSegment(const MemoryEvent& event) {
     const MemoryHolder* holder = holders_(event.stack_id());
     return !IsStreamOrdered(event) && holder != nullptr &&
@@ -175,7 +181,7 @@ void MemoryVizObserver::Closed(const Segment& segment, bool mapped, uint64_t tim
   Entry(segment.device, mapped ? "segment_unmap" : "segment_free", segment, timestamp_ns, stack);
 }
 
-void MemoryVizObserver::AfterMemory(const MemoryEvent& event, const Replay&) {
+void MemoryVizObserver::AfterMemoryEvent(const MemoryEvent& event, const Replay&) {
   if (progress_ != nullptr) progress_->Update(trace_.bytes_read());
   // What the replay ended while applying this event: freed by it, or dropped under it.
   for (const uint64_t seq : ended_) {

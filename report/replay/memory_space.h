@@ -4,6 +4,7 @@
 #define GPUMEM_REPORT_REPLAY_MEMORY_SPACE_H_
 
 #include "core/trace.pb.h"
+#include "report/trace/memory_event_decoder.h"
 
 namespace gpumem::report {
 
@@ -14,9 +15,10 @@ namespace gpumem::report {
 // address as its reservation is a different entry.
 enum class MemorySpace { kPlain, kReservation, kPhysical, kMapping };
 
-// By API where it is known, else by the event's kind (a newer recorder, or CUPTI).
-inline MemorySpace SpaceOf(const MemoryEvent& event) {
-  switch (event.api()) {
+// By API where it is known, else by the event's kind (a newer recorder, or CUPTI). Each function
+// takes an event's api and kind, or the event itself, as a MemoryEvent or as plain fields.
+inline MemorySpace SpaceOf(int32_t api, int32_t kind) {
+  switch (api) {
     case CU_MEM_ADDRESS_RESERVE:
     case CU_MEM_ADDRESS_FREE:
       return MemorySpace::kReservation;
@@ -31,7 +33,7 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
     default:
       break;
   }
-  switch (event.kind()) {
+  switch (kind) {
     case VMM_RESERVATION:
       return MemorySpace::kReservation;
     case VMM_PHYSICAL:
@@ -46,14 +48,14 @@ inline MemorySpace SpaceOf(const MemoryEvent& event) {
 
 // A handle to physical memory that a process exported (cuMemImportFromShareableHandle): the
 // exporter's memory, or this process's own handle once more.
-inline bool IsImported(const MemoryEvent& event) {
-  return event.kind() == VMM_IMPORTED || event.api() == CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
+inline bool IsImported(int32_t api, int32_t kind) {
+  return kind == VMM_IMPORTED || api == CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
 }
 
 // Page-locked host memory: by kind, or by the API where an older trace left the kind out.
-inline bool IsPinnedHost(const MemoryEvent& event) {
-  if (event.kind() == PINNED_HOST) return true;
-  switch (event.api()) {
+inline bool IsPinnedHost(int32_t api, int32_t kind) {
+  if (kind == PINNED_HOST) return true;
+  switch (api) {
     case CUDA_MALLOC_HOST:
     case CUDA_HOST_ALLOC:
     case CU_MEM_HOST_ALLOC:
@@ -65,9 +67,9 @@ inline bool IsPinnedHost(const MemoryEvent& event) {
 }
 
 // A stream-ordered allocation from a memory pool (cudaMallocAsync and kin).
-inline bool IsStreamOrdered(const MemoryEvent& event) {
-  if (event.kind() == POOL) return true;
-  switch (event.api()) {
+inline bool IsStreamOrdered(int32_t api, int32_t kind) {
+  if (kind == POOL) return true;
+  switch (api) {
     case CUDA_MALLOC_ASYNC:
     case CUDA_MALLOC_FROM_POOL_ASYNC:
     case CU_MEM_ALLOC_ASYNC:
@@ -76,6 +78,25 @@ inline bool IsStreamOrdered(const MemoryEvent& event) {
     default:
       return false;
   }
+}
+
+inline MemorySpace SpaceOf(const MemoryEvent& event) { return SpaceOf(event.api(), event.kind()); }
+inline MemorySpace SpaceOf(const MemoryEventFields& event) {
+  return SpaceOf(event.api, event.kind);
+}
+inline bool IsImported(const MemoryEvent& event) { return IsImported(event.api(), event.kind()); }
+inline bool IsImported(const MemoryEventFields& event) { return IsImported(event.api, event.kind); }
+inline bool IsPinnedHost(const MemoryEvent& event) {
+  return IsPinnedHost(event.api(), event.kind());
+}
+inline bool IsPinnedHost(const MemoryEventFields& event) {
+  return IsPinnedHost(event.api, event.kind);
+}
+inline bool IsStreamOrdered(const MemoryEvent& event) {
+  return IsStreamOrdered(event.api(), event.kind());
+}
+inline bool IsStreamOrdered(const MemoryEventFields& event) {
+  return IsStreamOrdered(event.api, event.kind);
 }
 
 }  // namespace gpumem::report

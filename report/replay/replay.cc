@@ -34,6 +34,10 @@ int32_t PlaceOf(const MemoryEvent& event) {
   return IsPinnedHost(event) ? kPinnedHost : event.device();
 }
 
+int32_t PlaceOf(const MemoryEventFields& event) {
+  return IsPinnedHost(event) ? kPinnedHost : event.device;
+}
+
 Replay::PlaceState& Replay::StateOf(int32_t place) {
   if (last_state_ == nullptr || last_place_ != place) {
     last_state_ = &places_[place];
@@ -42,7 +46,7 @@ Replay::PlaceState& Replay::StateOf(int32_t place) {
   return *last_state_;
 }
 
-void Replay::Count(const Live& live, const MemoryEvent& event) {
+void Replay::Count(const Live& live, const MemoryEventFields& event) {
   PlaceState& state = StateOf(live.place);
   PlaceUsage& usage = state.usage;
   usage.place = live.place;
@@ -51,8 +55,8 @@ void Replay::Count(const Live& live, const MemoryEvent& event) {
   usage.live.Add(live.size);
   if (usage.live.bytes > usage.peak_bytes) {
     usage.peak_bytes = usage.live.bytes;
-    usage.peak_seq = event.seq();
-    usage.peak_timestamp_ns = event.timestamp_ns();
+    usage.peak_seq = event.seq;
+    usage.peak_timestamp_ns = event.timestamp_ns;
     state.freed_since_peak.clear();  // everything live at the new peak is still live
   }
 }
@@ -78,15 +82,15 @@ const LiveAllocation* Replay::FindContaining(uint64_t address) const {
   return &physical->second.live;
 }
 
-void Replay::AllocPlain(const MemoryEvent& event) {
+void Replay::AllocPlain(const MemoryEventFields& event) {
   bool overlapped = false;
-  Live& live = plain_.Allocate(event.address(), event.size(), &overlapped,
+  Live& live = plain_.Allocate(event.address, event.size, &overlapped,
                                [this](const Live& dropped) { Uncount(dropped); });
   if (overlapped) ++anomalies_.overlapping_allocations;
   // Field by field: a Live built whole and copied in stalls on store forwarding.
-  live.size = event.size();
-  live.seq = event.seq();
-  live.stack_id = event.stack_id();
+  live.size = event.size;
+  live.seq = event.seq;
+  live.stack_id = event.stack_id;
   live.place = PlaceOf(event);
   Count(live, event);
 }
@@ -99,9 +103,9 @@ void Replay::FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key) {
   }
 }
 
-void Replay::FreePlain(const MemoryEvent& event) {
-  if (event.address() == 0) return;  // cudaFree(nullptr) and the like: a no-op
-  switch (plain_.Free(event.address(), [this](const Live& live) { Uncount(live); })) {
+void Replay::FreePlain(const MemoryEventFields& event) {
+  if (event.address == 0) return;  // cudaFree(nullptr) and the like: a no-op
+  switch (plain_.Free(event.address, [this](const Live& live) { Uncount(live); })) {
     case FreeOutcome::kFreed:
       return;
     case FreeOutcome::kUnknownAddress:
@@ -113,44 +117,44 @@ void Replay::FreePlain(const MemoryEvent& event) {
   }
 }
 
-void Replay::AllocPhysical(const MemoryEvent& event) {
-  auto it = physical_.find(event.handle());
+void Replay::AllocPhysical(const MemoryEventFields& event) {
+  auto it = physical_.find(event.handle);
   if (it != physical_.end()) {  // a handle the driver handed out again: its release was missed
     ++anomalies_.overlapping_allocations;
     if (!it->second.imported) Uncount(it->second.live);
     physical_.erase(it);
   }
   Physical physical;
-  physical.live = {event.size(), event.seq(), event.stack_id(), event.device()};
-  physical_.emplace(event.handle(), physical);
-  freed_handles_.erase(event.handle());
+  physical.live = {event.size, event.seq, event.stack_id, event.device};
+  physical_.emplace(event.handle, physical);
+  freed_handles_.erase(event.handle);
   Count(physical.live, event);
 }
 
 // Another process's memory, or this process's own handle again (one more reference to it).
-void Replay::ImportPhysical(const MemoryEvent& event) {
-  auto it = physical_.find(event.handle());
+void Replay::ImportPhysical(const MemoryEventFields& event) {
+  auto it = physical_.find(event.handle);
   if (it != physical_.end()) {
     ++it->second.references;
     return;
   }
   Physical physical;
   physical.imported = true;
-  physical.live = {0, event.seq(), event.stack_id(), -1};
-  physical_.emplace(event.handle(), physical);
-  freed_handles_.erase(event.handle());
+  physical.live = {0, event.seq, event.stack_id, -1};
+  physical_.emplace(event.handle, physical);
+  freed_handles_.erase(event.handle);
 }
 
-void Replay::RetainPhysical(const MemoryEvent& event) {
-  if (event.result() != 0) return;  // no reference was taken
-  auto it = physical_.find(event.handle());
+void Replay::RetainPhysical(const MemoryEventFields& event) {
+  if (event.result != 0) return;  // no reference was taken
+  auto it = physical_.find(event.handle);
   // A handle made before recording began: its releases will say so.
   if (it != physical_.end()) ++it->second.references;
 }
 
-void Replay::ReleasePhysical(const MemoryEvent& event) {
-  auto it = physical_.find(event.handle());
-  if (it == physical_.end()) return FreeNotFound(freed_handles_, event.handle());
+void Replay::ReleasePhysical(const MemoryEventFields& event) {
+  auto it = physical_.find(event.handle);
+  if (it == physical_.end()) return FreeNotFound(freed_handles_, event.handle);
   if (it->second.references == 0) {  // released already, kept by a mapping
     ++anomalies_.double_frees;
     return;
@@ -175,34 +179,34 @@ void Replay::Unmapped(uint64_t handle, const Mapping& mapping) {
   EndPhysical(it);
 }
 
-void Replay::Map(const MemoryEvent& event) {
-  auto old = mappings_.find(event.address());
+void Replay::Map(const MemoryEventFields& event) {
+  auto old = mappings_.find(event.address);
   if (old != mappings_.end()) {
     ++anomalies_.overlapping_allocations;
     const Mapping dropped = old->second;
     mappings_.erase(old);
     Unmapped(dropped.handle, dropped);
   }
-  Mapping mapping{event.size(), event.handle(), false};
-  auto physical = physical_.find(event.handle());
+  Mapping mapping{event.size, event.handle, false};
+  auto physical = physical_.find(event.handle);
   if (physical != physical_.end()) {
     ++physical->second.mappings;
     mapping.imported = physical->second.imported;
   }
   if (mapping.imported) {
-    imported_mapped_bytes_ = SaturatingAdd(imported_mapped_bytes_, event.size());
+    imported_mapped_bytes_ = SaturatingAdd(imported_mapped_bytes_, event.size);
     imported_mapped_peak_bytes_ = std::max(imported_mapped_peak_bytes_, imported_mapped_bytes_);
   }
-  mappings_[event.address()] = mapping;
+  mappings_[event.address] = mapping;
 }
 
-void Replay::Unmap(const MemoryEvent& event) {
+void Replay::Unmap(const MemoryEventFields& event) {
   // cuMemUnmap(ptr, size) unmaps every mapping in [ptr, ptr + size).
-  auto first = mappings_.lower_bound(event.address());
+  auto first = mappings_.lower_bound(event.address);
   auto last =
-      event.size() == 0
-          ? (first != mappings_.end() && first->first == event.address() ? std::next(first) : first)
-          : mappings_.lower_bound(RangeEnd(event.address(), event.size()));
+      event.size == 0
+          ? (first != mappings_.end() && first->first == event.address ? std::next(first) : first)
+          : mappings_.lower_bound(RangeEnd(event.address, event.size));
   if (first == last) {
     ++anomalies_.unknown_frees;
     return;
@@ -213,29 +217,29 @@ void Replay::Unmap(const MemoryEvent& event) {
   for (const Mapping& mapping : unmapped) Unmapped(mapping.handle, mapping);
 }
 
-void Replay::ReserveAddress(const MemoryEvent& event) {
-  auto [it, inserted] = reservations_.try_emplace(event.address(), event.size());
+void Replay::ReserveAddress(const MemoryEventFields& event) {
+  auto [it, inserted] = reservations_.try_emplace(event.address, event.size);
   if (!inserted) {
     ++anomalies_.overlapping_allocations;
     reserved_bytes_ -= std::min(reserved_bytes_, it->second);
-    it->second = event.size();
+    it->second = event.size;
   }
-  freed_reservations_.erase(event.address());
-  reserved_bytes_ = SaturatingAdd(reserved_bytes_, event.size());
+  freed_reservations_.erase(event.address);
+  reserved_bytes_ = SaturatingAdd(reserved_bytes_, event.size);
   reserved_peak_bytes_ = std::max(reserved_peak_bytes_, reserved_bytes_);
 }
 
-void Replay::FreeAddress(const MemoryEvent& event) {
-  auto it = reservations_.find(event.address());
-  if (it == reservations_.end()) return FreeNotFound(freed_reservations_, event.address());
+void Replay::FreeAddress(const MemoryEventFields& event) {
+  auto it = reservations_.find(event.address);
+  if (it == reservations_.end()) return FreeNotFound(freed_reservations_, event.address);
   reserved_bytes_ -= std::min(reserved_bytes_, it->second);
   reservations_.erase(it);
-  freed_reservations_.insert(event.address());
+  freed_reservations_.insert(event.address);
 }
 
-void Replay::Add(const MemoryEvent& event) {
+void Replay::Add(const MemoryEventFields& event) {
   const MemorySpace space = SpaceOf(event);
-  switch (event.action()) {
+  switch (event.action) {
     case ALLOC:
       switch (space) {
         case MemorySpace::kPlain:
@@ -265,13 +269,13 @@ void Replay::Add(const MemoryEvent& event) {
       return;
     case ALLOC_FAILED:
       // Out of memory, or another error (a handle type the system refuses): never an OOM.
-      ++(IsOutOfMemoryResult(event.result()) ? failed_allocations_ : failed_calls_);
+      ++(IsOutOfMemoryResult(event.result) ? failed_allocations_ : failed_calls_);
       return;
     case FREE_FAILED:  // nothing was freed
       // But a handle released past its last reference is the program's double free, which the
       // driver refused (a plain pointer freed twice may have been allocated again by then).
-      if (space == MemorySpace::kPhysical && freed_handles_.contains(event.handle()) &&
-          !physical_.contains(event.handle())) {
+      if (space == MemorySpace::kPhysical && freed_handles_.contains(event.handle) &&
+          !physical_.contains(event.handle)) {
         ++anomalies_.double_frees;
       }
       return;
@@ -327,21 +331,25 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
   if (observer != nullptr) {
     launches = [&](const LaunchEvent& launch) { observer->AddLaunch(launch, replay); };
   }
-  const MemoryStreamStats stats = StreamMemoryEventsBySeq(
+  MemoryEvent also_event;  // built only for `also`, reused: ToProto() sets every field
+  const MemoryStreamStats stats = StreamMemoryEventFieldsBySeq(
       *file,
-      [&](const MemoryEvent& event) {
+      [&](const MemoryEventFields& event) {
         replay.Add(event);
         if (observer != nullptr) observer->AfterMemory(event, replay);
-        if (event.action() == ALLOC && event.kind() == POOL) {
-          result.stream_ordered_stacks.insert(event.stack_id());
+        if (event.action == ALLOC && event.kind == POOL) {
+          result.stream_ordered_stacks.insert(event.stack_id);
         }
         // Address space and the mappings of physical memory already counted are not memory.
-        if (event.action() == ALLOC && event.capture() != 0 && event.kind() != VMM_RESERVATION &&
-            event.kind() != VMM_MAPPING) {
-          result.for_graph.Add(event.size());
-          result.graph_stacks.insert(event.stack_id());
+        if (event.action == ALLOC && event.capture != 0 && event.kind != VMM_RESERVATION &&
+            event.kind != VMM_MAPPING) {
+          result.for_graph.Add(event.size);
+          result.graph_stacks.insert(event.stack_id);
         }
-        if (also) also(event);
+        if (also) {
+          ToProto(event, &also_event);
+          also(also_event);
+        }
       },
       kReorderWindow, packets, launches);
   result.file = std::move(file);

@@ -66,6 +66,7 @@ struct LiveAllocation {
 // The place an allocation (or failed allocation) event counts on: kPinnedHost for page-locked host
 // memory, else the event's device.
 int32_t PlaceOf(const MemoryEvent& event);
+int32_t PlaceOf(const MemoryEventFields& event);
 
 struct ReplayAnomalies {
   uint64_t unknown_frees = 0;            // a free of an address or handle never allocated
@@ -101,7 +102,9 @@ class Replay;
 class ReplayObserver {
  public:
   virtual ~ReplayObserver() = default;
-  virtual void AfterMemory(const MemoryEvent& event, const Replay& replay) = 0;
+  // The event as plain fields (report/trace/memory_event_decoder.h): no MemoryEvent is built for
+  // the replay's own pass; ToProto() makes one where an observer needs it.
+  virtual void AfterMemory(const MemoryEventFields& event, const Replay& replay) = 0;
   virtual void AddLaunch(const LaunchEvent& launch, const Replay& replay) = 0;
   // Freed, released (VMM: released and unmapped everywhere), or dropped under a newer allocation.
   virtual void AllocationEnded(const LiveAllocation& live) = 0;
@@ -113,7 +116,8 @@ class Replay {
  public:
   explicit Replay(ReplayObserver* observer = nullptr) : observer_(observer) {}
   // `event` must come in seq order (one process's events).
-  void Add(const MemoryEvent& event);
+  void Add(const MemoryEventFields& event);
+  void Add(const MemoryEvent& event) { Add(FromProto(event)); }
 
   // Every place that saw an allocation: devices ascending, then -1, then kPinnedHost.
   std::vector<PlaceUsage> Places() const;
@@ -170,21 +174,21 @@ class Replay {
     absl::flat_hash_map<uint64_t, Tally> allocated_by_stack;  // PlaceUsage::allocated_sites
   };
 
-  void Count(const Live& live, const MemoryEvent& event);
+  void Count(const Live& live, const MemoryEventFields& event);
   void Uncount(const Live& live);
   PlaceState& StateOf(int32_t place);
-  void AllocPlain(const MemoryEvent& event);
-  void FreePlain(const MemoryEvent& event);
-  void AllocPhysical(const MemoryEvent& event);
-  void ImportPhysical(const MemoryEvent& event);
-  void RetainPhysical(const MemoryEvent& event);
-  void ReleasePhysical(const MemoryEvent& event);
+  void AllocPlain(const MemoryEventFields& event);
+  void FreePlain(const MemoryEventFields& event);
+  void AllocPhysical(const MemoryEventFields& event);
+  void ImportPhysical(const MemoryEventFields& event);
+  void RetainPhysical(const MemoryEventFields& event);
+  void ReleasePhysical(const MemoryEventFields& event);
   void EndPhysical(absl::flat_hash_map<uint64_t, Physical>::iterator it);
-  void Map(const MemoryEvent& event);
-  void Unmap(const MemoryEvent& event);
+  void Map(const MemoryEventFields& event);
+  void Unmap(const MemoryEventFields& event);
   void Unmapped(uint64_t handle, const Mapping& mapping);
-  void ReserveAddress(const MemoryEvent& event);
-  void FreeAddress(const MemoryEvent& event);
+  void ReserveAddress(const MemoryEventFields& event);
+  void FreeAddress(const MemoryEventFields& event);
   void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
 
   LiveRanges<Live> plain_;                            // plain allocations

@@ -19,6 +19,7 @@ void SeqReorderBuffer::GrowRing() {
   std::vector<Entry> grown(std::max(capacity, ring_.size() + 1));
   for (size_t i = 0; i < ring_count_; ++i) grown[i] = At(i);
   ring_ = std::move(grown);
+  ring_capacity_ = ring_.size();
   ring_head_ = 0;
 }
 
@@ -48,9 +49,9 @@ namespace {
 // stays as large as the window at most).
 class ReorderingSink final : public MemoryEventSink {
  public:
-  ReorderingSink(TraceFile* file, size_t window, const MemoryEventVisitor& visit,
+  ReorderingSink(TraceFile* file, size_t window, MemoryFieldsVisitor visit,
                  const LaunchVisitor& launches)
-      : file_(file), credit_(file), buffer_(window), release_{this, &visit, &launches} {}
+      : file_(file), credit_(file), buffer_(window), release_{this, visit, &launches} {}
 
   MemoryEventFields* Slot() override { return buffer_.Slot(); }
   void Add(const PacketPosition&) override { buffer_.Commit(release_); }
@@ -80,7 +81,7 @@ class ReorderingSink final : public MemoryEventSink {
  private:
   struct Release {
     ReorderingSink* sink;
-    const MemoryEventVisitor* visit;
+    MemoryFieldsVisitor visit;
     const LaunchVisitor* launches;
     void operator()(const MemoryEventFields& fields) const {
       if (fields.launch_ref == kSeqOnly) return;
@@ -95,17 +96,15 @@ class ReorderingSink final : public MemoryEventSink {
         ++sink->impossible_sizes_;
         return;
       }
-      ToProto(fields, &sink->event_);  // event_ is reused: ToProto() sets every field
-      // Only a trace with backward passes looks anything up.
-      if (!sink->file_->backward_passes().empty()) {
-        sink->event_.set_stack_id(sink->credit_.StackFor(static_cast<Action>(fields.action),
-                                                         fields.seq, fields.tid, fields.stack_id));
-      }
       ++sink->released_;
-      (*visit)(sink->event_);
+      // Only a trace with backward passes looks anything up.
+      if (sink->file_->backward_passes().empty()) return visit(fields);
+      MemoryEventFields credited = fields;
+      credited.stack_id = sink->credit_.StackFor(static_cast<Action>(fields.action), fields.seq,
+                                                 fields.tid, fields.stack_id);
+      visit(credited);
     }
   };
-
   static constexpr uint32_t kSeqOnly = ~uint32_t{0};
 
   // An entry of the buffer that stands for no memory event: a launch, or a seq only.
@@ -120,7 +119,6 @@ class ReorderingSink final : public MemoryEventSink {
   TraceFile* file_;
   BackwardCredit credit_;
   SeqReorderBuffer buffer_;
-  MemoryEvent event_;
   std::vector<LaunchEvent> launch_pool_;
   std::vector<uint32_t> free_launch_slots_;
   uint64_t released_ = 0;
@@ -134,6 +132,19 @@ class ReorderingSink final : public MemoryEventSink {
 MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisitor& visit,
                                           size_t window, const PacketVisitor& packets,
                                           const LaunchVisitor& launches) {
+  MemoryEvent event;  // reused: ToProto() sets every field
+  return StreamMemoryEventFieldsBySeq(
+      file,
+      [&](const MemoryEventFields& fields) {
+        ToProto(fields, &event);
+        visit(event);
+      },
+      window, packets, launches);
+}
+
+MemoryStreamStats StreamMemoryEventFieldsBySeq(TraceFile& file, MemoryFieldsVisitor visit,
+                                               size_t window, const PacketVisitor& packets,
+                                               const LaunchVisitor& launches) {
   ReorderingSink sink(&file, window, visit, launches);
   file.ReadPackets(
       [&](const PacketPosition& position, const TracePacket& packet) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/trace.pb.h"
 #include "report/trace/memory_event_decoder.h"
@@ -58,7 +59,7 @@ class SeqReorderBuffer {
   // The same in two steps, without a copy: the next event is written into Slot(), then Commit()
   // adds it.
   MemoryEventFields* Slot() {
-    if (ring_count_ == ring_.size()) GrowRing();
+    if (ring_count_ == ring_capacity_) GrowRing();
     return &At(ring_count_).event;
   }
   template <typename Release>
@@ -123,7 +124,7 @@ class SeqReorderBuffer {
 
   Entry& At(size_t i) {
     const size_t slot = ring_head_ + i;
-    return ring_[slot < ring_.size() ? slot : slot - ring_.size()];
+    return ring_[slot < ring_capacity_ ? slot : slot - ring_capacity_];
   }
   // The entry just written after the newest belongs before it: moves it into place.
   void InsertOutOfPlace();
@@ -145,7 +146,7 @@ class SeqReorderBuffer {
     // in cache, not the whole ring (8 MiB once a gap has grown it to the window).
     if (--ring_count_ == 0) {
       ring_head_ = 0;
-    } else if (++ring_head_ == ring_.size()) {
+    } else if (++ring_head_ == ring_capacity_) {
       ring_head_ = 0;
     }
   }
@@ -158,6 +159,7 @@ class SeqReorderBuffer {
   // Most events: a ring kept sorted by (seq, arrival), oldest first; an event lands at the back
   // or a few places before it. Grown on demand, up to window + 1 entries.
   std::vector<Entry> ring_;
+  size_t ring_capacity_ = 0;  // ring_.size(), kept apart: At() needs it on every call
   size_t ring_head_ = 0;
   size_t ring_count_ = 0;
   // Events that arrived far out of place: a heap by (seq, arrival).
@@ -178,6 +180,8 @@ struct MemoryStreamStats {
 };
 
 using MemoryEventVisitor = std::function<void(const MemoryEvent&)>;
+// The same events as plain fields: what the replay takes, with no MemoryEvent built per event.
+using MemoryFieldsVisitor = absl::FunctionRef<void(const MemoryEventFields&)>;
 using LaunchVisitor = std::function<void(const LaunchEvent&)>;
 
 // Reads `file`'s packets (TraceFile::ReadPackets, so once per TraceFile) and calls `visit` for
@@ -190,6 +194,11 @@ MemoryStreamStats StreamMemoryEventsBySeq(TraceFile& file, const MemoryEventVisi
                                           size_t window = kReorderWindow,
                                           const PacketVisitor& packets = nullptr,
                                           const LaunchVisitor& launches = nullptr);
+// The same, each memory event visited as plain fields (valid during the call only).
+MemoryStreamStats StreamMemoryEventFieldsBySeq(TraceFile& file, MemoryFieldsVisitor visit,
+                                               size_t window = kReorderWindow,
+                                               const PacketVisitor& packets = nullptr,
+                                               const LaunchVisitor& launches = nullptr);
 
 // A trace read whole by ForEachMemoryEventBySeq.
 struct StreamedTrace {

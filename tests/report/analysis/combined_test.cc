@@ -233,7 +233,7 @@ TEST(CombinedTest, TimelineFromTheReportsReplayIsTheSame) {
       ForEachMemoryEventBySeq(dir.File("p.trace"), [&](const MemoryEvent& event) {
         own.Add(event);
         replay.Add(event);
-        replayed.AddReplayed(event, replay);
+        replayed.AddReplayed(FromProto(event), replay);
       });
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   const ProcessTimeline a = own.Finish("p.trace", *streamed->file);

@@ -44,7 +44,7 @@ class LaunchRun : public testing::SyntheticEvents {
  private:
   void Feed(const MemoryEvent& event) {
     replay_.Add(event);
-    analysis_.AfterMemory(event, replay_);
+    analysis_.AfterMemory(FromProto(event), replay_);
   }
   KernelAnalysis analysis_;
   Replay replay_;
