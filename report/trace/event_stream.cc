@@ -1,5 +1,7 @@
 #include "report/trace/event_stream.h"
 
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -7,20 +9,13 @@
 #include "report/trace/backward_credit.h"
 
 namespace gpumem::report {
-namespace {
-
-// Entries of 128 bytes: a trace in order holds a handful, and a ring that must grow doubles.
-constexpr size_t kInitialRing = 64;
-
-}  // namespace
-
-void SeqReorderBuffer::GrowRing() {
-  const size_t capacity = std::max(kInitialRing, std::min(2 * ring_.size(), window_ + 1));
-  std::vector<Entry> grown(std::max(capacity, ring_.size() + 1));
-  for (size_t i = 0; i < ring_count_; ++i) grown[i] = At(i);
-  ring_ = std::move(grown);
-  ring_capacity_ = ring_.size();
-  ring_head_ = 0;
+// Entry is an aggregate of integers, so calloc's zero bytes are entries as value-initialised.
+SeqReorderBuffer::SeqReorderBuffer(size_t window)
+    : window_(window),
+      ring_(static_cast<Entry*>(std::calloc(window + 1, sizeof(Entry)))),
+      ring_capacity_(window + 1) {
+  static_assert(std::is_aggregate_v<Entry> && std::is_trivially_copyable_v<Entry>);
+  if (ring_ == nullptr) throw std::bad_alloc();
 }
 
 void SeqReorderBuffer::InsertOutOfPlace() {
