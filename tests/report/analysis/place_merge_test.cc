@@ -78,6 +78,20 @@ void ExpectAsOneMerge(const std::vector<ProcessTimeline>& timelines, size_t thre
   }
 }
 
+// For each block size: MergePlace of the two processes is one merge of everything, and peaks at
+// `bytes` at `timestamp_ns`.
+void ExpectPeakAt(const std::vector<std::vector<TimelinePoint>>& points,
+                  const std::vector<size_t>& block_sizes, uint64_t bytes, uint64_t timestamp_ns) {
+  for (const size_t block_points : block_sizes) {
+    SCOPED_TRACE(block_points);
+    const std::vector<ProcessTimeline> timelines = Timelines(points, block_points);
+    ExpectAsOneMerge(timelines, 1);
+    const CombinedPlace place = MergePlace(kPlace, {0, 1}, timelines, 1, 1);
+    EXPECT_EQ(place.peak_bytes, bytes);
+    EXPECT_EQ(place.timestamp_ns, timestamp_ns);
+  }
+}
+
 TEST(PlaceMergeTest, PeakInAWindowWhoseBoundIsNotTheHighest) {
   // A rises to 100 and falls back at once, while B is at 0 (t10-t12), then both hold 60 together
   // (t20-t30): the first window's bound, 100 + B's 70 at t11 (freed at t11 too), is the highest,
@@ -86,14 +100,7 @@ TEST(PlaceMergeTest, PeakInAWindowWhoseBoundIsNotTheHighest) {
       {{10, 100}, {11, 0}, {20, 60}, {30, 0}},
       {{11, 70}, {11, 0}, {25, 60}, {40, 0}},
   };
-  for (const size_t block_points : {1, 2, 1024}) {
-    SCOPED_TRACE(block_points);
-    const std::vector<ProcessTimeline> timelines = Timelines(points, block_points);
-    ExpectAsOneMerge(timelines, 1);
-    const CombinedPlace place = MergePlace(kPlace, {0, 1}, timelines, 1, 1);
-    EXPECT_EQ(place.peak_bytes, 120u);
-    EXPECT_EQ(place.timestamp_ns, 25u);
-  }
+  ExpectPeakAt(points, {1, 2, 1024}, 120, 25);
 }
 
 TEST(PlaceMergeTest, TiesGoToTheEarliestMoment) {
@@ -103,14 +110,7 @@ TEST(PlaceMergeTest, TiesGoToTheEarliestMoment) {
       {{10, 10}, {20, 0}, {100, 8}, {101, 0}},
       {{100, 2}, {101, 10}, {102, 0}},
   };
-  for (const size_t block_points : {1, 2}) {
-    SCOPED_TRACE(block_points);
-    const std::vector<ProcessTimeline> timelines = Timelines(points, block_points);
-    ExpectAsOneMerge(timelines, 1);
-    const CombinedPlace place = MergePlace(kPlace, {0, 1}, timelines, 1, 1);
-    EXPECT_EQ(place.peak_bytes, 10u);
-    EXPECT_EQ(place.timestamp_ns, 10u);
-  }
+  ExpectPeakAt(points, {1, 2}, 10, 10);
 }
 
 TEST(PlaceMergeTest, ProcessWithoutPointsInAWindowCountsWhatItHeld) {
@@ -118,14 +118,7 @@ TEST(PlaceMergeTest, ProcessWithoutPointsInAWindowCountsWhatItHeld) {
   // block: the windows of B's blocks must count A's 50, though A has no block there.
   std::vector<std::vector<TimelinePoint>> points = {{{1, 50}}, {}};
   for (uint64_t t = 10; t < 60; ++t) points[1].push_back({t, t % 7 == 0 ? 30 : t % 5});
-  for (const size_t block_points : {1, 3}) {
-    SCOPED_TRACE(block_points);
-    const std::vector<ProcessTimeline> timelines = Timelines(points, block_points);
-    ExpectAsOneMerge(timelines, 1);
-    const CombinedPlace place = MergePlace(kPlace, {0, 1}, timelines, 1, 1);
-    EXPECT_EQ(place.peak_bytes, 80u);
-    EXPECT_EQ(place.timestamp_ns, 14u);
-  }
+  ExpectPeakAt(points, {1, 3}, 80, 14);
 }
 
 TEST(PlaceMergeTest, ProcessWithoutThePlaceHoldsNothingThere) {
