@@ -9,8 +9,8 @@
 #
 # A script that exits 77 in both runs is skipped (the reason: its stderr line `skipped: WHY`).
 
-# COMPAT_SCRIPTS and COMPAT_MODES (space-separated) run and check a part of the matrix: the whole
-# of it takes longer than one device command may (about 10 minutes on two GPUs).
+# COMPAT_SCRIPTS and COMPAT_MODES (space-separated) run and check a part of the matrix, where a
+# job's time is limited: the whole of it takes about 10 minutes on two GPUs.
 read -ra compat_scripts <<<"${COMPAT_SCRIPTS:-graph_capture compile amp dataloader ddp native_alloc oom_caught}"
 read -ra compat_modes <<<"${COMPAT_MODES:-default expandable tensors}"
 compat_ranks=2  # ddp.py's processes, one per GPU
