@@ -46,18 +46,13 @@ std::vector<std::string> FrameTexts(const std::vector<Frame>& frames) {
 
 // Follows the replay: each place's in-use bytes by call site into its TimelineBuckets, launches,
 // the pools' reserved sizes, failed allocations and the iterations' times.
-class ViewObserver final : public report::ReplayObserver {
+class ViewObserver final : public report::MemoryEventObserver {
  public:
   ViewObserver(const TraceFile& trace, CallSites& sites, const ViewOptions& options,
                IterationTimes& iterations)
       : trace_(trace), sites_(sites), options_(options), iterations_(iterations) {}
 
-  void AfterMemory(const report::MemoryEventFields& fields, const Replay& replay) override {
-    report::ToProto(fields, &event_);
-    AfterMemoryEvent(event_, replay);
-  }
-  // The replay's event as a MemoryEvent (event_, reused), for what the view takes from it.
-  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) {
+  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) override {
     const uint64_t t = Since(event.timestamp_ns());
     last_ns_ = std::max(last_ns_, t);
     ApplyPoolSizes(event.timestamp_ns());
@@ -144,7 +139,6 @@ class ViewObserver final : public report::ReplayObserver {
   uint64_t last_ns() const { return last_ns_; }
 
  private:
-  MemoryEvent event_;
   struct Ended {
     int32_t place;
     uint32_t site;

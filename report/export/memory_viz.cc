@@ -41,15 +41,12 @@ struct DeviceTrace {
   DeviceTrace() { writer.BeginList(); }
 };
 
-class MemoryVizObserver final : public ReplayObserver {
+class MemoryVizObserver final : public MemoryEventObserver {
  public:
   MemoryVizObserver(const TraceFile& trace, Progress* progress)
       : trace_(trace), symbolizer_(&trace), holders_(HoldersOfTrace(trace)), progress_(progress) {}
 
-  void AfterMemory(const MemoryEventFields& fields, const Replay& replay) override {
-    ToProto(fields, &event_);
-    AfterMemoryEvent(event_, replay);
-  }
+  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) override;
   void AddLaunch(const LaunchEvent&, const Replay&) override {}
   void AllocationEnded(const LiveAllocation& live) override { ended_.push_back(live.seq); }
   void Finished(const Replay&) override {}
@@ -58,9 +55,6 @@ class MemoryVizObserver final : public ReplayObserver {
   void Write(std::string* out);
 
  private:
-  // The replay's event as a MemoryEvent (event_, reused), for what this export takes from it.
-  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay);
-  MemoryEvent event_;
   bool IsCacheSegment(const MemoryEvent& event) {
     const MemoryHolder* holder = holders_(event.stack_id());
     return !IsStreamOrdered(event) && holder != nullptr &&

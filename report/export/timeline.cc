@@ -24,15 +24,12 @@ struct Launch {
   const std::string* name = nullptr;  // TimelineObserver::names_
 };
 
-class TimelineObserver final : public ReplayObserver {
+class TimelineObserver final : public MemoryEventObserver {
  public:
   TimelineObserver(const TraceFile& trace, Progress* progress, TimelineWriter* writer)
       : trace_(trace), symbolizer_(&trace), progress_(progress), writer_(writer) {}
 
-  void AfterMemory(const MemoryEventFields& fields, const Replay& replay) override {
-    ToProto(fields, &event_);
-    AfterMemoryEvent(event_, replay);
-  }
+  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) override;
   void AddLaunch(const LaunchEvent& launch, const Replay& replay) override;
   void AllocationEnded(const LiveAllocation& live) override { ended_.push_back(live.place); }
   void Finished(const Replay&) override {}
@@ -41,9 +38,6 @@ class TimelineObserver final : public ReplayObserver {
   void Finish(const TraceReplay& replay);
 
  private:
-  // The replay's event as a MemoryEvent (event_, reused), for what this export takes from it.
-  void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay);
-  MemoryEvent event_;
   // Nanoseconds since the trace's start of a CLOCK_MONOTONIC timestamp.
   uint64_t Ns(uint64_t timestamp_ns) const {
     const uint64_t start = trace_.header().start_time_mono_ns();

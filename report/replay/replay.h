@@ -112,6 +112,20 @@ class ReplayObserver {
   virtual void Finished(const Replay& replay) = 0;
 };
 
+// An observer that takes each memory event as a MemoryEvent (the exports and the viewer, which
+// read many of its fields), built once per event into one reused message.
+class MemoryEventObserver : public ReplayObserver {
+ public:
+  void AfterMemory(const MemoryEventFields& fields, const Replay& replay) final {
+    ToProto(fields, &event_);
+    AfterMemoryEvent(event_, replay);
+  }
+  virtual void AfterMemoryEvent(const MemoryEvent& event, const Replay& replay) = 0;
+
+ private:
+  MemoryEvent event_;
+};
+
 class Replay {
  public:
   explicit Replay(ReplayObserver* observer = nullptr) : observer_(observer) {}
