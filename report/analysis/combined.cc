@@ -118,6 +118,30 @@ std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
   return points;
 }
 
+TimelineSpool::State TimelineSpool::state() const {
+  return {buffered_, block_points_,   file_ != nullptr ? fileno(file_.get()) : -1,
+          no_file_,  in_file_,        buffer_,
+          blocks_,   last_timestamp_, last_live_bytes_};
+}
+
+std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
+  TimelineSpool spool(state.buffered, state.block_points);
+  if (state.file >= 0) {
+    spool.file_.reset(fdopen(state.file, "r+b"));
+    if (spool.file_ == nullptr) {
+      close(state.file);
+      return std::nullopt;
+    }
+  }
+  spool.no_file_ = state.no_file;
+  spool.in_file_ = state.in_file;
+  spool.buffer_ = std::move(state.buffer);
+  spool.blocks_ = std::move(state.blocks);
+  spool.last_timestamp_ = state.last_timestamp_ns;
+  spool.last_live_bytes_ = state.last_live_bytes;
+  return spool;
+}
+
 void TimelineBuilder::Add(const MemoryEvent& event) {
   const MemoryEventFields fields = FromProto(event);
   replay_.Add(fields);

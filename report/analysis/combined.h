@@ -90,6 +90,26 @@ class TimelineSpool {
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
 
+  // A spool's whole state, to hand it to another process (`gpumem report` hands its workers'
+  // timelines to the parent, report/cli/trace_outcome.h). `file`: a descriptor of the file, -1
+  // without one.
+  struct State {
+    size_t buffered = kTimelineBufferedPoints;
+    size_t block_points = kBlockPoints;
+    int file = -1;
+    bool no_file = false;
+    uint64_t in_file = 0;
+    std::vector<TimelinePoint> buffer;
+    std::vector<Block> blocks;
+    uint64_t last_timestamp_ns = 0;
+    uint64_t last_live_bytes = 0;
+  };
+  // The state, its `file` the spool's own descriptor (still the spool's to close).
+  State state() const;
+  // The spool that `state` describes, taking `state.file` (a descriptor of its own) over; none
+  // where its file cannot be opened (the descriptor is closed).
+  static std::optional<TimelineSpool> FromState(State state);
+
  private:
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }

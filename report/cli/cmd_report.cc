@@ -19,8 +19,9 @@
 #include "report/analysis/summary_table.h"
 #include "report/cli/commands.h"
 #include "report/cli/flags.h"
-#include "report/cli/ordered_jobs.h"
 #include "report/cli/output_file.h"
+#include "report/cli/trace_outcome.h"
+#include "report/cli/worker_processes.h"
 #include "report/format/printable.h"
 #include "report/stacks/python_stacks.h"
 #include "report/trace/trace_paths.h"
@@ -134,8 +135,8 @@ CommandLine ReportCommandLine(Options* options) {
                  "sources)",
                  &options->json),
           Number({"--jobs"},
-                 "traces analysed at once, each on a thread of its own (default: one per\n"
-                 "hardware thread; 1: one after the other)",
+                 "traces analysed at once, each in a process of its own (default: one per\n"
+                 "hardware thread; 1: one after the other, in this process)",
                  &options->jobs),
       }};
 }
@@ -182,24 +183,6 @@ std::string CombinedView(const std::vector<ProcessTimeline>& timelines, size_t j
   return "";
 }
 
-// One trace's report as the sequential loop printed it: its error lines and its text, in order,
-// kept until it is its turn to print (traces are analysed in parallel, printed in order).
-struct TraceOutcome {
-  struct Piece {
-    bool error = false;  // an error line (PrintError), else text for standard output
-    std::string text;
-  };
-  std::vector<Piece> pieces;
-  std::optional<std::string> json;  // the trace's object, with --json (none when it failed)
-  std::optional<ProcessTimeline> timeline;
-  bool ok = true;
-
-  void Error(std::string line) {
-    pieces.push_back({true, std::move(line)});
-    ok = false;
-  }
-};
-
 // Analyses and writes the trace at `path` (`several`: one of several, headed by its path).
 TraceOutcome ReportTrace(const std::string& path, const Options& options, bool several) {
   TraceOutcome outcome;
@@ -228,7 +211,7 @@ TraceOutcome ReportTrace(const std::string& path, const Options& options, bool s
 }
 
 // The traces' sizes on disk (0 where there is none: opening it reports why), which stand for the
-// time each takes: RunInOrder starts the largest first.
+// time each takes: RunInWorkers starts the largest first.
 std::vector<uint64_t> TraceSizes(const std::vector<std::string>& paths) {
   std::vector<uint64_t> sizes;
   sizes.reserve(paths.size());
@@ -264,10 +247,18 @@ int RunReport(const std::vector<std::string>& args) {
   bool ok = true;
   std::vector<std::string> json_traces;
   std::vector<ProcessTimeline> timelines;
-  RunInOrder<TraceOutcome>(
+  RunInWorkers(
       paths->size(), options.jobs,
-      [&](size_t i) { return ReportTrace((*paths)[i], options, several); },
-      [&](size_t, TraceOutcome&& outcome) {
+      [&](size_t i) { return EncodeOutcome(ReportTrace((*paths)[i], options, several)); },
+      [&](size_t i, absl::StatusOr<WorkerResult> result) {
+        absl::StatusOr<TraceOutcome> decoded =
+            result.ok() ? DecodeOutcome(std::move(*result)) : result.status();
+        TraceOutcome outcome;
+        if (decoded.ok()) {
+          outcome = std::move(*decoded);
+        } else {
+          outcome.Error(absl::StrCat((*paths)[i], ": ", decoded.status().message()));
+        }
         for (const TraceOutcome::Piece& piece : outcome.pieces) {
           if (piece.error) {
             PrintError(piece.text);

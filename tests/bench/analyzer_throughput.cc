@@ -48,7 +48,7 @@
 
 #include "core/recorder.h"
 #include "core/trace_ids.h"
-#include "report/cli/ordered_jobs.h"
+#include "report/cli/worker_processes.h"
 #include "report/replay/replay.h"
 #include "report/trace/event_stream.h"
 #include "report/trace/trace_file.h"
