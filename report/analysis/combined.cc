@@ -12,17 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/wire_writer.h"
 #include "report/analysis/place_merge.h"
 #include "report/format/json.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/stacks/memory_holders.h"
 #include "report/trace/event_stream.h"
+#include "report/trace/varint.h"
 
 namespace gpumem::report {
-
-// Spools write points as raw bytes.
-static_assert(std::is_trivially_copyable_v<TimelinePoint>);
 
 namespace {
 
@@ -44,24 +43,84 @@ TimelineSpool::TimelineSpool(size_t buffered, size_t block_points)
     : buffered_(std::max<size_t>(buffered, 1)), block_points_(std::max<size_t>(block_points, 1)) {}
 
 void TimelineSpool::Append(TimelinePoint point) {
-  if (size() > 0) point.timestamp_ns = std::max(point.timestamp_ns, last_timestamp_);
+  if (points_ > 0) point.timestamp_ns = std::max(point.timestamp_ns, last_timestamp_);
   last_timestamp_ = point.timestamp_ns;
-  if (size() % block_points_ == 0) {
-    blocks_.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes, last_live_bytes_});
+  if (open_.empty()) {
+    blocks_.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes, last_live_bytes_,
+                       encoded_bytes()});
   }
   Block& block = blocks_.back();
   block.last_ns = point.timestamp_ns;
   block.highest = std::max(block.highest, point.live_bytes);
   last_live_bytes_ = point.live_bytes;
-  buffer_.push_back(point);
-  if (buffer_.size() >= buffered_ && !no_file_) Spill();
+  open_.push_back(point);
+  ++points_;
+  if (open_.size() == block_points_) EncodeOpenBlock();
+}
+
+void TimelineSpool::EncodeOpenBlock() {
+  // Per point: the time since the point before and the change in live bytes (zigzag), each a
+  // varint; the block's first point against zero.
+  const size_t start = pending_.size();
+  pending_.resize(start + open_.size() * 2 * wire::kMaxVarintBytes);
+  auto* out = reinterpret_cast<uint8_t*>(pending_.data() + start);
+  TimelinePoint before;
+  for (const TimelinePoint& point : open_) {
+    const uint64_t change = point.live_bytes - before.live_bytes;  // modulo 2^64
+    const uint64_t zigzag = (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
+    out = wire::PutVarint(out, point.timestamp_ns - before.timestamp_ns);
+    out = wire::PutVarint(out, zigzag);
+    before = point;
+  }
+  pending_.resize(static_cast<size_t>(reinterpret_cast<char*>(out) - pending_.data()));
+  open_.clear();
+  if (pending_.size() >= buffered_ && !no_file_) Spill();
+}
+
+bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const {
+  const uint64_t from = blocks_[block].offset;
+  const uint64_t to = block + 1 < blocks_.size() ? blocks_[block + 1].offset : encoded_bytes();
+  std::string read;
+  const char* bytes = nullptr;
+  if (from >= in_file_) {
+    bytes = pending_.data() + (from - in_file_);
+  } else {
+    // A block spilled whole or not at all: its bytes all lie in the file.
+    read.resize(to - from);
+    char* at = read.data();
+    size_t left = read.size();
+    off_t offset = static_cast<off_t>(from);
+    while (left > 0) {
+      const ssize_t got = pread(fileno(file_.get()), at, left, offset);
+      if (got <= 0) return false;  // our own temporary file: an I/O error ends it
+      at += got;
+      left -= static_cast<size_t>(got);
+      offset += got;
+    }
+    bytes = read.data();
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes);
+  const uint8_t* end = p + (to - from);
+  points->clear();
+  TimelinePoint point;
+  while (p != end) {
+    uint64_t since = 0;
+    uint64_t zigzag = 0;
+    p = varint::Read(p, end, &since);
+    if (p != nullptr) p = varint::Read(p, end, &zigzag);
+    if (p == nullptr) return false;
+    point.timestamp_ns += since;
+    point.live_bytes += (zigzag >> 1) ^ (~(zigzag & 1) + 1);
+    points->push_back(point);
+  }
+  return points->size() == block_points_;
 }
 
 void TimelineSpool::Spill() {
   if (file_ == nullptr) file_.reset(std::tmpfile());
-  const char* bytes = reinterpret_cast<const char*>(buffer_.data());
-  size_t left = buffer_.size() * sizeof(TimelinePoint);
-  off_t offset = static_cast<off_t>(in_file_ * sizeof(TimelinePoint));
+  const char* bytes = pending_.data();
+  size_t left = pending_.size();
+  off_t offset = static_cast<off_t>(in_file_);
   while (file_ != nullptr && left > 0) {
     const ssize_t written = pwrite(fileno(file_.get()), bytes, left, offset);
     if (written <= 0) break;
@@ -70,43 +129,32 @@ void TimelineSpool::Spill() {
     offset += written;
   }
   if (file_ == nullptr || left > 0) {
-    no_file_ = true;  // what a failed write left lies past in_file_ points: never read
+    no_file_ = true;  // what a failed write left lies past in_file_ bytes: never read
     return;
   }
-  in_file_ += buffer_.size();
-  buffer_.clear();
+  in_file_ += pending_.size();
+  pending_.clear();
 }
 
-bool TimelineSpool::ReadFromFile(uint64_t position, size_t count, TimelinePoint* points) const {
-  char* bytes = reinterpret_cast<char*>(points);
-  size_t left = count * sizeof(TimelinePoint);
-  off_t offset = static_cast<off_t>(position * sizeof(TimelinePoint));
-  while (left > 0) {
-    const ssize_t got = pread(fileno(file_.get()), bytes, left, offset);
-    if (got <= 0) return false;  // our own temporary file: an I/O error ends it
-    bytes += got;
-    left -= static_cast<size_t>(got);
-    offset += got;
-  }
-  return true;
-}
+TimelineSpool::Reader::Reader(const TimelineSpool* spool, uint64_t position)
+    : spool_(spool),
+      block_(static_cast<size_t>(position / spool->block_points_)),
+      skip_(static_cast<size_t>(position % spool->block_points_)) {}
 
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {
-  if (position_ < spool_->in_file_) {
-    if (chunk_next_ == chunk_.size()) {
-      chunk_.resize(std::min<uint64_t>(std::min(spool_->buffered_, chunk_points_),
-                                       spool_->in_file_ - position_));
-      if (!spool_->ReadFromFile(position_, chunk_.size(), chunk_.data())) return false;
-      chunk_next_ = 0;
+  while (chunk_next_ == chunk_.size()) {
+    if (block_ < spool_->encoded_blocks()) {
+      if (!spool_->DecodeBlock(block_, &chunk_)) return false;
+    } else if (block_ == spool_->encoded_blocks() && !spool_->open_.empty()) {
+      chunk_ = spool_->open_;
+    } else {
+      return false;
     }
-    *point = chunk_[chunk_next_++];
-    ++position_;
-    return true;
+    ++block_;
+    chunk_next_ = std::min(skip_, chunk_.size());
+    skip_ = 0;
   }
-  const uint64_t in_buffer = position_ - spool_->in_file_;
-  if (in_buffer >= spool_->buffer_.size()) return false;
-  *point = spool_->buffer_[in_buffer];
-  ++position_;
+  *point = chunk_[chunk_next_++];
   return true;
 }
 
@@ -119,9 +167,19 @@ std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
 }
 
 TimelineSpool::State TimelineSpool::state() const {
-  return {buffered_, block_points_,   file_ != nullptr ? fileno(file_.get()) : -1,
-          no_file_,  in_file_,        buffer_,
-          blocks_,   last_timestamp_, last_live_bytes_};
+  State state;
+  state.buffered = buffered_;
+  state.block_points = block_points_;
+  state.file = file_ != nullptr ? fileno(file_.get()) : -1;
+  state.no_file = no_file_;
+  state.in_file = in_file_;
+  state.pending = pending_;
+  state.open = open_;
+  state.blocks = blocks_;
+  state.points = points_;
+  state.last_timestamp_ns = last_timestamp_;
+  state.last_live_bytes = last_live_bytes_;
+  return state;
 }
 
 std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
@@ -133,10 +191,17 @@ std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
       return std::nullopt;
     }
   }
+  const size_t block_points = spool.block_points_;
+  const bool adds_up = state.blocks.size() == (state.points + block_points - 1) / block_points &&
+                       state.open.size() == state.points % block_points &&
+                       (spool.file_ != nullptr || state.in_file == 0);
+  if (!adds_up) return std::nullopt;
   spool.no_file_ = state.no_file;
   spool.in_file_ = state.in_file;
-  spool.buffer_ = std::move(state.buffer);
+  spool.pending_ = std::move(state.pending);
+  spool.open_ = std::move(state.open);
   spool.blocks_ = std::move(state.blocks);
+  spool.points_ = state.points;
   spool.last_timestamp_ = state.last_timestamp_ns;
   spool.last_live_bytes_ = state.last_live_bytes;
   return spool;

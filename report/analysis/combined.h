@@ -31,62 +31,61 @@ struct TimelinePoint {
   uint64_t live_bytes = 0;
 };
 
-// Points held in memory per spool before they go to its file: 4096 (64 KiB).
-inline constexpr size_t kTimelineBufferedPoints = 4096;
+// Encoded bytes held in memory per spool before they go to its file: 64 KiB.
+inline constexpr size_t kTimelineBufferedBytes = size_t{64} << 10;
 
-// One process's points on one place, in replay order, in memory bounded by a buffer: each time
-// `buffered` points are held, they are written to an unlinked temporary file (tmpfile()), so a
-// long trace's timeline costs disk, not memory. Where no temporary file can be written, the points
-// stay in memory. Timestamps never go back: a point stamped before the one appended last takes that
-// one's time (events of several threads reach the replay in seq order, not always in time order),
-// so a spool can be searched by time and the merge of several is one pass in time order.
+// One process's points on one place, in replay order, compact and bounded in memory: points are
+// encoded a block at a time (blocks()), the first point of a block whole and each next one as the
+// time since the one before and the change in live bytes (varints, about 4 to 6 bytes a point
+// against 16), and each time `buffered` encoded bytes are held, they are written to an unlinked
+// temporary file (tmpfile()), so a long trace's timeline costs disk, not memory. Where no
+// temporary file can be written, the bytes stay in memory. Timestamps never go back: a point
+// stamped before the one appended last takes that one's time (events of several threads reach the
+// replay in seq order, not always in time order), so a spool can be searched by time and the merge
+// of several is one pass in time order.
 class TimelineSpool {
  public:
   // `block_points`: points a block sums up (blocks()); fewer than kBlockPoints only in tests.
-  explicit TimelineSpool(size_t buffered = kTimelineBufferedPoints,
+  explicit TimelineSpool(size_t buffered = kTimelineBufferedBytes,
                          size_t block_points = kBlockPoints);
   void Append(TimelinePoint point);
-  uint64_t size() const { return in_file_ + buffer_.size(); }
+  uint64_t size() const { return points_; }
 
   // The points in blocks of block_points() (the first ones, the next ones, ...), each summed up:
   // where its points lie in time, the most live bytes among them and the live bytes before it. By
   // these a merge finds a time without reading the points, and bounds what a stretch of time can
-  // hold.
+  // hold. A block is read whole, from where its encoding starts.
   static constexpr size_t kBlockPoints = 1024;
   struct Block {
     uint64_t first_ns = 0;  // the timestamp of its first point
     uint64_t last_ns = 0;   // of its last
     uint64_t highest = 0;   // the highest live bytes of its points
     uint64_t entering = 0;  // the live bytes of the point before it (0 for the first block)
+    uint64_t offset = 0;    // where its encoding starts in the spool's bytes (file, then memory)
   };
   const std::vector<Block>& blocks() const { return blocks_; }
   size_t block_points() const { return block_points_; }
   // The live bytes of the last point (0 without one).
   uint64_t last_live_bytes() const { return last_live_bytes_; }
+  // The bytes of the points encoded so far (in the file and in memory).
+  uint64_t encoded_bytes() const { return in_file_ + pending_.size(); }
 
-  // Points a reader takes from the file at a time, unless told fewer.
-  static constexpr size_t kReadChunkPoints = 1024;
-
-  // Reads the points back in order from `position`, `chunk` points at a time (at most the spool's
-  // buffer); readers of one spool are independent. The spool must outlive its readers and not
-  // change while they read.
+  // Reads the points back in order from `position`, a block at a time; readers of one spool are
+  // independent. The spool must outlive its readers and not change while they read.
   class Reader {
    public:
-    Reader(const TimelineSpool* spool, uint64_t position, size_t chunk)
-        : spool_(spool), position_(position), chunk_points_(std::max<size_t>(chunk, 1)) {}
-    // The next point into *point; false after the last.
+    Reader(const TimelineSpool* spool, uint64_t position);
+    // The next point into *point; false after the last (or when the file cannot be read).
     bool Next(TimelinePoint* point);
 
    private:
     const TimelineSpool* spool_;
-    uint64_t position_;  // of the next point
-    size_t chunk_points_;
-    std::vector<TimelinePoint> chunk_;  // the points read from the file last
-    size_t chunk_next_ = 0;             // the one of them to return next
+    size_t block_;                      // the block to decode next
+    size_t skip_;                       // its points to pass over (a position inside it)
+    std::vector<TimelinePoint> chunk_;  // the block decoded last
+    size_t chunk_next_ = 0;             // the one of its points to return next
   };
-  Reader Read(uint64_t position = 0, size_t chunk = kReadChunkPoints) const {
-    return Reader(this, position, chunk);
-  }
+  Reader Read(uint64_t position = 0) const { return Reader(this, position); }
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
 
@@ -94,40 +93,48 @@ class TimelineSpool {
   // timelines to the parent, report/cli/trace_outcome.h). `file`: a descriptor of the file, -1
   // without one.
   struct State {
-    size_t buffered = kTimelineBufferedPoints;
+    size_t buffered = kTimelineBufferedBytes;
     size_t block_points = kBlockPoints;
     int file = -1;
     bool no_file = false;
-    uint64_t in_file = 0;
-    std::vector<TimelinePoint> buffer;
+    uint64_t in_file = 0;             // bytes
+    std::string pending;              // the encoded bytes after those
+    std::vector<TimelinePoint> open;  // the points of the last block, not yet encoded
     std::vector<Block> blocks;
+    uint64_t points = 0;
     uint64_t last_timestamp_ns = 0;
     uint64_t last_live_bytes = 0;
   };
   // The state, its `file` the spool's own descriptor (still the spool's to close).
   State state() const;
   // The spool that `state` describes, taking `state.file` (a descriptor of its own) over; none
-  // where its file cannot be opened (the descriptor is closed).
+  // where its file cannot be opened (the descriptor is closed) or the state does not add up.
   static std::optional<TimelineSpool> FromState(State state);
 
  private:
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
-  // Writes the buffer to the file (made on first use); keeps it in memory when that fails.
+  // Encodes the points of the block just filled (open_) after the others.
+  void EncodeOpenBlock();
+  // Writes the bytes held in memory to the file (made on first use); keeps them when that fails.
   void Spill();
-  // Reads `count` points at `position` (all in the file) into `points`; false on an I/O error.
-  bool ReadFromFile(uint64_t position, size_t count, TimelinePoint* points) const;
+  // Decodes block `block` (encoded) into *points; false when its bytes cannot be read.
+  bool DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const;
+  // The blocks whose points are encoded: every full one.
+  size_t encoded_blocks() const { return static_cast<size_t>(points_ / block_points_); }
 
   size_t buffered_;
   size_t block_points_;
   std::unique_ptr<std::FILE, CloseFile> file_;
   bool no_file_ = false;  // the file could not be made or written: everything stays in memory
-  uint64_t in_file_ = 0;  // points written to the file, the first ones
-  std::vector<TimelinePoint> buffer_;  // the points after those
-  std::vector<Block> blocks_;          // see blocks()
-  uint64_t last_timestamp_ = 0;        // of the point appended last
-  uint64_t last_live_bytes_ = 0;       // of the point appended last
+  uint64_t in_file_ = 0;  // encoded bytes written to the file, the first ones
+  std::string pending_;   // the encoded bytes after those
+  std::vector<TimelinePoint> open_;  // the points of the last block, until it is full
+  std::vector<Block> blocks_;        // see blocks()
+  uint64_t points_ = 0;
+  uint64_t last_timestamp_ = 0;   // of the point appended last
+  uint64_t last_live_bytes_ = 0;  // of the point appended last
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,
@@ -170,8 +177,8 @@ struct ProcessTimeline {
 // Builds a process's timelines from its memory events, fed in seq order.
 class TimelineBuilder {
  public:
-  // `buffered`: points held in memory per place (TimelineSpool).
-  explicit TimelineBuilder(size_t buffered = kTimelineBufferedPoints) : buffered_(buffered) {}
+  // `buffered`: encoded bytes held in memory per place (TimelineSpool).
+  explicit TimelineBuilder(size_t buffered = kTimelineBufferedBytes) : buffered_(buffered) {}
   // Replays `event` itself (a replay of its own).
   void Add(const MemoryEvent& event);
   // Or takes the live bytes from `replay`, which has just replayed `event` (the report's own
@@ -196,7 +203,7 @@ std::string DescribeRank(const Header& header);
 
 // Streams `path` in seq order and builds its timeline. Fails as TraceFile::Open does.
 absl::StatusOr<ProcessTimeline> ReadProcessTimeline(const std::string& path,
-                                                    size_t buffered = kTimelineBufferedPoints);
+                                                    size_t buffered = kTimelineBufferedBytes);
 
 // What one process held at a combined peak.
 struct CombinedShare {
@@ -232,8 +239,8 @@ inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 20;
 // the processes were given, then in each process's order). Only the stretches of time whose bound
 // (the spools' blocks) can still beat the best sum found are read (place_merge.h), on up to
 // `threads` threads at once (no fewer than `min_points_per_thread` points each); the result is the
-// same as one merge from start to end. Memory is bounded by a read chunk per process and thread
-// (64 MiB in all, see place_merge.cc).
+// same as one merge from start to end. Memory is bounded by a decoded block per process and thread
+// (threads are fewer where those would pass 64 MiB, see place_merge.cc).
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads = 1,
                           uint64_t min_points_per_thread = kMinPointsPerMergeThread);
 

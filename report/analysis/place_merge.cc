@@ -13,10 +13,10 @@
 namespace gpumem::report {
 namespace {
 
-// The merge's read buffers, all threads' and spools' together, unless that leaves a reader fewer
-// than kMinReadChunkPoints: 64 MiB holds 1024 points for each of 64 processes on 16 threads.
+// The merge's read buffers (a decoded block per spool and thread), all threads' together: fewer
+// threads merge where more would need more. 64 MiB holds a block of 1024 points for each of 64
+// processes on 64 threads.
 constexpr size_t kMergeReadBytes = size_t{64} << 20;
-constexpr size_t kMinReadChunkPoints = 64;
 // Windows merged in the first round, per thread; each round after merges four times as many.
 constexpr size_t kFirstRoundWindowsPerThread = 1;
 
@@ -45,7 +45,7 @@ struct Slice {
 // Starts reading `spool` for a slice from `from`, at the first block with a point in the slice
 // (its points before the slice only say what the process held when the slice began): sets *held to
 // that, *reader, and *head to the first point at or after `from`; false when there is none.
-bool EnterSlice(const TimelineSpool& spool, uint64_t from, size_t chunk, uint64_t* held,
+bool EnterSlice(const TimelineSpool& spool, uint64_t from, uint64_t* held,
                 std::optional<TimelineSpool::Reader>* reader, TimelinePoint* head) {
   const std::vector<TimelineSpool::Block>& blocks = spool.blocks();
   const auto first =
@@ -57,7 +57,7 @@ bool EnterSlice(const TimelineSpool& spool, uint64_t from, size_t chunk, uint64_
   }
   *held = first->entering;
   const auto block = static_cast<uint64_t>(first - blocks.begin());
-  reader->emplace(spool.Read(block * spool.block_points(), chunk));
+  reader->emplace(spool.Read(block * spool.block_points()));
   while ((*reader)->Next(head)) {
     if (head->timestamp_ns >= from) return true;
     *held = head->live_bytes;
@@ -69,7 +69,7 @@ bool EnterSlice(const TimelineSpool& spool, uint64_t from, size_t chunk, uint64_
 // (ties: by spool, then in each spool's order), each process starting from its last point before
 // the slice. Spools' timestamps never go back (TimelineSpool), so slices of a merge cut in time see
 // the same sums, in the same order, as one merge of everything.
-SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice, size_t chunk) {
+SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice) {
   const size_t count = spools.size();
   std::vector<std::optional<TimelineSpool::Reader>> readers(count);
   std::vector<TimelinePoint> next(count);  // each reader's point at the head
@@ -85,7 +85,7 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
   Sum sum = 0;
   for (size_t i = 0; i < count; ++i) {
     if (spools[i] == nullptr) continue;
-    if (EnterSlice(*spools[i], slice.from, chunk, &current[i], &readers[i], &next[i]) &&
+    if (EnterSlice(*spools[i], slice.from, &current[i], &readers[i], &next[i]) &&
         (slice.to == 0 || next[i].timestamp_ns < slice.to)) {
       heads.emplace(next[i].timestamp_ns, i);
     }
@@ -186,15 +186,19 @@ std::vector<Slice> JoinNeighbours(const std::vector<Window>& windows,
 std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spools,
                                    const std::vector<Slice>& slices, size_t threads) {
   std::vector<SliceBest> bests(slices.size());
-  const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(slices.size(), 1));
-  // Each thread reads every spool a chunk at a time: all chunks together in kMergeReadBytes.
-  const size_t chunk = std::clamp<size_t>(
-      kMergeReadBytes / (workers * std::max<size_t>(spools.size(), 1) * sizeof(TimelinePoint)),
-      kMinReadChunkPoints, TimelineSpool::kReadChunkPoints);
+  // Each thread reads every spool a block at a time: all blocks together in kMergeReadBytes.
+  size_t block_bytes = sizeof(TimelinePoint);
+  for (const TimelineSpool* spool : spools) {
+    if (spool != nullptr)
+      block_bytes = std::max(block_bytes, spool->block_points() * sizeof(TimelinePoint));
+  }
+  const size_t fit = kMergeReadBytes / (std::max<size_t>(spools.size(), 1) * block_bytes);
+  const size_t workers =
+      std::clamp<size_t>(std::min(threads, fit), 1, std::max<size_t>(slices.size(), 1));
   std::atomic<size_t> next_slice{0};
   auto work = [&] {
     for (size_t s = next_slice++; s < slices.size(); s = next_slice++) {
-      bests[s] = MergeSlice(spools, slices[s], chunk);
+      bests[s] = MergeSlice(spools, slices[s]);
     }
   };
   {

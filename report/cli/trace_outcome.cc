@@ -46,16 +46,18 @@ void EncodeSpool(int32_t place, const TimelineSpool& spool, wire::TimelineSpool*
   // refuses it (in_file points, no file), as for any outcome that does not add up.
   out->set_no_file(state.no_file);
   out->set_in_file(state.in_file);
-  for (const TimelinePoint& point : state.buffer) {
-    out->add_buffer(point.timestamp_ns);
-    out->add_buffer(point.live_bytes);
+  out->set_pending(state.pending);
+  for (const TimelinePoint& point : state.open) {
+    out->add_open(point.timestamp_ns);
+    out->add_open(point.live_bytes);
   }
   for (const TimelineSpool::Block& block : state.blocks) {
-    out->add_blocks(block.first_ns);
-    out->add_blocks(block.last_ns);
-    out->add_blocks(block.highest);
-    out->add_blocks(block.entering);
+    for (uint64_t field :
+         {block.first_ns, block.last_ns, block.highest, block.entering, block.offset}) {
+      out->add_blocks(field);
+    }
   }
+  out->set_points(state.points);
   out->set_last_timestamp_ns(state.last_timestamp_ns);
   out->set_last_live_bytes(state.last_live_bytes);
 }
@@ -75,22 +77,25 @@ absl::StatusOr<TimelineSpool> DecodeSpool(const wire::TimelineSpool& in,
   if (state.file < 0 && in.in_file() > 0) {
     return absl::InternalError("a timeline's file could not be handed over");
   }
-  if (in.buffer_size() % 2 != 0 || in.blocks_size() % 4 != 0) {
+  if (in.open_size() % 2 != 0 || in.blocks_size() % 5 != 0) {
     if (state.file >= 0) close(state.file);
     return absl::InternalError("a timeline's points do not add up");
   }
   state.no_file = in.no_file();
   state.in_file = in.in_file();
-  for (int i = 0; i < in.buffer_size(); i += 2) {
-    state.buffer.push_back({in.buffer(i), in.buffer(i + 1)});
+  state.pending = in.pending();
+  for (int i = 0; i < in.open_size(); i += 2) state.open.push_back({in.open(i), in.open(i + 1)});
+  for (int i = 0; i < in.blocks_size(); i += 5) {
+    state.blocks.push_back(
+        {in.blocks(i), in.blocks(i + 1), in.blocks(i + 2), in.blocks(i + 3), in.blocks(i + 4)});
   }
-  for (int i = 0; i < in.blocks_size(); i += 4) {
-    state.blocks.push_back({in.blocks(i), in.blocks(i + 1), in.blocks(i + 2), in.blocks(i + 3)});
-  }
+  state.points = in.points();
   state.last_timestamp_ns = in.last_timestamp_ns();
   state.last_live_bytes = in.last_live_bytes();
   std::optional<TimelineSpool> spool = TimelineSpool::FromState(std::move(state));
-  if (!spool) return absl::InternalError("a timeline's file could not be opened");
+  if (!spool)
+    return absl::InternalError(
+        "a timeline's file could not be opened, or its points do not add up");
   return std::move(*spool);
 }
 

@@ -175,7 +175,7 @@ TEST(CombinedTest, DifferentHostsAreCombinedPerHost) {
 }
 
 TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
-  TimelineSpool spool(7);  // to the file every 7 points
+  TimelineSpool spool(7, 10);  // blocks of 10 points, each to the file once encoded
   std::vector<TimelinePoint> appended;
   for (uint64_t i = 0; i < 1000; ++i) {
     appended.push_back({i * 3, i * i});
@@ -200,9 +200,9 @@ TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
     EXPECT_EQ(point.timestamp_ns, i * 3);
   }
   EXPECT_FALSE(a.Next(&point));
-  // From the middle, 3 points a read: across the file's chunks and into the buffer.
-  TimelineSpool::Reader c = spool.Read(400, 3);
-  for (uint64_t i = 400; i < 1000; ++i) {
+  // From the middle of a block, across blocks.
+  TimelineSpool::Reader c = spool.Read(405);
+  for (uint64_t i = 405; i < 1000; ++i) {
     ASSERT_TRUE(c.Next(&point));
     EXPECT_EQ(point.live_bytes, i * i);
   }
@@ -212,6 +212,33 @@ TEST(CombinedTest, SpoolReadsBackWhatWasAppended) {
   for (size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i].timestamp_ns, appended[i].timestamp_ns);
     EXPECT_EQ(all[i].live_bytes, appended[i].live_bytes);
+  }
+}
+
+// Points are kept as changes: a few bytes each where time and bytes move by little, and exact
+// where they move by anything (live bytes falling, jumps to the top of the range). Blocks spilled
+// to the file, blocks held in memory and the last, open block read back alike.
+TEST(CombinedTest, SpoolKeepsPointsAsExactChanges) {
+  TimelineSpool spool(1000, 16);
+  std::vector<TimelinePoint> appended;
+  uint64_t time = 1'700'000'000'000'000'000;  // CLOCK_MONOTONIC-sized
+  uint64_t live = 0;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    time += 200 + i % 1000;
+    const uint64_t size = (i % 64 + 1) * 512;
+    live = i % 3 == 2 ? live - std::min(live, size) : live + size;
+    appended.push_back({time, live});
+  }
+  appended.push_back({time, ~uint64_t{0}});
+  appended.push_back({time + 1, 0});
+  appended.push_back({~uint64_t{0}, uint64_t{1} << 63});
+  for (const TimelinePoint& point : appended) spool.Append(point);
+  EXPECT_LT(spool.encoded_bytes(), 6 * spool.size()) << "not compact";
+  const std::vector<TimelinePoint> all = spool.ReadAll();
+  ASSERT_EQ(all.size(), appended.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].timestamp_ns, appended[i].timestamp_ns) << i;
+    EXPECT_EQ(all[i].live_bytes, appended[i].live_bytes) << i;
   }
 }
 

@@ -19,7 +19,7 @@ namespace {
 constexpr int32_t kPlace = 0;
 
 // Each process's points at kPlace (none: the process has no such place), in spools of
-// `block_points` points a block, written to their files every `buffered` points.
+// `block_points` points a block, written to their files every `buffered` encoded bytes.
 std::vector<ProcessTimeline> Timelines(const std::vector<std::vector<TimelinePoint>>& points,
                                        size_t block_points, size_t buffered = 1 << 20) {
   std::vector<ProcessTimeline> timelines(points.size());

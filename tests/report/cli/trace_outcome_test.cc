@@ -16,7 +16,7 @@ namespace {
 
 bool IsOpen(int descriptor) { return fcntl(descriptor, F_GETFD) != -1; }
 
-// A spool of `points` points, 4 held in memory at a time: most of them in its file.
+// A spool of `points` points in blocks of 3, each written to its file once encoded.
 TimelineSpool SpoolOf(uint64_t points, uint64_t start_ns) {
   TimelineSpool spool(4, 3);
   for (uint64_t i = 0; i < points; ++i) spool.Append({start_ns + 10 * i, (i * 7919) % 1000});
