@@ -141,15 +141,16 @@ TimelineSpool::Reader::Reader(const TimelineSpool* spool, uint64_t position)
       block_(static_cast<size_t>(position / spool->block_points_)),
       skip_(static_cast<size_t>(position % spool->block_points_)) {}
 
+bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) const {
+  if (block < encoded_blocks()) return DecodeBlock(block, points);
+  if (block >= blocks_.size()) return false;
+  *points = open_;
+  return true;
+}
+
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {
   while (chunk_next_ == chunk_.size()) {
-    if (block_ < spool_->encoded_blocks()) {
-      if (!spool_->DecodeBlock(block_, &chunk_)) return false;
-    } else if (block_ == spool_->encoded_blocks() && !spool_->open_.empty()) {
-      chunk_ = spool_->open_;
-    } else {
-      return false;
-    }
+    if (!spool_->ReadBlock(block_, &chunk_)) return false;
     ++block_;
     chunk_next_ = std::min(skip_, chunk_.size());
     skip_ = 0;

@@ -86,6 +86,8 @@ class TimelineSpool {
     size_t chunk_next_ = 0;             // the one of its points to return next
   };
   Reader Read(uint64_t position = 0) const { return Reader(this, position); }
+  // The points of block `block` (< blocks().size()) into *points; false when they cannot be read.
+  bool ReadBlock(size_t block, std::vector<TimelinePoint>* points) const;
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
 
@@ -233,7 +235,7 @@ struct Combined {
 };
 
 // Below this many points per thread, a place's timelines are merged by fewer threads.
-inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 20;
+inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 16;
 
 // Groups the processes by host and merges each group's timelines by timestamp (ties: in the order
 // the processes were given, then in each process's order). Only the stretches of time whose bound

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <queue>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -42,67 +42,201 @@ struct Slice {
   uint64_t to = 0;
 };
 
-// Starts reading `spool` for a slice from `from`, at the first block with a point in the slice
-// (its points before the slice only say what the process held when the slice began): sets *held to
-// that, *reader, and *head to the first point at or after `from`; false when there is none.
-bool EnterSlice(const TimelineSpool& spool, uint64_t from, uint64_t* held,
-                std::optional<TimelineSpool::Reader>* reader, TimelinePoint* head) {
+// One spool's block as a thread decoded it last. A thread merges its slices in time order, and a
+// slice mostly starts in the block where the one before it ended: decoded once, not per slice.
+struct DecodedBlock {
+  size_t block = std::numeric_limits<size_t>::max();
+  bool read = false;  // its points could be read
+  std::vector<TimelinePoint> points;
+};
+
+// Reads one spool's points in order, a block at a time, through its thread's DecodedBlock.
+class SpoolCursor {
+ public:
+  SpoolCursor(const TimelineSpool* spool, DecodedBlock* decoded)
+      : spool_(spool), decoded_(decoded) {}
+
+  // Moves to the first point at or after `from` (the block's points before it only say what the
+  // process held when the slice began): sets *held to that and *head to the point; false when
+  // there is none.
+  bool Enter(uint64_t from, uint64_t* held, TimelinePoint* head) {
+    const std::vector<TimelineSpool::Block>& blocks = spool_->blocks();
+    const auto first = std::partition_point(
+        blocks.begin(), blocks.end(),
+        [&](const TimelineSpool::Block& block) { return block.last_ns < from; });
+    if (first == blocks.end()) {
+      *held = spool_->last_live_bytes();
+      return false;
+    }
+    *held = first->entering;
+    if (!Load(static_cast<size_t>(first - blocks.begin()))) return false;
+    const std::vector<TimelinePoint>& points = decoded_->points;
+    next_ = static_cast<size_t>(std::partition_point(points.begin(), points.end(),
+                                                     [&](const TimelinePoint& point) {
+                                                       return point.timestamp_ns < from;
+                                                     }) -
+                                points.begin());
+    if (next_ > 0) *held = points[next_ - 1].live_bytes;
+    return Next(head);
+  }
+
+  // The next point into *point; false after the last (or when its block cannot be read).
+  bool Next(TimelinePoint* point) {
+    while (next_ == decoded_->points.size()) {
+      if (block_ + 1 >= spool_->blocks().size() || !Load(block_ + 1)) return false;
+    }
+    *point = decoded_->points[next_++];
+    return true;
+  }
+
+  // The live bytes of the last point of block `block` for which `before(timestamp)` holds (its
+  // first does); 0 when the block cannot be read.
+  template <typename Before>
+  uint64_t LastIn(size_t block, const Before& before) {
+    if (!Load(block)) return 0;
+    const std::vector<TimelinePoint>& points = decoded_->points;
+    const auto after = std::partition_point(
+        points.begin(), points.end(),
+        [&](const TimelinePoint& point) { return before(point.timestamp_ns); });
+    return after == points.begin() ? 0 : std::prev(after)->live_bytes;
+  }
+
+ private:
+  bool Load(size_t block) {
+    block_ = block;
+    next_ = 0;
+    if (decoded_->block != block) {
+      decoded_->block = block;
+      decoded_->read = spool_->ReadBlock(block, &decoded_->points);
+    }
+    if (!decoded_->read) decoded_->points.clear();
+    return decoded_->read;
+  }
+
+  const TimelineSpool* spool_;
+  DecodedBlock* decoded_;
+  size_t block_ = 0;
+  size_t next_ = 0;  // the index of the next point in the decoded block
+};
+
+// The cursors' head points, the earliest on top (ties: the lower spool): a binary heap whose top
+// is replaced in place when its spool moves on, one sift instead of a pop and a push.
+class Heads {
+ public:
+  struct Head {
+    uint64_t timestamp_ns;
+    uint32_t spool;
+  };
+  bool empty() const { return heap_.empty(); }
+  const Head& top() const { return heap_.front(); }
+  void Push(Head head) {
+    heap_.push_back(head);
+    for (size_t at = heap_.size() - 1; at > 0 && Before(heap_[at], heap_[(at - 1) / 2]);
+         at = (at - 1) / 2) {
+      std::swap(heap_[at], heap_[(at - 1) / 2]);
+    }
+  }
+  // The top's spool has a next point at `timestamp_ns`.
+  void ReplaceTop(uint64_t timestamp_ns) {
+    heap_.front().timestamp_ns = timestamp_ns;
+    SiftDown();
+  }
+  // The top's spool has no more points in the slice.
+  void PopTop() {
+    heap_.front() = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) SiftDown();
+  }
+
+ private:
+  static bool Before(const Head& a, const Head& b) {
+    return a.timestamp_ns < b.timestamp_ns ||
+           (a.timestamp_ns == b.timestamp_ns && a.spool < b.spool);
+  }
+  void SiftDown() {
+    const size_t size = heap_.size();
+    const Head moving = heap_.front();
+    size_t at = 0;
+    for (size_t child = 1; child < size; child = 2 * at + 1) {
+      if (child + 1 < size && Before(heap_[child + 1], heap_[child])) ++child;
+      if (!Before(heap_[child], moving)) break;
+      heap_[at] = heap_[child];
+      at = child;
+    }
+    heap_[at] = moving;
+  }
+  std::vector<Head> heap_;
+};
+
+// What `spool` held just after its last point stamped before `timestamp_ns` (`inclusive`: at or
+// before); 0 before its first. `decoded`: this thread's block of the spool.
+uint64_t HeldAt(const TimelineSpool& spool, uint64_t timestamp_ns, bool inclusive,
+                DecodedBlock* decoded) {
+  const auto before = [&](uint64_t t) { return inclusive ? t <= timestamp_ns : t < timestamp_ns; };
   const std::vector<TimelineSpool::Block>& blocks = spool.blocks();
-  const auto first =
-      std::partition_point(blocks.begin(), blocks.end(),
-                           [&](const TimelineSpool::Block& block) { return block.last_ns < from; });
-  if (first == blocks.end()) {
-    *held = spool.last_live_bytes();
-    return false;
-  }
-  *held = first->entering;
-  const auto block = static_cast<uint64_t>(first - blocks.begin());
-  reader->emplace(spool.Read(block * spool.block_points()));
-  while ((*reader)->Next(head)) {
-    if (head->timestamp_ns >= from) return true;
-    *held = head->live_bytes;
-  }
-  return false;
+  const auto after = std::partition_point(
+      blocks.begin(), blocks.end(),
+      [&](const TimelineSpool::Block& block) { return before(block.first_ns); });
+  if (after == blocks.begin()) return 0;
+  SpoolCursor cursor(&spool, decoded);
+  const auto block = static_cast<size_t>(after - blocks.begin()) - 1;
+  return cursor.LastIn(block, before);
 }
 
 // Merges the points of `spools` (null: none at this place) stamped within `slice`, by timestamp
 // (ties: by spool, then in each spool's order), each process starting from its last point before
-// the slice. Spools' timestamps never go back (TimelineSpool), so slices of a merge cut in time see
-// the same sums, in the same order, as one merge of everything.
-SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice) {
+// the slice; `decoded`: this thread's block per spool. Spools' timestamps never go back
+// (TimelineSpool), so slices of a merge cut in time see the same sums, in the same order, as one
+// merge of everything. What each process held at the highest sum is looked up once it is known,
+// not copied at every new high.
+SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice,
+                     std::vector<DecodedBlock>* decoded) {
   const size_t count = spools.size();
-  std::vector<std::optional<TimelineSpool::Reader>> readers(count);
-  std::vector<TimelinePoint> next(count);  // each reader's point at the head
+  std::vector<SpoolCursor> cursors;
+  cursors.reserve(count);
+  for (size_t i = 0; i < count; ++i) cursors.emplace_back(spools[i], &(*decoded)[i]);
+  std::vector<TimelinePoint> next(count);  // each cursor's point at the head
   std::vector<uint64_t> current(count, 0);
-  // (timestamp, spool): the smallest first.
-  using Head = std::pair<uint64_t, size_t>;
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-  auto advance = [&](size_t i) {
-    if (readers[i]->Next(&next[i]) && (slice.to == 0 || next[i].timestamp_ns < slice.to)) {
-      heads.emplace(next[i].timestamp_ns, i);
-    }
+  Heads heads;
+  const auto within = [&](const TimelinePoint& point) {
+    return slice.to == 0 || point.timestamp_ns < slice.to;
   };
   Sum sum = 0;
   for (size_t i = 0; i < count; ++i) {
     if (spools[i] == nullptr) continue;
-    if (EnterSlice(*spools[i], slice.from, &current[i], &readers[i], &next[i]) &&
-        (slice.to == 0 || next[i].timestamp_ns < slice.to)) {
-      heads.emplace(next[i].timestamp_ns, i);
+    if (cursors[i].Enter(slice.from, &current[i], &next[i]) && within(next[i])) {
+      heads.Push({next[i].timestamp_ns, static_cast<uint32_t>(i)});
     }
     sum += current[i];
   }
   SliceBest best;
+  size_t best_spool = count;  // whose point made the best sum
+  uint64_t best_held = 0;     // what that spool held then
   while (!heads.empty()) {
     const auto [timestamp, i] = heads.top();
-    heads.pop();
     sum = sum - current[i] + next[i].live_bytes;
     current[i] = next[i].live_bytes;
     if (sum > best.peak) {
       best.peak = sum;
       best.timestamp_ns = timestamp;
-      best.at_peak = current;
+      best_spool = i;
+      best_held = current[i];
     }
-    advance(i);
+    if (cursors[i].Next(&next[i]) && within(next[i])) {
+      heads.ReplaceTop(next[i].timestamp_ns);
+    } else {
+      heads.PopTop();
+    }
+  }
+  if (best_spool == count) return best;
+  // Merged before the best: every spool's points stamped earlier, and those stamped at the same
+  // time of the spools before the best's.
+  best.at_peak.assign(count, 0);
+  for (size_t i = 0; i < count; ++i) {
+    if (spools[i] == nullptr) continue;
+    best.at_peak[i] = i == best_spool
+                          ? best_held
+                          : HeldAt(*spools[i], best.timestamp_ns, i < best_spool, &(*decoded)[i]);
   }
   return best;
 }
@@ -195,10 +329,16 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
   const size_t fit = kMergeReadBytes / (std::max<size_t>(spools.size(), 1) * block_bytes);
   const size_t workers =
       std::clamp<size_t>(std::min(threads, fit), 1, std::max<size_t>(slices.size(), 1));
-  std::atomic<size_t> next_slice{0};
+  // Threads take runs of neighbouring slices, each in time order, so that one decoded block
+  // serves the slices it spans; four runs a thread even out the work.
+  const size_t run = std::max<size_t>(1, (slices.size() + 4 * workers - 1) / (4 * workers));
+  std::atomic<size_t> next_run{0};
   auto work = [&] {
-    for (size_t s = next_slice++; s < slices.size(); s = next_slice++) {
-      bests[s] = MergeSlice(spools, slices[s]);
+    std::vector<DecodedBlock> decoded(spools.size());
+    for (size_t first = run * next_run++; first < slices.size(); first = run * next_run++) {
+      for (size_t s = first; s < std::min(first + run, slices.size()); ++s) {
+        bests[s] = MergeSlice(spools, slices[s], &decoded);
+      }
     }
   };
   {
