@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio_ext.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,6 +178,17 @@ absl::StatusOr<WorkerResult> Finish(Running* worker) {
   return absl::InternalError(HowItEnded(status));
 }
 
+// Every result's descriptors stay open in this process until the caller is done with them (a
+// timeline's spools, one file per place and trace): a directory of a few thousand traces would
+// pass the usual soft limit of 1024 descriptors, which the hard limit lets any process raise.
+void AllowAsManyDescriptorsAsPermitted() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 void CloseDescriptors(WorkerResult* result) {
@@ -187,6 +199,7 @@ void CloseDescriptors(WorkerResult* result) {
 void RunInWorkers(size_t count, size_t jobs, const std::function<WorkerResult(size_t)>& work,
                   const std::function<void(size_t, absl::StatusOr<WorkerResult>)>& deliver,
                   const std::vector<size_t>& start_order) {
+  AllowAsManyDescriptorsAsPermitted();
   jobs = JobCount(jobs, count);
   if (jobs <= 1) {
     for (size_t i = 0; i < count; ++i) deliver(i, work(i));

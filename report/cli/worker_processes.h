@@ -54,9 +54,11 @@ void CloseDescriptors(WorkerResult* result);
 // order); its result's bytes come back through a socket and its descriptors as descriptors of this
 // process. A worker that ends without handing back a whole result (a crash, a kill) delivers an
 // error naming how it ended. With one job, or while no process can be forked, items run in this
-// process, one after the other. In a worker, `work` must not print: what it printed would mix with
-// this process's output, and what stdio still buffers when it ends is dropped (so is the worker's
-// copy of this process's unwritten output, which this process writes itself).
+// process, one after the other. Results' descriptors stay open until the caller closes them, so
+// this process's soft limit on open descriptors is raised to its hard limit first. In a worker,
+// `work` must not print: what it printed would mix with this process's output, and what stdio still
+// buffers when it ends is dropped (so is the worker's copy of this process's unwritten output,
+// which this process writes itself).
 void RunInWorkers(size_t count, size_t jobs, const std::function<WorkerResult(size_t)>& work,
                   const std::function<void(size_t, absl::StatusOr<WorkerResult>)>& deliver,
                   const std::vector<size_t>& start_order = {});

@@ -3,7 +3,9 @@
 // whatever order they finish in; a worker that crashes delivers an error, not a lost report.
 #include "report/cli/worker_processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,6 +152,31 @@ TEST(WorkerProcessesTest, HandsDescriptorsBack) {
         delivered.push_back(i);
       });
   EXPECT_EQ(delivered, (std::vector<size_t>{0, 1, 2}));
+}
+
+// More descriptors than the soft limit allowed when it began: the limit is raised to the hard one.
+TEST(WorkerProcessesTest, TakesMoreDescriptorsThanTheSoftLimit) {
+  rlimit before;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  if (before.rlim_max != RLIM_INFINITY && before.rlim_max < 256) GTEST_SKIP() << "hard limit";
+  rlimit low = before;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  size_t received = 0;
+  RunInWorkers(
+      2, 2,
+      [&](size_t) {
+        WorkerResult result;
+        for (int f = 0; f < 100; ++f) result.descriptors.push_back(open("/dev/null", O_RDONLY));
+        return result;
+      },
+      [&](size_t, absl::StatusOr<WorkerResult> result) {
+        ASSERT_TRUE(result.ok()) << result.status();
+        received += result->descriptors.size();
+        CloseDescriptors(&*result);
+      });
+  setrlimit(RLIMIT_NOFILE, &before);
+  EXPECT_EQ(received, 200u);
 }
 
 // Item 1's worker dies by a signal and item 2's exits early: each delivers an error naming how it
