@@ -241,8 +241,8 @@ inline constexpr uint64_t kMinPointsPerMergeThread = uint64_t{1} << 16;
 // the processes were given, then in each process's order). Only the stretches of time whose bound
 // (the spools' blocks) can still beat the best sum found are read (place_merge.h), on up to
 // `threads` threads at once (no fewer than `min_points_per_thread` points each); the result is the
-// same as one merge from start to end. Memory is bounded by a decoded block per process and thread
-// (threads are fewer where those would pass 64 MiB, see place_merge.cc).
+// same as one merge from start to end. Memory is bounded by a few blocks' points per process and
+// thread (threads are fewer where those would pass 256 MiB, see place_merge.cc).
 Combined CombineTimelines(const std::vector<ProcessTimeline>& processes, size_t threads = 1,
                           uint64_t min_points_per_thread = kMinPointsPerMergeThread);
 

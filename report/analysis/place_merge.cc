@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <iterator>
 #include <limits>
 #include <numeric>
@@ -13,10 +14,10 @@
 namespace gpumem::report {
 namespace {
 
-// The merge's read buffers (a decoded block per spool and thread), all threads' together: fewer
-// threads merge where more would need more. 64 MiB holds a block of 1024 points for each of 64
-// processes on 64 threads.
-constexpr size_t kMergeReadBytes = size_t{64} << 20;
+// The merge's buffers (per spool and thread: a decoded block, and up to a block of points gathered
+// and put in order), all threads' together: fewer threads merge where more would need more.
+// 256 MiB holds them for blocks of 1024 points of 64 processes on 64 threads.
+constexpr size_t kMergeBufferBytes = size_t{256} << 20;
 // Windows merged in the first round, per thread; each round after merges four times as many.
 constexpr size_t kFirstRoundWindowsPerThread = 1;
 
@@ -89,6 +90,9 @@ class SpoolCursor {
     return true;
   }
 
+  // The timestamp of the last point of the block the cursor reads now.
+  uint64_t BlockLastNs() const { return spool_->blocks()[block_].last_ns; }
+
   // The live bytes of the last point of block `block` for which `before(timestamp)` holds (its
   // first does); 0 when the block cannot be read.
   template <typename Before>
@@ -119,53 +123,59 @@ class SpoolCursor {
   size_t next_ = 0;  // the index of the next point in the decoded block
 };
 
-// The cursors' head points, the earliest on top (ties: the lower spool): a binary heap whose top
-// is replaced in place when its spool moves on, one sift instead of a pop and a push.
-class Heads {
- public:
-  struct Head {
-    uint64_t timestamp_ns;
-    uint32_t spool;
-  };
-  bool empty() const { return heap_.empty(); }
-  const Head& top() const { return heap_.front(); }
-  void Push(Head head) {
-    heap_.push_back(head);
-    for (size_t at = heap_.size() - 1; at > 0 && Before(heap_[at], heap_[(at - 1) / 2]);
-         at = (at - 1) / 2) {
-      std::swap(heap_[at], heap_[(at - 1) / 2]);
-    }
-  }
-  // The top's spool has a next point at `timestamp_ns`.
-  void ReplaceTop(uint64_t timestamp_ns) {
-    heap_.front().timestamp_ns = timestamp_ns;
-    SiftDown();
-  }
-  // The top's spool has no more points in the slice.
-  void PopTop() {
-    heap_.front() = heap_.back();
-    heap_.pop_back();
-    if (!heap_.empty()) SiftDown();
-  }
+// A point as the merge takes it: when, which spool's, and what that spool held after it.
+struct Arrival {
+  uint64_t timestamp_ns;
+  uint64_t live_bytes;
+  size_t spool;
+};
 
- private:
-  static bool Before(const Head& a, const Head& b) {
-    return a.timestamp_ns < b.timestamp_ns ||
-           (a.timestamp_ns == b.timestamp_ns && a.spool < b.spool);
+// Orders `arrivals` (gathered spool after spool, each in its own order) by timestamp, keeping that
+// order among equal ones (ties: by spool, then in each spool's order), into *ordered: a counting
+// sort into about as many buckets of time as there are arrivals, then each bucket, a few points,
+// put in order by insertion. `counts`: scratch.
+void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ordered,
+                 std::vector<uint32_t>* counts) {
+  ordered->resize(arrivals.size());
+  if (arrivals.empty()) return;
+  uint64_t first = arrivals[0].timestamp_ns;
+  uint64_t last = first;
+  for (const Arrival& arrival : arrivals) {
+    first = std::min(first, arrival.timestamp_ns);
+    last = std::max(last, arrival.timestamp_ns);
   }
-  void SiftDown() {
-    const size_t size = heap_.size();
-    const Head moving = heap_.front();
-    size_t at = 0;
-    for (size_t child = 1; child < size; child = 2 * at + 1) {
-      if (child + 1 < size && Before(heap_[child + 1], heap_[child])) ++child;
-      if (!Before(heap_[child], moving)) break;
-      heap_[at] = heap_[child];
-      at = child;
+  // Buckets of 2^shift nanoseconds, no more of them than arrivals (rounded up to a power of two).
+  const uint64_t span = last - first;
+  const int wanted_bits = static_cast<int>(std::bit_width(arrivals.size()));
+  const int shift = std::max(0, static_cast<int>(std::bit_width(span)) - wanted_bits);
+  const size_t buckets = static_cast<size_t>(span >> shift) + 1;
+  counts->assign(buckets + 1, 0);
+  for (const Arrival& arrival : arrivals)
+    ++(*counts)[((arrival.timestamp_ns - first) >> shift) + 1];
+  for (size_t b = 1; b <= buckets; ++b) (*counts)[b] += (*counts)[b - 1];
+  for (const Arrival& arrival : arrivals) {
+    (*ordered)[(*counts)[(arrival.timestamp_ns - first) >> shift]++] = arrival;
+  }
+  // Each bucket now holds its arrivals in gathered order, from counts[b - 1] to counts[b].
+  for (size_t b = 0, begin = 0; b < buckets; begin = (*counts)[b], ++b) {
+    for (size_t i = begin + 1; i < (*counts)[b]; ++i) {
+      const Arrival moving = (*ordered)[i];
+      size_t at = i;
+      for (; at > begin && (*ordered)[at - 1].timestamp_ns > moving.timestamp_ns; --at) {
+        (*ordered)[at] = (*ordered)[at - 1];
+      }
+      (*ordered)[at] = moving;
     }
-    heap_[at] = moving;
   }
-  std::vector<Head> heap_;
+}
+
+// What a thread reuses from slice to slice: the block per spool it decoded last, and the merge's
+// buffers.
+struct MergeScratch {
+  std::vector<DecodedBlock> decoded;
+  std::vector<Arrival> gathered;
+  std::vector<Arrival> ordered;
+  std::vector<uint32_t> counts;
 };
 
 // What `spool` held just after its last point stamped before `timestamp_ns` (`inclusive`: at or
@@ -185,47 +195,56 @@ uint64_t HeldAt(const TimelineSpool& spool, uint64_t timestamp_ns, bool inclusiv
 
 // Merges the points of `spools` (null: none at this place) stamped within `slice`, by timestamp
 // (ties: by spool, then in each spool's order), each process starting from its last point before
-// the slice; `decoded`: this thread's block per spool. Spools' timestamps never go back
-// (TimelineSpool), so slices of a merge cut in time see the same sums, in the same order, as one
-// merge of everything. What each process held at the highest sum is looked up once it is known,
-// not copied at every new high.
+// the slice. Spools' timestamps never go back (TimelineSpool), so slices of a merge cut in time see
+// the same sums, in the same order, as one merge of everything; so do the stretches a slice is
+// merged in, each up to the earliest end of the spools' blocks being read (at most a block a
+// spool), gathered and put in time order at once (OrderByTime) rather than point by point. What
+// each process held at the highest sum is looked up once it is known, not copied at every new high.
 SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice,
-                     std::vector<DecodedBlock>* decoded) {
+                     MergeScratch* scratch) {
   const size_t count = spools.size();
   std::vector<SpoolCursor> cursors;
   cursors.reserve(count);
-  for (size_t i = 0; i < count; ++i) cursors.emplace_back(spools[i], &(*decoded)[i]);
-  std::vector<TimelinePoint> next(count);  // each cursor's point at the head
+  for (size_t i = 0; i < count; ++i) cursors.emplace_back(spools[i], &scratch->decoded[i]);
+  std::vector<TimelinePoint> next(count);   // each cursor's point at the head
+  std::vector<bool> reading(count, false);  // the cursor has a point within the slice at the head
   std::vector<uint64_t> current(count, 0);
-  Heads heads;
   const auto within = [&](const TimelinePoint& point) {
     return slice.to == 0 || point.timestamp_ns < slice.to;
   };
   Sum sum = 0;
   for (size_t i = 0; i < count; ++i) {
     if (spools[i] == nullptr) continue;
-    if (cursors[i].Enter(slice.from, &current[i], &next[i]) && within(next[i])) {
-      heads.Push({next[i].timestamp_ns, static_cast<uint32_t>(i)});
-    }
+    reading[i] = cursors[i].Enter(slice.from, &current[i], &next[i]) && within(next[i]);
     sum += current[i];
   }
   SliceBest best;
   size_t best_spool = count;  // whose point made the best sum
   uint64_t best_held = 0;     // what that spool held then
-  while (!heads.empty()) {
-    const auto [timestamp, i] = heads.top();
-    sum = sum - current[i] + next[i].live_bytes;
-    current[i] = next[i].live_bytes;
-    if (sum > best.peak) {
-      best.peak = sum;
-      best.timestamp_ns = timestamp;
-      best_spool = i;
-      best_held = current[i];
+  for (;;) {
+    uint64_t until = std::numeric_limits<uint64_t>::max();
+    for (size_t i = 0; i < count; ++i) {
+      if (reading[i]) until = std::min(until, cursors[i].BlockLastNs());
     }
-    if (cursors[i].Next(&next[i]) && within(next[i])) {
-      heads.ReplaceTop(next[i].timestamp_ns);
-    } else {
-      heads.PopTop();
+    if (until == std::numeric_limits<uint64_t>::max()) break;
+    std::vector<Arrival>& gathered = scratch->gathered;
+    gathered.clear();
+    for (size_t i = 0; i < count; ++i) {
+      while (reading[i] && next[i].timestamp_ns <= until) {
+        gathered.push_back({next[i].timestamp_ns, next[i].live_bytes, i});
+        reading[i] = cursors[i].Next(&next[i]) && within(next[i]);
+      }
+    }
+    OrderByTime(gathered, &scratch->ordered, &scratch->counts);
+    for (const Arrival& arrival : scratch->ordered) {
+      sum = sum - current[arrival.spool] + arrival.live_bytes;
+      current[arrival.spool] = arrival.live_bytes;
+      if (sum > best.peak) {
+        best.peak = sum;
+        best.timestamp_ns = arrival.timestamp_ns;
+        best_spool = arrival.spool;
+        best_held = arrival.live_bytes;
+      }
     }
   }
   if (best_spool == count) return best;
@@ -234,9 +253,9 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
   best.at_peak.assign(count, 0);
   for (size_t i = 0; i < count; ++i) {
     if (spools[i] == nullptr) continue;
-    best.at_peak[i] = i == best_spool
-                          ? best_held
-                          : HeldAt(*spools[i], best.timestamp_ns, i < best_spool, &(*decoded)[i]);
+    best.at_peak[i] = i == best_spool ? best_held
+                                      : HeldAt(*spools[i], best.timestamp_ns, i < best_spool,
+                                               &scratch->decoded[i]);
   }
   return best;
 }
@@ -320,13 +339,13 @@ std::vector<Slice> JoinNeighbours(const std::vector<Window>& windows,
 std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spools,
                                    const std::vector<Slice>& slices, size_t threads) {
   std::vector<SliceBest> bests(slices.size());
-  // Each thread reads every spool a block at a time: all blocks together in kMergeReadBytes.
-  size_t block_bytes = sizeof(TimelinePoint);
+  // Each thread reads every spool a block at a time: all buffers together in kMergeBufferBytes.
+  size_t block_points = 1;
   for (const TimelineSpool* spool : spools) {
-    if (spool != nullptr)
-      block_bytes = std::max(block_bytes, spool->block_points() * sizeof(TimelinePoint));
+    if (spool != nullptr) block_points = std::max(block_points, spool->block_points());
   }
-  const size_t fit = kMergeReadBytes / (std::max<size_t>(spools.size(), 1) * block_bytes);
+  const size_t per_spool = block_points * (sizeof(TimelinePoint) + 2 * sizeof(Arrival));
+  const size_t fit = kMergeBufferBytes / (std::max<size_t>(spools.size(), 1) * per_spool);
   const size_t workers =
       std::clamp<size_t>(std::min(threads, fit), 1, std::max<size_t>(slices.size(), 1));
   // Threads take runs of neighbouring slices, each in time order, so that one decoded block
@@ -334,10 +353,11 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
   const size_t run = std::max<size_t>(1, (slices.size() + 4 * workers - 1) / (4 * workers));
   std::atomic<size_t> next_run{0};
   auto work = [&] {
-    std::vector<DecodedBlock> decoded(spools.size());
+    MergeScratch scratch;
+    scratch.decoded.resize(spools.size());
     for (size_t first = run * next_run++; first < slices.size(); first = run * next_run++) {
       for (size_t s = first; s < std::min(first + run, slices.size()); ++s) {
-        bests[s] = MergeSlice(spools, slices[s], &decoded);
+        bests[s] = MergeSlice(spools, slices[s], &scratch);
       }
     }
   };

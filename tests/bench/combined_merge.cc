@@ -1,12 +1,17 @@
-// The combined view's merge (report/analysis/combined.h, CombineTimelines) on ranks that ran at
-// once: PROCESSES timelines of POINTS points each, interleaved in time, each rising and falling by
-// training step (allocations, then frees), so that block bounds prune little and most points are
-// merged. Prints the merge's time per point on 1 and THREADS threads, best of 3.
+// The combined view's merge (report/analysis/combined.h, CombineTimelines) alone, on 1 and
+// THREADS threads, best of 3, in time per point:
+// - on ranks that ran at once: PROCESSES timelines of POINTS points each, interleaved in time,
+//   each rising and falling by training step (allocations, then frees), so that block bounds prune
+//   little and most points are merged;
+// - or on the timelines of real traces (--traces DIR: every *.trace in it, read first).
 // Usage: combined_merge [PROCESSES=64] [POINTS=1000000] [THREADS=hardware threads]
+//        combined_merge --traces DIR [THREADS]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,19 +54,48 @@ double SecondsToMerge(const std::vector<ProcessTimeline>& timelines, size_t thre
   return best;
 }
 
+// The timelines of every *.trace in `dir`; exits on a trace that cannot be read.
+std::vector<ProcessTimeline> TimelinesOf(const std::string& dir) {
+  std::vector<ProcessTimeline> timelines;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".trace") continue;
+    auto timeline = gpumem::report::ReadProcessTimeline(entry.path().string());
+    if (!timeline.ok()) {
+      std::fprintf(stderr, "combined_merge: %s\n",
+                   std::string(timeline.status().message()).c_str());
+      std::exit(1);
+    }
+    timelines.push_back(std::move(*timeline));
+  }
+  return timelines;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t processes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
-  const uint64_t points = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1'000'000;
+  const bool traces = argc > 2 && std::string(argv[1]) == "--traces";
   const size_t threads =
       argc > 3 ? std::strtoull(argv[3], nullptr, 10) : std::thread::hardware_concurrency();
-  const std::vector<ProcessTimeline> timelines = Ranks(processes, points);
-  const double all = static_cast<double>(processes * points);
+  std::vector<ProcessTimeline> timelines;
+  std::string what;
+  if (traces) {
+    timelines = TimelinesOf(argv[2]);
+    what = std::to_string(timelines.size()) + " traces of " + argv[2];
+  } else {
+    const size_t processes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
+    const uint64_t points = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1'000'000;
+    timelines = Ranks(processes, points);
+    what = std::to_string(processes) + " processes x " + std::to_string(points) + " points";
+  }
+  uint64_t all = 0;
+  for (const ProcessTimeline& timeline : timelines) {
+    for (const auto& [place, spool] : timeline.places) all += spool.size();
+  }
   for (size_t t : {size_t{1}, threads}) {
     const double seconds = SecondsToMerge(timelines, t);
-    std::printf("%zu processes x %llu points, %zu threads: %.3f s, %.1f ns a point\n", processes,
-                static_cast<unsigned long long>(points), t, seconds, seconds * 1e9 / all);
+    std::printf("%s (%llu points), %zu threads: %.3f s, %.1f ns a point\n", what.c_str(),
+                static_cast<unsigned long long>(all), t, seconds,
+                seconds * 1e9 / static_cast<double>(std::max<uint64_t>(all, 1)));
     if (threads == 1) break;
   }
   return 0;

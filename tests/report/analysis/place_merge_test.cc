@@ -133,8 +133,10 @@ TEST(PlaceMergeTest, ProcessWithoutThePlaceHoldsNothingThere) {
 
 // Processes of random points: few distinct byte counts (many equal sums) and many equal
 // timestamps, within a process and across processes, so that ties between windows are common.
+// `jumps`: now and then a second passes, so that time spans far more nanoseconds than there are
+// points (the merge then orders points many to a bucket of time).
 std::vector<std::vector<TimelinePoint>> RandomPoints(uint64_t seed, size_t processes,
-                                                     size_t most_points) {
+                                                     size_t most_points, bool jumps = false) {
   uint64_t state = seed * 2654435761u + 1;
   auto random = [&state](uint64_t bound) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -146,6 +148,7 @@ std::vector<std::vector<TimelinePoint>> RandomPoints(uint64_t seed, size_t proce
     uint64_t time = random(20);
     for (size_t i = 0; i < count; ++i) {
       time += random(3) == 0 ? random(8) : 0;
+      if (jumps && random(40) == 0) time += 1'000'000'000;
       // Now and then a stamp before the one before: the spool takes that one's time.
       const uint64_t stamp = random(10) == 0 && time > 3 ? time - 3 : time;
       process.push_back({stamp, random(6) * 10});
@@ -158,7 +161,7 @@ TEST(PlaceMergeTest, RandomTimelinesMergeAsOneMergeOfEverything) {
   for (uint64_t seed = 0; seed < 300; ++seed) {
     const size_t processes = 1 + seed % 6;
     const std::vector<std::vector<TimelinePoint>> points =
-        RandomPoints(seed, processes, seed % 6 == 0 ? 2000 : 60);
+        RandomPoints(seed, processes, seed % 6 == 0 ? 2000 : 60, seed % 3 == 1);
     for (const size_t block_points : {1, 2, 3, 16, 1024}) {
       for (const size_t threads : {1, 3}) {
         SCOPED_TRACE(::testing::Message() << "seed " << seed << ", " << block_points
