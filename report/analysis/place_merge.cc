@@ -130,10 +130,13 @@ struct Arrival {
   size_t spool;
 };
 
+// Buckets of more arrivals than this are sorted, not put in order by insertion.
+constexpr size_t kInsertionSortMost = 64;
+
 // Orders `arrivals` (gathered spool after spool, each in its own order) by timestamp, keeping that
 // order among equal ones (ties: by spool, then in each spool's order), into *ordered: a counting
-// sort into about as many buckets of time as there are arrivals, then each bucket, a few points,
-// put in order by insertion. `counts`: scratch.
+// sort into about as many buckets of time as there are arrivals, then each bucket in order.
+// `counts`: scratch.
 void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ordered,
                  std::vector<uint32_t>* counts) {
   ordered->resize(arrivals.size());
@@ -156,9 +159,19 @@ void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ord
   for (const Arrival& arrival : arrivals) {
     (*ordered)[(*counts)[(arrival.timestamp_ns - first) >> shift]++] = arrival;
   }
-  // Each bucket now holds its arrivals in gathered order, from counts[b - 1] to counts[b].
+  // Each bucket now holds its arrivals in gathered order, from counts[b - 1] to counts[b]: a few
+  // are put in time order by insertion; a burst, many to one bucket, by a stable sort.
+  const auto earlier = [](const Arrival& a, const Arrival& b) {
+    return a.timestamp_ns < b.timestamp_ns;
+  };
   for (size_t b = 0, begin = 0; b < buckets; begin = (*counts)[b], ++b) {
-    for (size_t i = begin + 1; i < (*counts)[b]; ++i) {
+    const size_t end = (*counts)[b];
+    if (end - begin > kInsertionSortMost) {
+      std::stable_sort(ordered->begin() + static_cast<std::ptrdiff_t>(begin),
+                       ordered->begin() + static_cast<std::ptrdiff_t>(end), earlier);
+      continue;
+    }
+    for (size_t i = begin + 1; i < end; ++i) {
       const Arrival moving = (*ordered)[i];
       size_t at = i;
       for (; at > begin && (*ordered)[at - 1].timestamp_ns > moving.timestamp_ns; --at) {
