@@ -23,18 +23,21 @@ constexpr size_t kFirstRoundWindowsPerThread = 1;
 
 using Sum = unsigned __int128;  // each process's bytes fit in 64 bits, their sum need not
 
-// The highest sum one slice of time reached, first: each process's bytes then.
+// The highest sum one slice of time reached, first, and the point that made it: what each process
+// held then is looked up once the best of all slices is known (SharesAt), not for every slice.
 struct SliceBest {
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
   Sum peak = 0;
   uint64_t timestamp_ns = 0;
-  std::vector<uint64_t> at_peak;  // empty: the slice never rose above 0
+  size_t spool = kNone;  // whose point made the sum; kNone: the slice never rose above 0
+  uint64_t held = 0;     // what that spool held after it
+  bool found() const { return spool != kNone; }
 };
 
 // Whether `a` is the answer rather than `b`, of two disjoint slices: higher, or as high and first.
 bool Beats(const SliceBest& a, const SliceBest& b) {
-  if (a.at_peak.empty()) return false;
-  return b.at_peak.empty() || a.peak > b.peak ||
-         (a.peak == b.peak && a.timestamp_ns < b.timestamp_ns);
+  if (!a.found()) return false;
+  return !b.found() || a.peak > b.peak || (a.peak == b.peak && a.timestamp_ns < b.timestamp_ns);
 }
 
 // A slice of time: [from, to); `to` 0 for no end.
@@ -211,8 +214,7 @@ uint64_t HeldAt(const TimelineSpool& spool, uint64_t timestamp_ns, bool inclusiv
 // the slice. Spools' timestamps never go back (TimelineSpool), so slices of a merge cut in time see
 // the same sums, in the same order, as one merge of everything; so do the stretches a slice is
 // merged in, each up to the earliest end of the spools' blocks being read (at most a block a
-// spool), gathered and put in time order at once (OrderByTime) rather than point by point. What
-// each process held at the highest sum is looked up once it is known, not copied at every new high.
+// spool), gathered and put in time order at once (OrderByTime) rather than point by point.
 SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slice,
                      MergeScratch* scratch) {
   const size_t count = spools.size();
@@ -232,8 +234,6 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
     sum += current[i];
   }
   SliceBest best;
-  size_t best_spool = count;  // whose point made the best sum
-  uint64_t best_held = 0;     // what that spool held then
   for (;;) {
     uint64_t until = std::numeric_limits<uint64_t>::max();
     for (size_t i = 0; i < count; ++i) {
@@ -252,25 +252,25 @@ SliceBest MergeSlice(const std::vector<const TimelineSpool*>& spools, Slice slic
     for (const Arrival& arrival : scratch->ordered) {
       sum = sum - current[arrival.spool] + arrival.live_bytes;
       current[arrival.spool] = arrival.live_bytes;
-      if (sum > best.peak) {
-        best.peak = sum;
-        best.timestamp_ns = arrival.timestamp_ns;
-        best_spool = arrival.spool;
-        best_held = arrival.live_bytes;
-      }
+      if (sum > best.peak) best = {sum, arrival.timestamp_ns, arrival.spool, arrival.live_bytes};
     }
   }
-  if (best_spool == count) return best;
-  // Merged before the best: every spool's points stamped earlier, and those stamped at the same
-  // time of the spools before the best's.
-  best.at_peak.assign(count, 0);
-  for (size_t i = 0; i < count; ++i) {
-    if (spools[i] == nullptr) continue;
-    best.at_peak[i] = i == best_spool ? best_held
-                                      : HeldAt(*spools[i], best.timestamp_ns, i < best_spool,
-                                               &scratch->decoded[i]);
-  }
   return best;
+}
+
+// What each of `spools` held at `best`: merged before it were every spool's points stamped
+// earlier, and those stamped at the same time of the spools before the best's.
+std::vector<uint64_t> SharesAt(const std::vector<const TimelineSpool*>& spools,
+                               const SliceBest& best) {
+  std::vector<uint64_t> shares(spools.size(), 0);
+  DecodedBlock decoded;
+  for (size_t i = 0; i < spools.size(); ++i) {
+    if (spools[i] == nullptr) continue;
+    shares[i] = i == best.spool ? best.held
+                                : HeldAt(*spools[i], best.timestamp_ns, i < best.spool, &decoded);
+    decoded.block = std::numeric_limits<size_t>::max();  // the next spool's blocks are its own
+  }
+  return shares;
 }
 
 // A stretch of time between two of the spools' block starts, and the most the processes can have
@@ -323,7 +323,7 @@ std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spoo
 
 // Whether `window` may hold the answer rather than `best`: a sum above it, or as high and earlier.
 bool MayBeat(const Window& window, const SliceBest& best) {
-  if (best.at_peak.empty()) return window.bound > 0;
+  if (!best.found()) return window.bound > 0;
   return window.bound > best.peak ||
          (window.bound == best.peak && window.slice.from < best.timestamp_ns);
 }
@@ -443,14 +443,14 @@ CombinedPlace MergePlace(int32_t place, const std::vector<size_t>& members,
       MergeWindowsThatMayHoldThePeak(spools, points, threads, min_points_per_thread);
   CombinedPlace result;
   result.place = place;
-  if (!best.at_peak.empty()) {
+  std::vector<uint64_t> shares(members.size(), 0);
+  if (best.found()) {
     result.peak_bytes =
         static_cast<uint64_t>(std::min<Sum>(best.peak, std::numeric_limits<uint64_t>::max()));
     result.timestamp_ns = best.timestamp_ns;
+    shares = SharesAt(spools, best);
   }
-  for (size_t i = 0; i < members.size(); ++i) {
-    result.shares.push_back({members[i], best.at_peak.empty() ? 0 : best.at_peak[i]});
-  }
+  for (size_t i = 0; i < members.size(); ++i) result.shares.push_back({members[i], shares[i]});
   std::stable_sort(
       result.shares.begin(), result.shares.end(),
       [](const CombinedShare& a, const CombinedShare& b) { return a.bytes > b.bytes; });

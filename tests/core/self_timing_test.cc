@@ -34,10 +34,13 @@ class SelfTimingTest : public testing::Test {
 TEST_F(SelfTimingTest, NestedScopesBookkeepingIsLeftOutOfTheEnclosingPhase) {
   constexpr int kNested = 20000;
   // Counting it, the enclosing phase's time outside the nested ones holds all of their
-  // bookkeeping, whatever the machine does; without it, the loop only. Best of a few rounds: a
-  // preemption may land in either.
+  // bookkeeping (a ratio of 1 or more), whatever the machine does; without it, the loop and the
+  // scopes' own clock reads only (0.50 to 0.54 of it on a 2-core build VM). Best of up to 50
+  // rounds, done once one is below the bound: a preemption may land in either, but never brings a
+  // counted bookkeeping below 1.
+  constexpr double kBound = 0.8;
   double best_ratio = 1e9;
-  for (int round = 0; round < 5; ++round) {
+  for (int round = 0; round < 50 && best_ratio >= kBound; ++round) {
     const PhaseTotals outer_before = Totals(kLaunchHook);
     const PhaseTotals inner_before = Totals(kKernelLookup);
     const PhaseTotals bookkeeping_before = Bookkeeping();
@@ -57,7 +60,7 @@ TEST_F(SelfTimingTest, NestedScopesBookkeepingIsLeftOutOfTheEnclosingPhase) {
     best_ratio = std::min(
         best_ratio, static_cast<double>(outer.exclusive_ns) / static_cast<double>(bookkeeping_ns));
   }
-  EXPECT_LT(best_ratio, 0.5);
+  EXPECT_LT(best_ratio, kBound);
 }
 
 TEST_F(SelfTimingTest, ExclusiveTimeIsWhatNoNestedPhaseTook) {
