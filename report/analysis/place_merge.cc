@@ -133,8 +133,8 @@ struct Arrival {
   size_t spool;
 };
 
-// Buckets of more arrivals than this are sorted, not put in order by insertion.
-constexpr size_t kInsertionSortMost = 64;
+// Moves per arrival past which a bucket is sorted rather than put in order by insertion.
+constexpr size_t kMovesPerArrival = 16;
 
 // Orders `arrivals` (gathered spool after spool, each in its own order) by timestamp, keeping that
 // order among equal ones (ties: by spool, then in each spool's order), into *ordered: a counting
@@ -162,25 +162,29 @@ void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ord
   for (const Arrival& arrival : arrivals) {
     (*ordered)[(*counts)[(arrival.timestamp_ns - first) >> shift]++] = arrival;
   }
-  // Each bucket now holds its arrivals in gathered order, from counts[b - 1] to counts[b]: a few
-  // are put in time order by insertion; a burst, many to one bucket, by a stable sort.
+  // Each bucket now holds its arrivals in gathered order, from counts[b - 1] to counts[b]: runs of
+  // one spool each, already in order. Put in time order by insertion, which costs what is out of
+  // order, little for a few points or runs that barely overlap; a bucket that takes more moves
+  // than kMovesPerArrival per arrival (a burst of interleaved runs) is stable-sorted instead.
   const auto earlier = [](const Arrival& a, const Arrival& b) {
     return a.timestamp_ns < b.timestamp_ns;
   };
   for (size_t b = 0, begin = 0; b < buckets; begin = (*counts)[b], ++b) {
     const size_t end = (*counts)[b];
-    if (end - begin > kInsertionSortMost) {
-      std::stable_sort(ordered->begin() + static_cast<std::ptrdiff_t>(begin),
-                       ordered->begin() + static_cast<std::ptrdiff_t>(end), earlier);
-      continue;
-    }
-    for (size_t i = begin + 1; i < end; ++i) {
+    const size_t most_moves = kMovesPerArrival * (end - begin);
+    size_t moves = 0;
+    for (size_t i = begin + 1; i < end && moves <= most_moves; ++i) {
       const Arrival moving = (*ordered)[i];
       size_t at = i;
       for (; at > begin && (*ordered)[at - 1].timestamp_ns > moving.timestamp_ns; --at) {
         (*ordered)[at] = (*ordered)[at - 1];
       }
       (*ordered)[at] = moving;
+      moves += i - at;
+    }
+    if (moves > most_moves) {
+      std::stable_sort(ordered->begin() + static_cast<std::ptrdiff_t>(begin),
+                       ordered->begin() + static_cast<std::ptrdiff_t>(end), earlier);
     }
   }
 }

@@ -131,6 +131,26 @@ TEST(PlaceMergeTest, ProcessWithoutThePlaceHoldsNothingThere) {
   EXPECT_EQ(place.shares[1].bytes, 0u);
 }
 
+// Four processes whose points interleave within a few microseconds, then each one a minute later:
+// the merge's buckets of time are sized for the whole minute, so the burst falls into one of them,
+// as runs of one process each that must be interleaved (more moves than insertion is let make).
+TEST(PlaceMergeTest, ABurstOfInterleavedPointsMergesAsOne) {
+  std::vector<std::vector<TimelinePoint>> points(4);
+  for (uint64_t j = 0; j < 400; ++j) {
+    for (uint64_t p = 0; p < 4; ++p) {
+      points[p].push_back(
+          {1000 + 4 * j + p + (j % 3 == 0 ? 0 : p % 2), (j * 7 + p * 13) % 50 * 10});
+    }
+  }
+  for (uint64_t p = 0; p < 4; ++p) points[p].push_back({60'000'000'000 + p, 5});
+  for (const size_t block_points : {size_t{1024}, size_t{100}}) {
+    for (const size_t threads : {size_t{1}, size_t{2}}) {
+      SCOPED_TRACE(::testing::Message() << block_points << " points a block, " << threads);
+      ExpectAsOneMerge(Timelines(points, block_points), threads);
+    }
+  }
+}
+
 // Processes of random points: few distinct byte counts (many equal sums) and many equal
 // timestamps, within a process and across processes, so that ties between windows are common.
 // `jumps`: now and then a second passes, so that time spans far more nanoseconds than there are
