@@ -287,7 +287,7 @@ void Replay::Add(const MemoryEventFields& event) {
 std::vector<PlaceUsage> Replay::Places() const {
   absl::flat_hash_map<int32_t, absl::flat_hash_map<uint64_t, Tally>> at_peak;
   absl::flat_hash_map<int32_t, absl::flat_hash_map<uint64_t, Tally>> live;
-  for (const auto& [place, state] : places_) at_peak[place] = state.freed_since_peak;
+  for (const auto& [place, state] : places_) at_peak[place] = state.freed_since_peak.ToMap();
   auto add = [&](const Live& entry) {
     live[entry.place][entry.stack_id].Add(entry.size);
     if (entry.seq <= places_.at(entry.place).usage.peak_seq) {
@@ -304,7 +304,7 @@ std::vector<PlaceUsage> Replay::Places() const {
     PlaceUsage usage = state.usage;
     usage.peak_sites = Sorted(at_peak[place]);
     usage.live_sites = Sorted(live[place]);
-    usage.allocated_sites = Sorted(state.allocated_by_stack);
+    usage.allocated_sites = Sorted(state.allocated_by_stack.ToMap());
     places.push_back(std::move(usage));
   }
   // Devices ascending, then the unknown device, then pinned host.

@@ -39,6 +39,7 @@
 #include "core/trace.pb.h"
 #include "report/replay/event_counts.h"
 #include "report/replay/live_ranges.h"
+#include "report/replay/tallies_by_stack_id.h"
 #include "report/trace/event_stream.h"
 #include "report/trace/trace_file.h"
 
@@ -184,8 +185,8 @@ class Replay {
   struct PlaceState {
     PlaceUsage usage;
     // Since the last peak: what was live at it and freed after it, by stack id.
-    absl::flat_hash_map<uint64_t, Tally> freed_since_peak;
-    absl::flat_hash_map<uint64_t, Tally> allocated_by_stack;  // PlaceUsage::allocated_sites
+    TalliesByStackId freed_since_peak;
+    TalliesByStackId allocated_by_stack;  // PlaceUsage::allocated_sites
   };
 
   void Count(const Live& live, const MemoryEventFields& event);
