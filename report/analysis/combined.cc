@@ -39,51 +39,55 @@ uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
 
 }  // namespace
 
-TimelineSpool::TimelineSpool(size_t buffered, size_t block_points)
-    : buffered_(std::max<size_t>(buffered, 1)), block_points_(std::max<size_t>(block_points, 1)) {}
+TimelineSpool::TimelineSpool(size_t buffered, size_t block_points) {
+  state_.buffered = std::max<size_t>(buffered, 1);
+  state_.block_points = std::max<size_t>(block_points, 1);
+}
 
 void TimelineSpool::Append(TimelinePoint point) {
-  if (points_ > 0) point.timestamp_ns = std::max(point.timestamp_ns, last_timestamp_);
-  last_timestamp_ = point.timestamp_ns;
-  if (open_.empty()) {
-    blocks_.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes, last_live_bytes_,
-                       encoded_bytes()});
+  if (state_.points > 0)
+    point.timestamp_ns = std::max(point.timestamp_ns, state_.last_timestamp_ns);
+  state_.last_timestamp_ns = point.timestamp_ns;
+  if (state_.open.empty()) {
+    state_.blocks.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes,
+                             state_.last_live_bytes, encoded_bytes()});
   }
-  Block& block = blocks_.back();
+  Block& block = state_.blocks.back();
   block.last_ns = point.timestamp_ns;
   block.highest = std::max(block.highest, point.live_bytes);
-  last_live_bytes_ = point.live_bytes;
-  open_.push_back(point);
-  ++points_;
-  if (open_.size() == block_points_) EncodeOpenBlock();
+  state_.last_live_bytes = point.live_bytes;
+  state_.open.push_back(point);
+  ++state_.points;
+  if (state_.open.size() == state_.block_points) EncodeOpenBlock();
 }
 
 void TimelineSpool::EncodeOpenBlock() {
   // Per point: the time since the point before and the change in live bytes (zigzag), each a
   // varint; the block's first point against zero.
-  const size_t start = pending_.size();
-  pending_.resize(start + open_.size() * 2 * wire::kMaxVarintBytes);
-  auto* out = reinterpret_cast<uint8_t*>(pending_.data() + start);
+  const size_t start = state_.pending.size();
+  state_.pending.resize(start + state_.open.size() * 2 * wire::kMaxVarintBytes);
+  auto* out = reinterpret_cast<uint8_t*>(state_.pending.data() + start);
   TimelinePoint before;
-  for (const TimelinePoint& point : open_) {
+  for (const TimelinePoint& point : state_.open) {
     const uint64_t change = point.live_bytes - before.live_bytes;  // modulo 2^64
     const uint64_t zigzag = (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
     out = wire::PutVarint(out, point.timestamp_ns - before.timestamp_ns);
     out = wire::PutVarint(out, zigzag);
     before = point;
   }
-  pending_.resize(static_cast<size_t>(reinterpret_cast<char*>(out) - pending_.data()));
-  open_.clear();
-  if (pending_.size() >= buffered_ && !no_file_) Spill();
+  state_.pending.resize(static_cast<size_t>(reinterpret_cast<char*>(out) - state_.pending.data()));
+  state_.open.clear();
+  if (state_.pending.size() >= state_.buffered && !state_.no_file) Spill();
 }
 
 bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const {
-  const uint64_t from = blocks_[block].offset;
-  const uint64_t to = block + 1 < blocks_.size() ? blocks_[block + 1].offset : encoded_bytes();
+  const uint64_t from = state_.blocks[block].offset;
+  const uint64_t to =
+      block + 1 < state_.blocks.size() ? state_.blocks[block + 1].offset : encoded_bytes();
   std::string read;
   const char* bytes = nullptr;
-  if (from >= in_file_) {
-    bytes = pending_.data() + (from - in_file_);
+  if (from >= state_.in_file) {
+    bytes = state_.pending.data() + (from - state_.in_file);
   } else {
     // A block spilled whole or not at all: its bytes all lie in the file.
     read.resize(to - from);
@@ -113,14 +117,14 @@ bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points
     point.live_bytes += (zigzag >> 1) ^ (~(zigzag & 1) + 1);
     points->push_back(point);
   }
-  return points->size() == block_points_;
+  return points->size() == state_.block_points;
 }
 
 void TimelineSpool::Spill() {
   if (file_ == nullptr) file_.reset(std::tmpfile());
-  const char* bytes = pending_.data();
-  size_t left = pending_.size();
-  off_t offset = static_cast<off_t>(in_file_);
+  const char* bytes = state_.pending.data();
+  size_t left = state_.pending.size();
+  off_t offset = static_cast<off_t>(state_.in_file);
   while (file_ != nullptr && left > 0) {
     const ssize_t written = pwrite(fileno(file_.get()), bytes, left, offset);
     if (written <= 0) break;
@@ -129,22 +133,22 @@ void TimelineSpool::Spill() {
     offset += written;
   }
   if (file_ == nullptr || left > 0) {
-    no_file_ = true;  // what a failed write left lies past in_file_ bytes: never read
+    state_.no_file = true;  // what a failed write left lies past in_file bytes: never read
     return;
   }
-  in_file_ += pending_.size();
-  pending_.clear();
+  state_.in_file += state_.pending.size();
+  state_.pending.clear();
 }
 
 TimelineSpool::Reader::Reader(const TimelineSpool* spool, uint64_t position)
     : spool_(spool),
-      block_(static_cast<size_t>(position / spool->block_points_)),
-      skip_(static_cast<size_t>(position % spool->block_points_)) {}
+      block_(static_cast<size_t>(position / spool->block_points())),
+      skip_(static_cast<size_t>(position % spool->block_points())) {}
 
 bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) const {
   if (block < encoded_blocks()) return DecodeBlock(block, points);
-  if (block >= blocks_.size()) return false;
-  *points = open_;
+  if (block >= state_.blocks.size()) return false;
+  *points = state_.open;
   return true;
 }
 
@@ -168,18 +172,8 @@ std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
 }
 
 TimelineSpool::State TimelineSpool::state() const {
-  State state;
-  state.buffered = buffered_;
-  state.block_points = block_points_;
+  State state = state_;
   state.file = file_ != nullptr ? fileno(file_.get()) : -1;
-  state.no_file = no_file_;
-  state.in_file = in_file_;
-  state.pending = pending_;
-  state.open = open_;
-  state.blocks = blocks_;
-  state.points = points_;
-  state.last_timestamp_ns = last_timestamp_;
-  state.last_live_bytes = last_live_bytes_;
   return state;
 }
 
@@ -192,19 +186,15 @@ std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
       return std::nullopt;
     }
   }
-  const size_t block_points = spool.block_points_;
+  const size_t block_points = spool.state_.block_points;
   const bool adds_up = state.blocks.size() == (state.points + block_points - 1) / block_points &&
                        state.open.size() == state.points % block_points &&
                        (spool.file_ != nullptr || state.in_file == 0);
   if (!adds_up) return std::nullopt;
-  spool.no_file_ = state.no_file;
-  spool.in_file_ = state.in_file;
-  spool.pending_ = std::move(state.pending);
-  spool.open_ = std::move(state.open);
-  spool.blocks_ = std::move(state.blocks);
-  spool.points_ = state.points;
-  spool.last_timestamp_ = state.last_timestamp_ns;
-  spool.last_live_bytes_ = state.last_live_bytes;
+  state.buffered = spool.state_.buffered;
+  state.block_points = block_points;
+  state.file = -1;
+  spool.state_ = std::move(state);
   return spool;
 }
 

@@ -49,7 +49,7 @@ class TimelineSpool {
   explicit TimelineSpool(size_t buffered = kTimelineBufferedBytes,
                          size_t block_points = kBlockPoints);
   void Append(TimelinePoint point);
-  uint64_t size() const { return points_; }
+  uint64_t size() const { return state_.points; }
 
   // The points in blocks of block_points() (the first ones, the next ones, ...), each summed up:
   // where its points lie in time, the most live bytes among them and the live bytes before it. By
@@ -63,12 +63,12 @@ class TimelineSpool {
     uint64_t entering = 0;  // the live bytes of the point before it (0 for the first block)
     uint64_t offset = 0;    // where its encoding starts in the spool's bytes (file, then memory)
   };
-  const std::vector<Block>& blocks() const { return blocks_; }
-  size_t block_points() const { return block_points_; }
+  const std::vector<Block>& blocks() const { return state_.blocks; }
+  size_t block_points() const { return state_.block_points; }
   // The live bytes of the last point (0 without one).
-  uint64_t last_live_bytes() const { return last_live_bytes_; }
+  uint64_t last_live_bytes() const { return state_.last_live_bytes; }
   // The bytes of the points encoded so far (in the file and in memory).
-  uint64_t encoded_bytes() const { return in_file_ + pending_.size(); }
+  uint64_t encoded_bytes() const { return state_.in_file + state_.pending.size(); }
 
   // Reads the points back in order from `position`, a block at a time; readers of one spool are
   // independent. The spool must outlive its readers and not change while they read.
@@ -92,20 +92,20 @@ class TimelineSpool {
   std::vector<TimelinePoint> ReadAll() const;
 
   // A spool's whole state, to hand it to another process (`gpumem report` hands its workers'
-  // timelines to the parent, report/cli/trace_outcome.h). `file`: a descriptor of the file, -1
-  // without one.
+  // timelines to the parent, report/cli/trace_outcome.h), and what the spool keeps. `file`: a
+  // descriptor of the file, -1 without one (the spool itself keeps its file apart, as `file_`).
   struct State {
     size_t buffered = kTimelineBufferedBytes;
     size_t block_points = kBlockPoints;
     int file = -1;
-    bool no_file = false;
-    uint64_t in_file = 0;             // bytes
-    std::string pending;              // the encoded bytes after those
-    std::vector<TimelinePoint> open;  // the points of the last block, not yet encoded
-    std::vector<Block> blocks;
+    bool no_file = false;  // the file could not be made or written: everything stays in memory
+    uint64_t in_file = 0;  // encoded bytes written to the file, the first ones
+    std::string pending;   // the encoded bytes after those
+    std::vector<TimelinePoint> open;  // the points of the last block, until it is full
+    std::vector<Block> blocks;        // see blocks()
     uint64_t points = 0;
-    uint64_t last_timestamp_ns = 0;
-    uint64_t last_live_bytes = 0;
+    uint64_t last_timestamp_ns = 0;  // of the point appended last
+    uint64_t last_live_bytes = 0;    // of the point appended last
   };
   // The state, its `file` the spool's own descriptor (still the spool's to close).
   State state() const;
@@ -117,26 +117,17 @@ class TimelineSpool {
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
-  // Encodes the points of the block just filled (open_) after the others.
+  // Encodes the points of the block just filled (state_.open) after the others.
   void EncodeOpenBlock();
   // Writes the bytes held in memory to the file (made on first use); keeps them when that fails.
   void Spill();
   // Decodes block `block` (encoded) into *points; false when its bytes cannot be read.
   bool DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const;
   // The blocks whose points are encoded: every full one.
-  size_t encoded_blocks() const { return static_cast<size_t>(points_ / block_points_); }
+  size_t encoded_blocks() const { return static_cast<size_t>(state_.points / state_.block_points); }
 
-  size_t buffered_;
-  size_t block_points_;
+  State state_;  // its `file` unused: the file is file_
   std::unique_ptr<std::FILE, CloseFile> file_;
-  bool no_file_ = false;  // the file could not be made or written: everything stays in memory
-  uint64_t in_file_ = 0;  // encoded bytes written to the file, the first ones
-  std::string pending_;   // the encoded bytes after those
-  std::vector<TimelinePoint> open_;  // the points of the last block, until it is full
-  std::vector<Block> blocks_;        // see blocks()
-  uint64_t points_ = 0;
-  uint64_t last_timestamp_ = 0;   // of the point appended last
-  uint64_t last_live_bytes_ = 0;  // of the point appended last
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,

@@ -6,7 +6,6 @@
 #include <iterator>
 #include <limits>
 #include <numeric>
-#include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
