@@ -182,6 +182,7 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
     position.offset = framed.offset;
     position.size = framed.bytes.size();
     bytes_read_ = position.offset + position.size;
+    position.event_ref = framed.event_ref;
     if (framed.event_ref) {
       ReadEventRef(position, framed.compact_ref, framed.bytes, visit, memory);
       continue;
@@ -254,9 +255,8 @@ void ExpandMemoryRef(const MemoryEventFields& memory_template,
 
 }  // namespace
 
-void TraceFile::ReadEventRef(PacketPosition position, bool compact, std::string_view bytes,
+void TraceFile::ReadEventRef(const PacketPosition& position, bool compact, std::string_view bytes,
                              const PacketVisitor& visit, MemoryEventSink* memory) {
-  position.event_ref = true;
   EventTemplates::Resolved resolved;
   if (!ResolveEventRef(compact, bytes, &resolved)) {
     if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;

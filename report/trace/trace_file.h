@@ -228,8 +228,9 @@ class TraceFile {
   // without the writer's fields.
   void TakeTemplate(MemoryEventFields* memory);
   void TakeTemplate(TracePacket* packet);
-  // An EventRef, expanded and visited as the event it stands for.
-  void ReadEventRef(PacketPosition position, bool compact, std::string_view bytes,
+  // An EventRef (`position` says so), expanded and visited as the event it stands for. By
+  // reference: a copy of the position just stored field by field stalls on store forwarding.
+  void ReadEventRef(const PacketPosition& position, bool compact, std::string_view bytes,
                     const PacketVisitor& visit, MemoryEventSink* memory);
   // An EventRef (format 2) or compact_ref (3) against the templates; false when malformed.
   bool ResolveEventRef(bool compact, std::string_view bytes, EventTemplates::Resolved* resolved);
