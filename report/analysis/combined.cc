@@ -33,6 +33,11 @@ bool PlaceBefore(int32_t a, int32_t b) {
   return rank(a) < rank(b);
 }
 
+// What a block's encoding starts from: its first point's time, and the live bytes before it.
+TimelinePoint BlockStart(const TimelineSpool::Block& block) {
+  return {block.first_ns, block.entering};
+}
+
 uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
   return timestamp_ns >= start ? timestamp_ns - start : 0;
 }
@@ -63,11 +68,11 @@ void TimelineSpool::Append(TimelinePoint point) {
 
 void TimelineSpool::EncodeOpenBlock() {
   // Per point: the time since the point before and the change in live bytes (zigzag), each a
-  // varint; the block's first point against zero.
+  // varint; the block's first point against its summary's start and what it held entering it.
   const size_t start = state_.pending.size();
   state_.pending.resize(start + state_.open.size() * 2 * wire::kMaxVarintBytes);
   auto* out = reinterpret_cast<uint8_t*>(state_.pending.data() + start);
-  TimelinePoint before;
+  TimelinePoint before = BlockStart(state_.blocks.back());
   for (const TimelinePoint& point : state_.open) {
     const uint64_t change = point.live_bytes - before.live_bytes;  // modulo 2^64
     const uint64_t zigzag = (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
@@ -106,7 +111,7 @@ bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points
   const auto* p = reinterpret_cast<const uint8_t*>(bytes);
   const uint8_t* end = p + (to - from);
   points->clear();
-  TimelinePoint point;
+  TimelinePoint point = BlockStart(state_.blocks[block]);
   while (p != end) {
     uint64_t since = 0;
     uint64_t zigzag = 0;

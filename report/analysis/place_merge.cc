@@ -305,12 +305,20 @@ void AddBounds(const TimelineSpool& spool, std::vector<Window>* windows) {
   }
 }
 
-// The time of `spools` cut at every block's start, each window bounded (AddBounds).
+// Points of a spool per cut of the time into windows: windows of about this many points a spool
+// keep their number (and the time to bound them all) in proportion to the points, while their
+// bounds come from the spools' smaller blocks.
+constexpr size_t kPointsPerCut = 1024;
+
+// The time of `spools` cut at the start of a block every kPointsPerCut points, each window bounded
+// (AddBounds).
 std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spools) {
   std::vector<uint64_t> cuts;
   for (const TimelineSpool* spool : spools) {
     if (spool == nullptr) continue;
-    for (const TimelineSpool::Block& block : spool->blocks()) cuts.push_back(block.first_ns);
+    const std::vector<TimelineSpool::Block>& blocks = spool->blocks();
+    const size_t stride = std::max<size_t>(1, kPointsPerCut / spool->block_points());
+    for (size_t b = 0; b < blocks.size(); b += stride) cuts.push_back(blocks[b].first_ns);
   }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());

@@ -399,7 +399,7 @@ TEST(CombinedTest, MergeCutInTimeKeepsWhatEarlierSlicesHeldAndTheFirstPeak) {
 TEST(CombinedTest, SpoolSumsUpItsBlocks) {
   // Every 2 ns, live bytes rising and falling; spilled every 100 points, beyond several blocks.
   TimelineSpool spool(100);
-  const uint64_t count = 3 * TimelineSpool::kBlockPoints + 150;
+  const uint64_t count = 3 * TimelineSpool::kBlockPoints + TimelineSpool::kBlockPoints / 2;
   const auto live = [](uint64_t i) { return i % 700 < 350 ? i % 700 : 700 - i % 700; };
   for (uint64_t i = 0; i < count; ++i) spool.Append({10 + 2 * i, live(i)});
   ASSERT_EQ(spool.blocks().size(), 4u);
