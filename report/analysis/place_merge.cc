@@ -188,6 +188,24 @@ void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ord
   }
 }
 
+// Runs work(part) for each of `parts` parts, on this thread and up to `parts` - 1 more.
+template <typename Work>
+void RunParts(size_t parts, const Work& work) {
+  std::atomic<size_t> next{0};
+  auto take = [&] {
+    for (size_t part = next++; part < parts; part = next++) work(part);
+  };
+  std::vector<std::jthread> helpers;
+  for (size_t h = 1; h < parts; ++h) {
+    try {
+      helpers.emplace_back(take);
+    } catch (const std::system_error&) {  // no thread to be had: the others do the rest
+      break;
+    }
+  }
+  take();
+}
+
 // What a thread reuses from slice to slice: the block per spool it decoded last, and the merge's
 // buffers.
 struct MergeScratch {
@@ -283,25 +301,37 @@ struct Window {
   Sum bound = 0;
 };
 
-// Adds to each window (in time order) the most `spool` can have held in it: the highest of its
-// blocks with points in the window, and what it held entering the window.
-void AddBounds(const TimelineSpool& spool, std::vector<Window>* windows) {
+// Adds to each window of [begin, end) (in time order) the most `spool` can have held in it: the
+// highest of its blocks with points in the window, and what it held entering the window.
+void AddBounds(const TimelineSpool& spool, Window* begin, Window* end) {
+  if (begin == end) return;
   const std::vector<TimelineSpool::Block>& blocks = spool.blocks();
-  size_t first = 0;  // the first block with a point in the window or after it
-  size_t end = 0;    // past the last block starting before the window's end
-  for (Window& window : *windows) {
-    while (first < blocks.size() && blocks[first].last_ns < window.slice.from) ++first;
-    while (end < blocks.size() &&
-           (window.slice.to == 0 || blocks[end].first_ns < window.slice.to)) {
-      ++end;
+  const uint64_t from = begin->slice.from;
+  const uint64_t to = begin->slice.to;
+  // The first block with a point in the window or after it, and past the last block starting
+  // before the window's end: both move on with the windows.
+  auto first = static_cast<size_t>(
+      std::partition_point(blocks.begin(), blocks.end(),
+                           [&](const TimelineSpool::Block& b) { return b.last_ns < from; }) -
+      blocks.begin());
+  auto past = static_cast<size_t>(std::partition_point(blocks.begin(), blocks.end(),
+                                                       [&](const TimelineSpool::Block& b) {
+                                                         return to == 0 || b.first_ns < to;
+                                                       }) -
+                                  blocks.begin());
+  for (Window* window = begin; window != end; ++window) {
+    while (first < blocks.size() && blocks[first].last_ns < window->slice.from) ++first;
+    while (past < blocks.size() &&
+           (window->slice.to == 0 || blocks[past].first_ns < window->slice.to)) {
+      ++past;
     }
     // Entering the window it held the last point before it: in block `first` when that starts
     // before the window (counted below), else the point before that block.
-    uint64_t highest = first == blocks.size()                        ? spool.last_live_bytes()
-                       : blocks[first].first_ns >= window.slice.from ? blocks[first].entering
-                                                                     : 0;
-    for (size_t b = first; b < end; ++b) highest = std::max(highest, blocks[b].highest);
-    window.bound += highest;
+    uint64_t highest = first == blocks.size()                         ? spool.last_live_bytes()
+                       : blocks[first].first_ns >= window->slice.from ? blocks[first].entering
+                                                                      : 0;
+    for (size_t b = first; b < past; ++b) highest = std::max(highest, blocks[b].highest);
+    window->bound += highest;
   }
 }
 
@@ -311,8 +341,11 @@ void AddBounds(const TimelineSpool& spool, std::vector<Window>* windows) {
 constexpr size_t kPointsPerCut = 1024;
 
 // The time of `spools` cut at the start of a block every kPointsPerCut points, each window bounded
-// (AddBounds).
-std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spools) {
+// (AddBounds) on up to `threads` threads, each taking a stretch of windows. A window bounded for
+// one spool costs about what a point merged does: a thread takes `min_points_per_thread` of them
+// at least.
+std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spools, size_t threads,
+                                   uint64_t min_points_per_thread) {
   std::vector<uint64_t> cuts;
   for (const TimelineSpool* spool : spools) {
     if (spool == nullptr) continue;
@@ -326,9 +359,17 @@ std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spoo
   for (size_t k = 0; k < cuts.size(); ++k) {
     windows[k].slice = {k == 0 ? 0 : cuts[k], k + 1 < cuts.size() ? cuts[k + 1] : 0};
   }
-  for (const TimelineSpool* spool : spools) {
-    if (spool != nullptr) AddBounds(*spool, &windows);
-  }
+  const uint64_t work = uint64_t{windows.size()} * spools.size();
+  const size_t parts = static_cast<size_t>(std::clamp<uint64_t>(
+      work / std::max<uint64_t>(min_points_per_thread, 1), 1, std::max<size_t>(threads, 1)));
+  const size_t per_part = (windows.size() + parts - 1) / parts;
+  RunParts(parts, [&](size_t part) {
+    Window* begin = windows.data() + std::min(windows.size(), part * per_part);
+    Window* end = windows.data() + std::min(windows.size(), (part + 1) * per_part);
+    for (const TimelineSpool* spool : spools) {
+      if (spool != nullptr) AddBounds(*spool, begin, end);
+    }
+  });
   return windows;
 }
 
@@ -376,7 +417,7 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
   // serves the slices it spans; four runs a thread even out the work.
   const size_t run = std::max<size_t>(1, (slices.size() + 4 * workers - 1) / (4 * workers));
   std::atomic<size_t> next_run{0};
-  auto work = [&] {
+  RunParts(workers, [&](size_t) {
     MergeScratch scratch;
     scratch.decoded.resize(spools.size());
     for (size_t first = run * next_run++; first < slices.size(); first = run * next_run++) {
@@ -384,18 +425,7 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
         bests[s] = MergeSlice(spools, slices[s], &scratch);
       }
     }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (size_t w = 1; w < workers; ++w) {
-      try {
-        helpers.emplace_back(work);
-      } catch (const std::system_error&) {  // no thread to be had: this one does the rest
-        break;
-      }
-    }
-    work();
-  }
+  });
   return bests;
 }
 
@@ -413,7 +443,7 @@ size_t ThreadsFor(size_t windows, size_t all, uint64_t points, size_t threads,
 SliceBest MergeWindowsThatMayHoldThePeak(const std::vector<const TimelineSpool*>& spools,
                                          uint64_t points, size_t threads,
                                          uint64_t min_points_per_thread) {
-  const std::vector<Window> windows = BoundedWindows(spools);
+  const std::vector<Window> windows = BoundedWindows(spools, threads, min_points_per_thread);
   std::vector<size_t> order(windows.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
