@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -103,6 +105,8 @@ bool SendResult(int socket, const WorkerResult& result) {
   if (getppid() != parent) _exit(1);
   WorkerResult result = work(item);
   const bool sent = SendResult(socket, result);
+  // The parent sees the end of the result now, not once this process's memory is torn down.
+  close(socket);
   _exit(sent ? 0 : 1);
 }
 
@@ -156,24 +160,38 @@ bool Receive(Running* worker) {
   return true;
 }
 
-// The result `worker` handed back, now that its socket is at its end, or why there is none.
-absl::StatusOr<WorkerResult> Finish(Running* worker) {
-  close(worker->socket);
+// Whether `received` (with `descriptors` received) is a whole result; its bytes into *bytes.
+bool WholeResult(const std::string& received, size_t descriptors, std::string* bytes) {
+  if (received.size() < kHeaderBytes) return false;
+  const uint64_t size = GetU64(received.data());
+  const uint64_t expected_descriptors = GetU64(received.data() + 8);
+  const uint64_t markers = DescriptorGroups(expected_descriptors) - 1;
+  if (received.size() != kHeaderBytes + markers + size || descriptors != expected_descriptors) {
+    return false;
+  }
+  *bytes = received.substr(kHeaderBytes + markers);
+  return true;
+}
+
+// Waits for worker `pid` to end; its status.
+int Reap(pid_t pid) {
   int status = 0;
-  while (waitpid(worker->pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  return status;
+}
+
+// The result `worker` handed back, now that its socket is at its end, or why there is none. A
+// whole result is taken without waiting for the worker to end (it tears its memory down
+// meanwhile): its pid goes to *unreaped.
+absl::StatusOr<WorkerResult> Finish(Running* worker, std::vector<pid_t>* unreaped) {
+  close(worker->socket);
   WorkerResult result = std::move(worker->result);
-  const std::string& received = worker->received;
-  if (received.size() >= kHeaderBytes) {
-    const uint64_t bytes = GetU64(received.data());
-    const uint64_t descriptors = GetU64(received.data() + 8);
-    const uint64_t markers = DescriptorGroups(descriptors) - 1;
-    if (received.size() == kHeaderBytes + markers + bytes &&
-        result.descriptors.size() == descriptors && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-      result.bytes = received.substr(kHeaderBytes + markers);
-      return result;
-    }
+  if (WholeResult(worker->received, result.descriptors.size(), &result.bytes)) {
+    unreaped->push_back(worker->pid);
+    return result;
   }
+  const int status = Reap(worker->pid);
   CloseDescriptors(&result);
   return absl::InternalError(HowItEnded(status));
 }
@@ -207,6 +225,7 @@ void RunInWorkers(size_t count, size_t jobs, const std::function<WorkerResult(si
   }
   std::vector<std::optional<absl::StatusOr<WorkerResult>>> done(count);
   std::vector<Running> running;
+  std::vector<pid_t> unreaped;  // workers that handed back a whole result
   size_t started = 0;
   size_t delivered = 0;
   const pid_t parent = getpid();
@@ -247,9 +266,23 @@ void RunInWorkers(size_t count, size_t jobs, const std::function<WorkerResult(si
     if (poll(sockets.data(), sockets.size(), -1) < 0) continue;  // EINTR: poll again
     for (size_t w = running.size(); w-- > 0;) {
       if (sockets[w].revents == 0 || Receive(&running[w])) continue;
-      done[running[w].item].emplace(Finish(&running[w]));
+      done[running[w].item].emplace(Finish(&running[w], &unreaped));
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(w));
     }
+  }
+  // Workers still tearing their memory down are reaped by a thread of their own, so that the
+  // caller goes on meanwhile (the combined view's merge, say).
+  std::erase_if(unreaped, [](pid_t pid) {
+    int status;
+    return waitpid(pid, &status, WNOHANG) != 0;
+  });
+  if (unreaped.empty()) return;
+  try {
+    std::thread([unreaped] {
+      for (const pid_t pid : unreaped) Reap(pid);
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to be had: wait here
+    for (const pid_t pid : unreaped) Reap(pid);
   }
 }
 

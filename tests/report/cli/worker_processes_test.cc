@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -203,6 +206,51 @@ TEST(WorkerProcessesTest, AWorkerThatDiesDeliversAnError) {
   EXPECT_EQ(delivered[1], "its analysis ended by signal 9 (Killed)");
   EXPECT_EQ(delivered[2], "its analysis ended with exit status 3 before handing back a result");
   EXPECT_EQ(delivered[3], "item 3");
+}
+
+// The processes whose parent is this one, zombies included (/proc/PID/stat's fourth field).
+size_t ChildProcesses() {
+  size_t children = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; it ends at the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    long parent = 0;
+    rest >> state >> parent;
+    children += parent == getpid();
+  }
+  return children;
+}
+
+// A whole result is taken as soon as it has come, before its worker has ended; the workers are
+// reaped all the same, none left behind as a zombie.
+TEST(WorkerProcessesTest, EveryWorkerIsReaped) {
+  size_t delivered = 0;
+  RunInWorkers(
+      8, 4,
+      [](size_t i) {
+        return WorkerResult{absl::StrCat("item ", i), {}};
+      },
+      [&](size_t i, absl::StatusOr<WorkerResult> result) {
+        ASSERT_TRUE(result.ok()) << result.status();
+        EXPECT_EQ(result->bytes, absl::StrCat("item ", i));
+        ++delivered;
+      });
+  EXPECT_EQ(delivered, 8u);
+  // Reaped by then, or soon after by a thread of RunInWorkers: this process has no child left.
+  size_t left = ChildProcesses();
+  for (int i = 0; i < 1000 && left > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    left = ChildProcesses();
+  }
+  EXPECT_EQ(left, 0u);
 }
 
 TEST(WorkerProcessesTest, LargestFirstTiesInIndexOrder) {
