@@ -211,12 +211,20 @@ void TimelineBuilder::Add(const MemoryEvent& event) {
 
 void TimelineBuilder::AddReplayed(const MemoryEventFields& event, const Replay& replay) {
   // A free names no place; any place may have changed. Places are few (devices, pinned host).
-  if (event.action == ALLOC) last_.try_emplace(PlaceOf(event), 0);
-  for (auto& [place, last] : last_) {
-    const uint64_t now = replay.LiveBytes(place);
-    if (now == last) continue;
-    last = now;
-    places_.try_emplace(place, buffered_).first->second.Append({event.timestamp_ns, now});
+  if (event.action == ALLOC) {
+    const int32_t place = PlaceOf(event);
+    if (std::none_of(last_.begin(), last_.end(),
+                     [&](const PlaceLast& p) { return p.place == place; })) {
+      last_.push_back({place, 0, nullptr});
+    }
+  }
+  for (PlaceLast& entry : last_) {
+    const uint64_t now = replay.LiveBytes(entry.place);
+    if (now == entry.last) continue;
+    entry.last = now;
+    if (entry.spool == nullptr)
+      entry.spool = &places_.try_emplace(entry.place, buffered_).first->second;
+    entry.spool->Append({event.timestamp_ns, now});
   }
 }
 

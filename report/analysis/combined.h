@@ -183,10 +183,19 @@ class TimelineBuilder {
   ProcessTimeline Finish(const std::string& path, const TraceFile& trace);
 
  private:
+  // A place seen allocating: the live bytes after its last point, and its spool (made with the
+  // first point; map nodes do not move). A few places at most (devices, pinned host): a vector,
+  // searched, costs less per event than a map.
+  struct PlaceLast {
+    int32_t place = 0;
+    uint64_t last = 0;
+    TimelineSpool* spool = nullptr;
+  };
+
   size_t buffered_;
   Replay replay_;  // Add()'s
   std::map<int32_t, TimelineSpool> places_;
-  std::map<int32_t, uint64_t> last_;  // live bytes after the last point, per place
+  std::vector<PlaceLast> last_;
 };
 
 // Fills `timeline->rows` from the process's replay: per device, the peak and what was live at
