@@ -15,7 +15,7 @@ namespace {
 
 // The merge's buffers (per spool and thread: a decoded block, and up to a block of points gathered
 // and put in order), all threads' together: fewer threads merge where more would need more.
-// 256 MiB holds them for blocks of 1024 points of 64 processes on 64 threads.
+// 256 MiB holds them for blocks of 64 points of 1024 processes on 64 threads.
 constexpr size_t kMergeBufferBytes = size_t{256} << 20;
 // Windows merged in the first round, per thread; each round after merges four times as many.
 constexpr size_t kFirstRoundWindowsPerThread = 1;
@@ -306,19 +306,15 @@ struct Window {
 void AddBounds(const TimelineSpool& spool, Window* begin, Window* end) {
   if (begin == end) return;
   const std::vector<TimelineSpool::Block>& blocks = spool.blocks();
-  const uint64_t from = begin->slice.from;
-  const uint64_t to = begin->slice.to;
   // The first block with a point in the window or after it, and past the last block starting
-  // before the window's end: both move on with the windows.
+  // before the window's end: both move on with the windows. Every block before `first` ends before
+  // the first window, so starts before its end: `past` starts at `first`.
+  const uint64_t from = begin->slice.from;
   auto first = static_cast<size_t>(
       std::partition_point(blocks.begin(), blocks.end(),
                            [&](const TimelineSpool::Block& b) { return b.last_ns < from; }) -
       blocks.begin());
-  auto past = static_cast<size_t>(std::partition_point(blocks.begin(), blocks.end(),
-                                                       [&](const TimelineSpool::Block& b) {
-                                                         return to == 0 || b.first_ns < to;
-                                                       }) -
-                                  blocks.begin());
+  size_t past = first;
   for (Window* window = begin; window != end; ++window) {
     while (first < blocks.size() && blocks[first].last_ns < window->slice.from) ++first;
     while (past < blocks.size() &&

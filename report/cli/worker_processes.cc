@@ -181,6 +181,14 @@ int Reap(pid_t pid) {
   return status;
 }
 
+// Reaps those of `pids` that have ended, without waiting; leaves the others.
+void ReapEnded(std::vector<pid_t>* pids) {
+  std::erase_if(*pids, [](pid_t pid) {
+    int status;
+    return waitpid(pid, &status, WNOHANG) != 0;
+  });
+}
+
 // The result `worker` handed back, now that its socket is at its end, or why there is none. A
 // whole result is taken without waiting for the worker to end (it tears its memory down
 // meanwhile): its pid goes to *unreaped.
@@ -269,13 +277,12 @@ void RunInWorkers(size_t count, size_t jobs, const std::function<WorkerResult(si
       done[running[w].item].emplace(Finish(&running[w], &unreaped));
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(w));
     }
+    // Those that have ended meanwhile: thousands of traces leave no thousands of zombies.
+    ReapEnded(&unreaped);
   }
   // Workers still tearing their memory down are reaped by a thread of their own, so that the
   // caller goes on meanwhile (the combined view's merge, say).
-  std::erase_if(unreaped, [](pid_t pid) {
-    int status;
-    return waitpid(pid, &status, WNOHANG) != 0;
-  });
+  ReapEnded(&unreaped);
   if (unreaped.empty()) return;
   try {
     std::thread([unreaped] {
