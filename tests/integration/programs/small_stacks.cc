@@ -9,6 +9,9 @@
 //                                sigaltstack (guard page below): while the thread is idle, then
 //                                while it is inside cudaMalloc (the fake driver raises the signal
 //                                from cuMemAlloc when GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC names it).
+// The stacks are 16 KiB and 8 KiB unless SMALL_STACKS_KIB (threads) or SMALL_STACKS_ALT_KIB (the
+// sigaltstack) name another size in KiB: NVIDIA's own libcudart needs more than the fake CUDA, and
+// the GPU script looks for the least it runs on (tests/gpu/run.sh small_stacks).
 // `deep`: 200 frames of recursion before each group of calls. Every call's result and the memory's
 // contents are checked; any failure ends the program with a message and exit status 1. `signals`
 // prints "made A allocations, F frees" (the handler's and the program's).
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 namespace {
@@ -33,8 +37,25 @@ void Fail(const char* what, int line) {
 }
 #define CHECK(condition) ((condition) ? void() : Fail(#condition, __LINE__))
 
-constexpr size_t kSmallStack = 16384;
 constexpr size_t kPage = 4096;
+
+// `variable`'s size in KiB as bytes (a whole number of pages), else `default_kib`.
+size_t StackBytes(const char* variable, size_t default_kib) {
+  const char* value = getenv(variable);
+  if (value == nullptr || value[0] == '\0') return default_kib * 1024;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long kib = strtoul(value, &end, 10);
+  if (errno != 0 || *end != '\0' || kib < 4 || kib > 1024 * 1024 || kib % 4 != 0) {
+    fprintf(stderr, "small_stacks: %s=%s is not a size in KiB (a multiple of 4)\n", variable,
+            value);
+    exit(2);
+  }
+  return kib * 1024;
+}
+
+size_t g_small_stack = 0;  // a thread's stack (SMALL_STACKS_KIB, default 16 KiB)
+size_t g_alt_stack = 0;    // the signal handler's (SMALL_STACKS_ALT_KIB, default 8 KiB)
 
 // The PTX of one kernel, fill(.u64 ptr, .u32 n).
 constexpr char kPtx[] = R"(.version 8.0
@@ -98,7 +119,7 @@ void* SmallStackThread(void*) {
 void RunOnSmallStack() {
   pthread_attr_t attributes;
   pthread_attr_init(&attributes);
-  CHECK(pthread_attr_setstacksize(&attributes, kSmallStack) == 0);
+  CHECK(pthread_attr_setstacksize(&attributes, g_small_stack) == 0);
   CHECK(pthread_attr_setguardsize(&attributes, kPage) == 0);
   pthread_t thread;
   CHECK(pthread_create(&thread, &attributes, &SmallStackThread, nullptr) == 0);
@@ -179,7 +200,6 @@ void RunMeasured() {
 
 // ---- signals ----
 
-constexpr size_t kAltStack = 8192;
 std::atomic<int> g_allocations{0};
 std::atomic<int> g_frees{0};
 std::atomic<int> g_handler_failures{0};
@@ -211,13 +231,13 @@ void Handler(int) {
 }
 
 void InstallHandlerOnAltStack() {
-  void* memory =
-      mmap(nullptr, kAltStack + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* memory = mmap(nullptr, g_alt_stack + kPage, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(memory != MAP_FAILED);
   CHECK(mprotect(memory, kPage, PROT_NONE) == 0);  // an overflow faults instead of corrupting
   stack_t alt{};
   alt.ss_sp = static_cast<char*>(memory) + kPage;
-  alt.ss_size = kAltStack;
+  alt.ss_size = g_alt_stack;
   CHECK(sigaltstack(&alt, nullptr) == 0);
   struct sigaction action {};
   action.sa_handler = &Handler;
@@ -258,6 +278,8 @@ int Signals() {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   g_deep = argc > 2 && strcmp(argv[2], "deep") == 0;
+  g_small_stack = StackBytes("SMALL_STACKS_KIB", 16);
+  g_alt_stack = StackBytes("SMALL_STACKS_ALT_KIB", 8);
   if (strcmp(mode, "first-on-small-stack") == 0) {
     RunOnSmallStack();
     RunOnSmallStack();
