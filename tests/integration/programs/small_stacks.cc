@@ -8,7 +8,8 @@
 //   signals                      cudaMalloc/cudaFree from a SIGUSR1 handler on an 8 KiB
 //                                sigaltstack (guard page below): while the thread is idle, then
 //                                while it is inside cudaMalloc (the fake driver raises the signal
-//                                from cuMemAlloc when GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC names it).
+//                                from cuMemAlloc when GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC names it;
+//                                the real one does not, so there only the first).
 // The stacks are 16 KiB and 8 KiB unless SMALL_STACKS_KIB (threads) or SMALL_STACKS_ALT_KIB (the
 // sigaltstack) name another size in KiB: NVIDIA's own libcudart needs more than the fake CUDA, and
 // the GPU script looks for the least it runs on (tests/gpu/run.sh small_stacks).
@@ -264,11 +265,15 @@ int Signals() {
   }
   char signal_number[8];
   snprintf(signal_number, sizeof(signal_number), "%d", SIGUSR1);
+  CHECK(g_handler_runs.load() == kRounds);
   setenv("GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC", signal_number, 1);
   for (int i = 0; i < kRounds; ++i) ProgramAllocation();  // the handler runs inside cudaMalloc
   unsetenv("GPUMEM_FAKE_SIGNAL_IN_MEM_ALLOC");
   CHECK(g_handler_failures.load() == 0);
-  CHECK(g_handler_runs.load() == 2 * kRounds);
+  // Only the fake CUDA raises the signal inside cuMemAlloc; NVIDIA's driver does not (its calls
+  // are not safe to interrupt with CUDA calls anyway), so there the handler ran in no call.
+  const int in_calls = g_handler_runs.load() - kRounds;
+  CHECK(in_calls == kRounds || in_calls == 0);
   printf("made %d allocations, %d frees\n", g_allocations.load(), g_frees.load());
   return 0;
 }
