@@ -382,11 +382,12 @@ bundled() {
 # gpumem on that much and, if that fails, on 4 KiB more: gpumem's hooks may use no more than 4 KiB
 # of the caller's stack (README.md, "The program comes first"). OUT_DIR/small_stacks/<mode>.{plain,gpumem} hold a run's output, then
 # "exit STATUS" and "stack KIB KiB": the plain run that worked (else the last tried), and gpumem's
-# last run; measure.{plain,gpumem} what each call wrote of a large stack, without and under gpumem.
-# "N bytes (CALL)": the most gpumem added to one call's stack in OUT_DIR/small_stacks/measure.*,
+# last run; measure-{without,with}.txt what each call wrote of a large stack, without and under
+# gpumem.
+# "N bytes (CALL)": the most gpumem added to one call's stack in OUT_DIR/small_stacks/measure-*.txt,
 # comparing the runs' "stack CALL BYTES" lines in order; "none" when they do not pair up.
 stack_added() {
-  paste -d' ' <(grep '^stack ' "$1/measure.plain") <(grep '^stack ' "$1/measure.gpumem") |
+  paste -d' ' <(grep '^stack ' "$1/measure-without.txt") <(grep '^stack ' "$1/measure-with.txt") |
     awk '$1 != "stack" || $4 != "stack" || $2 != $5 || NF != 6 { bad = 1 }
       { if ($6 - $3 > most || NR == 1) { most = $6 - $3; call = $2 } }
       END { if (bad || NR == 0) print "none"; else printf "%d bytes (%s)\n", most, call }'
@@ -427,9 +428,9 @@ small_stacks() {
   done
   # The bytes of stack each call wrote below its call point (a pre-filled 256 KiB stack), without
   # and under gpumem: what the hooks add to the real libraries' own use.
-  LD_LIBRARY_PATH=$cuda_libs "$build/bin/small_stacks" measure >"$out/measure.plain" 2>&1
+  LD_LIBRARY_PATH=$cuda_libs "$build/bin/small_stacks" measure >"$out/measure-without.txt" 2>&1
   LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$build/lib/libgpumem.so" \
-    GPUMEM_OUTPUT="$out/measure.trace" "$build/bin/small_stacks" measure >"$out/measure.gpumem" 2>&1
+    GPUMEM_OUTPUT="$out/measure.trace" "$build/bin/small_stacks" measure >"$out/measure-with.txt" 2>&1
   echo "small_stacks measure: $(stack_added "$out") (limit 4096)"
   # The static TLS of every thread, and a thread on the smallest stack that holds it: the same
   # with gpumem preloaded (its TLS would sit on every thread's stack).
