@@ -375,15 +375,6 @@ bundled() {
   ls -l "$out"
 }
 
-# CUDA calls on small thread stacks and from a signal handler on a small sigaltstack
-# (tests/integration/programs/small_stacks.cc), on the real libraries. NVIDIA's libcudart itself
-# needs more than the 16 KiB (8 KiB in a handler) the fake CUDA runs on, so each mode first finds
-# the least stack the program runs on without gpumem, in 4 KiB steps up to 128 KiB, then runs under
-# gpumem on that much and, if that fails, on 4 KiB more: gpumem's hooks may use no more than 4 KiB
-# of the caller's stack (README.md, "The program comes first"). OUT_DIR/small_stacks/<mode>.{plain,gpumem} hold a run's output, then
-# "exit STATUS" and "stack KIB KiB": the plain run that worked (else the last tried), and gpumem's
-# last run; measure-{without,with}.txt what each call wrote of a large stack, without and under
-# gpumem.
 # "N bytes (CALL)": the most gpumem added to one call's stack in OUT_DIR/small_stacks/measure-*.txt,
 # comparing the runs' "stack CALL BYTES" lines in order; "none" when they do not pair up.
 stack_added() {
@@ -393,6 +384,15 @@ stack_added() {
       END { if (bad || NR == 0) print "none"; else printf "%d bytes (%s)\n", most, call }'
 }
 
+# CUDA calls on small thread stacks and from a signal handler on a small sigaltstack
+# (tests/integration/programs/small_stacks.cc), on the real libraries. NVIDIA's libcudart itself
+# needs more than the 16 KiB (8 KiB in a handler) the fake CUDA runs on, so each mode first finds
+# the least stack the program runs on without gpumem, in 4 KiB steps up to 128 KiB, then runs under
+# gpumem on that much and, if that fails, on 4 KiB more: gpumem's hooks may use no more than 4 KiB
+# of the caller's stack (README.md, "The program comes first"). OUT_DIR/small_stacks/<mode>.plain
+# and .gpumem hold a run's output, then "exit STATUS" and "stack KIB KiB": the plain run that
+# worked (else the last tried), and gpumem's last run. measure-without.txt and measure-with.txt:
+# what each call wrote of a large stack, without and under gpumem.
 small_stacks() {
   local out=$1/small_stacks mode kib
   rm -rf "${out:?}" && mkdir -p "$out"
