@@ -384,6 +384,23 @@ stack_added() {
       END { if (bad || NR == 0) print "none"; else printf "%d bytes (%s)\n", most, call }'
 }
 
+# small_stacks with MODE (word-split: its arguments) on KIB KiB of the stack VARIABLE names, with
+# the environment after it (gpumem's, or none), into FILE, then "exit STATUS" and "stack KIB KiB"
+# after its output; returns its status.
+run_on_stack() {
+  local file=$1 variable=$2 kib=$3 mode=$4 status
+  shift 4
+  # shellcheck disable=SC2086 # the mode is the program's arguments
+  env "$variable=$kib" LD_LIBRARY_PATH="$cuda_libs" "$@" "$build/bin/small_stacks" $mode \
+    >"$file" 2>&1
+  status=$?
+  printf 'exit %s\nstack %s KiB\n' "$status" "$kib" >>"$file"
+  return "$status"
+}
+
+# "STATUS KIB": the exit status and stack size that end a run_on_stack FILE.
+run_on_stack_end() { tail -2 "$1" 2>/dev/null | awk '{printf "%s ", $2}'; }
+
 # CUDA calls on small thread stacks and from a signal handler on a small sigaltstack
 # (tests/integration/programs/small_stacks.cc), on the real libraries. NVIDIA's libcudart itself
 # needs more than the 16 KiB (8 KiB in a handler) the fake CUDA runs on, so each mode first finds
@@ -400,12 +417,7 @@ small_stacks() {
     local name=${mode// /-} variable=SMALL_STACKS_KIB first=16 least= status
     [[ $mode == signals ]] && variable=SMALL_STACKS_ALT_KIB first=8
     for ((kib = first; kib <= 128; kib += 4)); do
-      # shellcheck disable=SC2086 # the mode is the program's arguments
-      env "$variable=$kib" LD_LIBRARY_PATH="$cuda_libs" "$build/bin/small_stacks" $mode \
-        >"$out/$name.plain" 2>&1
-      status=$?
-      printf 'exit %s\nstack %s KiB\n' "$status" "$kib" >>"$out/$name.plain"
-      if [[ $status == 0 ]]; then
+      if run_on_stack "$out/$name.plain" "$variable" "$kib" "$mode"; then
         least=$kib
         break
       fi
@@ -416,13 +428,11 @@ small_stacks() {
     fi
     local tried=()
     for kib in "$least" $((least + 4)); do
-      # shellcheck disable=SC2086
-      env "$variable=$kib" LD_LIBRARY_PATH="$cuda_libs" LD_PRELOAD="$build/lib/libgpumem.so" \
-        GPUMEM_OUTPUT="$out/$name.trace" "$build/bin/small_stacks" $mode >"$out/$name.gpumem" 2>&1
+      run_on_stack "$out/$name.gpumem" "$variable" "$kib" "$mode" \
+        LD_PRELOAD="$build/lib/libgpumem.so" GPUMEM_OUTPUT="$out/$name.trace"
       status=$?
-      printf 'exit %s\nstack %s KiB\n' "$status" "$kib" >>"$out/$name.gpumem"
       tried+=("exit $status on $kib KiB")
-      [[ $status == 0 ]] && break
+      ((status == 0)) && break
     done
     echo "small_stacks $mode: runs on $least KiB without gpumem; with gpumem: ${tried[*]}"
   done
@@ -430,7 +440,8 @@ small_stacks() {
   # and under gpumem: what the hooks add to the real libraries' own use.
   LD_LIBRARY_PATH=$cuda_libs "$build/bin/small_stacks" measure >"$out/measure-without.txt" 2>&1
   LD_LIBRARY_PATH=$cuda_libs LD_PRELOAD="$build/lib/libgpumem.so" \
-    GPUMEM_OUTPUT="$out/measure.trace" "$build/bin/small_stacks" measure >"$out/measure-with.txt" 2>&1
+    GPUMEM_OUTPUT="$out/measure.trace" "$build/bin/small_stacks" measure \
+    >"$out/measure-with.txt" 2>&1
   echo "small_stacks measure: $(stack_added "$out") (limit 4096)"
   # The static TLS of every thread, and a thread on the smallest stack that holds it: the same
   # with gpumem preloaded (its TLS would sit on every thread's stack).
@@ -580,15 +591,16 @@ check() {
   echo "== small stacks and signal handlers: under gpumem on at most 4 KiB more stack than the real libraries need (small_stacks)"
   local stacks
   for stacks in "$out"/small_stacks/*.plain; do
-    local name=$(basename "$stacks" .plain) with=${stacks%.plain}.gpumem
-    if [[ $(tail -2 "$stacks" | head -1) != "exit 0" ]]; then
+    local name=$(basename "$stacks" .plain) with=${stacks%.plain}.gpumem plain_exit least with_exit used
+    read -r plain_exit least <<<"$(run_on_stack_end "$stacks")"
+    read -r with_exit used <<<"$(run_on_stack_end "$with")"
+    if [[ $plain_exit != 0 ]]; then
       echo "   $name: not tested, the program fails without gpumem on every stack tried ($(tail -2 "$stacks" | tr '\n' ' '))"
       continue
     fi
-    local least=$(tail -1 "$stacks" | awk '{print $2}') used=$(tail -1 "$with" 2>/dev/null | awk '{print $2}')
-    echo "   $name: runs on $least KiB without gpumem; with gpumem $(tail -2 "$with" 2>/dev/null | head -1) on ${used:-?} KiB"
+    echo "   $name: runs on $least KiB without gpumem; with gpumem exit ${with_exit:-?} on ${used:-?} KiB"
     # It ran under gpumem, printing what it printed without it, on at most 4 KiB more.
-    if [[ $(tail -2 "$with" 2>/dev/null | head -1) != "exit 0" ]] || ((used > least + 4)) ||
+    if [[ $with_exit != 0 ]] || ((used > least + 4)) ||
       ! diff -q <(grep -v '^gpumem: ' "$with" | head -n -1) <(head -n -1 "$stacks") >/dev/null; then
       fail "small_stacks $name: $(tail -3 "$with" 2>/dev/null | tr '\n' ' ')"
     fi
