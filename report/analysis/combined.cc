@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -12,14 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/wire_writer.h"
 #include "report/analysis/place_merge.h"
 #include "report/format/json.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/stacks/memory_holders.h"
 #include "report/trace/event_stream.h"
-#include "report/trace/varint.h"
 
 namespace gpumem::report {
 
@@ -42,6 +42,53 @@ uint64_t Since(uint64_t timestamp_ns, uint64_t start) {
   return timestamp_ns >= start ? timestamp_ns - start : 0;
 }
 
+// A spool's point: a byte holding the lengths of the two values (the time since the point before,
+// low nibble; the change in live bytes, zigzagged, high nibble; 0 to 8 bytes each), then the
+// values' bytes, least significant first. Lengths come from the values' bit widths and bytes are
+// stored eight at a time, so a point costs the same whatever its values.
+constexpr size_t kMaxPointBytes = 1 + 2 * sizeof(uint64_t);
+static_assert(std::endian::native == std::endian::little, "points are stored as the host's bytes");
+
+size_t ByteLength(uint64_t value) { return (static_cast<size_t>(std::bit_width(value)) + 7) / 8; }
+
+uint64_t ZigZag(uint64_t change) {
+  return (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
+}
+
+uint64_t UnZigZag(uint64_t zigzag) { return (zigzag >> 1) ^ (~(zigzag & 1) + 1); }
+
+// Writes a point at `out`, which has kMaxPointBytes of room; returns where the next one goes.
+char* EncodePoint(char* out, uint64_t since, uint64_t zigzag) {
+  const size_t since_bytes = ByteLength(since);
+  const size_t zigzag_bytes = ByteLength(zigzag);
+  out[0] = static_cast<char>(since_bytes | zigzag_bytes << 4);
+  std::memcpy(out + 1, &since, sizeof(since));
+  std::memcpy(out + 1 + since_bytes, &zigzag, sizeof(zigzag));
+  return out + 1 + since_bytes + zigzag_bytes;
+}
+
+// The value of the `bytes` (0 to 8) bytes at `in`.
+uint64_t LoadValue(const char* in, size_t bytes) {
+  uint64_t value = 0;
+  std::memcpy(&value, in, bytes);
+  return value;
+}
+
+// Reads a point at `in`; nullptr when the bytes before `end` do not hold one.
+const char* DecodePoint(const char* in, const char* end, uint64_t* since, uint64_t* zigzag) {
+  if (in == end) return nullptr;
+  const auto lengths = static_cast<uint8_t>(in[0]);
+  const size_t since_bytes = lengths & 15;
+  const size_t zigzag_bytes = lengths >> 4;
+  if (since_bytes > 8 || zigzag_bytes > 8 ||
+      static_cast<size_t>(end - in) < 1 + since_bytes + zigzag_bytes) {
+    return nullptr;
+  }
+  *since = LoadValue(in + 1, since_bytes);
+  *zigzag = LoadValue(in + 1 + since_bytes, zigzag_bytes);
+  return in + 1 + since_bytes + zigzag_bytes;
+}
+
 }  // namespace
 
 TimelineSpool::TimelineSpool(size_t buffered, size_t block_points) {
@@ -50,51 +97,48 @@ TimelineSpool::TimelineSpool(size_t buffered, size_t block_points) {
 }
 
 void TimelineSpool::Append(TimelinePoint point) {
-  if (state_.points > 0)
+  uint64_t since = 0;  // the first point of a block: against the block's summary
+  if (state_.points > 0) {
     point.timestamp_ns = std::max(point.timestamp_ns, state_.last_timestamp_ns);
-  state_.last_timestamp_ns = point.timestamp_ns;
-  if (state_.open.empty()) {
+    since = point.timestamp_ns - state_.last_timestamp_ns;
+  }
+  if (state_.blocks.empty() || last_block_points_ == state_.block_points) {
     state_.blocks.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes,
                              state_.last_live_bytes, encoded_bytes()});
+    last_block_points_ = 0;
+    since = 0;
   }
   Block& block = state_.blocks.back();
   block.last_ns = point.timestamp_ns;
   block.highest = std::max(block.highest, point.live_bytes);
-  state_.last_live_bytes = point.live_bytes;
-  state_.open.push_back(point);
-  ++state_.points;
-  if (state_.open.size() == state_.block_points) EncodeOpenBlock();
-}
-
-void TimelineSpool::EncodeOpenBlock() {
-  // Per point: the time since the point before and the change in live bytes (zigzag), each a
-  // varint; the block's first point against its summary's start and what it held entering it.
-  const size_t start = state_.pending.size();
-  state_.pending.resize(start + state_.open.size() * 2 * wire::kMaxVarintBytes);
-  auto* out = reinterpret_cast<uint8_t*>(state_.pending.data() + start);
-  TimelinePoint before = BlockStart(state_.blocks.back());
-  for (const TimelinePoint& point : state_.open) {
-    const uint64_t change = point.live_bytes - before.live_bytes;  // modulo 2^64
-    const uint64_t zigzag = (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
-    out = wire::PutVarint(out, point.timestamp_ns - before.timestamp_ns);
-    out = wire::PutVarint(out, zigzag);
-    before = point;
+  if (pending_.size() - pending_used_ < kMaxPointBytes) {
+    pending_.resize(std::max({2 * pending_.size(), pending_used_ + kMaxPointBytes, size_t{4096}}));
   }
-  state_.pending.resize(static_cast<size_t>(reinterpret_cast<char*>(out) - state_.pending.data()));
-  state_.open.clear();
-  if (state_.pending.size() >= state_.buffered && !state_.no_file) Spill();
+  const char* next = EncodePoint(pending_.data() + pending_used_, since,
+                                 ZigZag(point.live_bytes - state_.last_live_bytes));
+  pending_used_ = static_cast<size_t>(next - pending_.data());
+  state_.last_timestamp_ns = point.timestamp_ns;
+  state_.last_live_bytes = point.live_bytes;
+  ++state_.points;
+  // Only whole blocks go to the file: a block's bytes then lie all in the file or all in memory.
+  if (++last_block_points_ == state_.block_points && pending_used_ >= state_.buffered &&
+      !state_.no_file) {
+    Spill();
+  }
 }
 
-bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const {
+bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) const {
+  if (block >= state_.blocks.size()) return false;
+  const bool last = block + 1 == state_.blocks.size();
   const uint64_t from = state_.blocks[block].offset;
-  const uint64_t to =
-      block + 1 < state_.blocks.size() ? state_.blocks[block + 1].offset : encoded_bytes();
+  const uint64_t to = last ? encoded_bytes() : state_.blocks[block + 1].offset;
+  if (from > to || to > encoded_bytes()) return false;
   std::string read;
   const char* bytes = nullptr;
   if (from >= state_.in_file) {
-    bytes = state_.pending.data() + (from - state_.in_file);
+    bytes = pending_.data() + (from - state_.in_file);
   } else {
-    // A block spilled whole or not at all: its bytes all lie in the file.
+    if (to > state_.in_file || file_ == nullptr) return false;
     read.resize(to - from);
     char* at = read.data();
     size_t left = read.size();
@@ -108,27 +152,25 @@ bool TimelineSpool::DecodeBlock(size_t block, std::vector<TimelinePoint>* points
     }
     bytes = read.data();
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes);
-  const uint8_t* end = p + (to - from);
+  const char* end = bytes + (to - from);
   points->clear();
   TimelinePoint point = BlockStart(state_.blocks[block]);
-  while (p != end) {
+  while (bytes != end) {
     uint64_t since = 0;
     uint64_t zigzag = 0;
-    p = varint::Read(p, end, &since);
-    if (p != nullptr) p = varint::Read(p, end, &zigzag);
-    if (p == nullptr) return false;
+    bytes = DecodePoint(bytes, end, &since, &zigzag);
+    if (bytes == nullptr) return false;
     point.timestamp_ns += since;
-    point.live_bytes += (zigzag >> 1) ^ (~(zigzag & 1) + 1);
+    point.live_bytes += UnZigZag(zigzag);
     points->push_back(point);
   }
-  return points->size() == state_.block_points;
+  return points->size() == (last ? last_block_points_ : state_.block_points);
 }
 
 void TimelineSpool::Spill() {
   if (file_ == nullptr) file_.reset(std::tmpfile());
-  const char* bytes = state_.pending.data();
-  size_t left = state_.pending.size();
+  const char* bytes = pending_.data();
+  size_t left = pending_used_;
   off_t offset = static_cast<off_t>(state_.in_file);
   while (file_ != nullptr && left > 0) {
     const ssize_t written = pwrite(fileno(file_.get()), bytes, left, offset);
@@ -141,21 +183,14 @@ void TimelineSpool::Spill() {
     state_.no_file = true;  // what a failed write left lies past in_file bytes: never read
     return;
   }
-  state_.in_file += state_.pending.size();
-  state_.pending.clear();
+  state_.in_file += pending_used_;
+  pending_used_ = 0;
 }
 
 TimelineSpool::Reader::Reader(const TimelineSpool* spool, uint64_t position)
     : spool_(spool),
       block_(static_cast<size_t>(position / spool->block_points())),
       skip_(static_cast<size_t>(position % spool->block_points())) {}
-
-bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) const {
-  if (block < encoded_blocks()) return DecodeBlock(block, points);
-  if (block >= state_.blocks.size()) return false;
-  *points = state_.open;
-  return true;
-}
 
 bool TimelineSpool::Reader::Next(TimelinePoint* point) {
   while (chunk_next_ == chunk_.size()) {
@@ -179,6 +214,7 @@ std::vector<TimelinePoint> TimelineSpool::ReadAll() const {
 TimelineSpool::State TimelineSpool::state() const {
   State state = state_;
   state.file = file_ != nullptr ? fileno(file_.get()) : -1;
+  state.pending.assign(pending_.data(), pending_used_);
   return state;
 }
 
@@ -192,10 +228,16 @@ std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
     }
   }
   const size_t block_points = spool.state_.block_points;
+  const uint64_t encoded = state.in_file + state.pending.size();
   const bool adds_up = state.blocks.size() == (state.points + block_points - 1) / block_points &&
-                       state.open.size() == state.points % block_points &&
+                       (state.blocks.empty() || state.blocks.back().offset <= encoded) &&
                        (spool.file_ != nullptr || state.in_file == 0);
   if (!adds_up) return std::nullopt;
+  spool.last_block_points_ =
+      state.blocks.empty() ? 0 : state.points - (state.blocks.size() - 1) * block_points;
+  spool.pending_ = std::move(state.pending);
+  spool.pending_used_ = spool.pending_.size();
+  state.pending.clear();
   state.buffered = spool.state_.buffered;
   state.block_points = block_points;
   state.file = -1;

@@ -34,15 +34,16 @@ struct TimelinePoint {
 // Encoded bytes held in memory per spool before they go to its file: 64 KiB.
 inline constexpr size_t kTimelineBufferedBytes = size_t{64} << 10;
 
-// One process's points on one place, in replay order, compact and bounded in memory: points are
-// encoded a block at a time (blocks()), the first point of a block whole and each next one as the
-// time since the one before and the change in live bytes (varints, about 4 to 6 bytes a point
-// against 16), and each time `buffered` encoded bytes are held, they are written to an unlinked
-// temporary file (tmpfile()), so a long trace's timeline costs disk, not memory. Where no
-// temporary file can be written, the bytes stay in memory. Timestamps never go back: a point
-// stamped before the one appended last takes that one's time (events of several threads reach the
-// replay in seq order, not always in time order), so a spool can be searched by time and the merge
-// of several is one pass in time order.
+// One process's points on one place, in replay order, compact and bounded in memory: each point is
+// encoded as it comes, as the time since the point before and the change in live bytes against the
+// point before (the first of a block against its summary, blocks()): a byte holding both values'
+// lengths, then their bytes (about 3 to 6 bytes a point against 16), written with no branch on the
+// values, since encoding is most of what a timeline adds to a replay. Each time a block ends with
+// `buffered` encoded bytes held, they are written to an unlinked temporary file (tmpfile()), so a
+// long trace's timeline costs disk, not memory. Where no temporary file can be written, the bytes
+// stay in memory. Timestamps never go back: a point stamped before the one appended last takes that
+// one's time (events of several threads reach the replay in seq order, not always in time order),
+// so a spool can be searched by time and the merge of several is one pass in time order.
 class TimelineSpool {
  public:
   // `block_points`: points a block sums up (blocks()); fewer than kBlockPoints only in tests.
@@ -70,7 +71,7 @@ class TimelineSpool {
   // The live bytes of the last point (0 without one).
   uint64_t last_live_bytes() const { return state_.last_live_bytes; }
   // The bytes of the points encoded so far (in the file and in memory).
-  uint64_t encoded_bytes() const { return state_.in_file + state_.pending.size(); }
+  uint64_t encoded_bytes() const { return state_.in_file + pending_used_; }
 
   // Reads the points back in order from `position`, a block at a time; readers of one spool are
   // independent. The spool must outlive its readers and not change while they read.
@@ -100,11 +101,10 @@ class TimelineSpool {
     size_t buffered = kTimelineBufferedBytes;
     size_t block_points = kBlockPoints;
     int file = -1;
-    bool no_file = false;  // the file could not be made or written: everything stays in memory
-    uint64_t in_file = 0;  // encoded bytes written to the file, the first ones
-    std::string pending;   // the encoded bytes after those
-    std::vector<TimelinePoint> open;  // the points of the last block, until it is full
-    std::vector<Block> blocks;        // see blocks()
+    bool no_file = false;       // the file could not be made or written: everything stays in memory
+    uint64_t in_file = 0;       // encoded bytes written to the file, the first ones
+    std::string pending;        // the encoded bytes after those
+    std::vector<Block> blocks;  // see blocks()
     uint64_t points = 0;
     uint64_t last_timestamp_ns = 0;  // of the point appended last
     uint64_t last_live_bytes = 0;    // of the point appended last
@@ -119,17 +119,16 @@ class TimelineSpool {
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
-  // Encodes the points of the block just filled (state_.open) after the others.
-  void EncodeOpenBlock();
   // Writes the bytes held in memory to the file (made on first use); keeps them when that fails.
   void Spill();
-  // Decodes block `block` (encoded) into *points; false when its bytes cannot be read.
-  bool DecodeBlock(size_t block, std::vector<TimelinePoint>* points) const;
-  // The blocks whose points are encoded: every full one.
-  size_t encoded_blocks() const { return static_cast<size_t>(state_.points / state_.block_points); }
 
-  State state_;  // its `file` unused: the file is file_
+  State state_;  // its `file` and `pending` unused: they are file_ and pending_
   std::unique_ptr<std::FILE, CloseFile> file_;
+  // The encoded bytes not in the file: the first pending_used_ of pending_, the rest room for the
+  // next point (reused after each spill, not given back).
+  std::string pending_;
+  size_t pending_used_ = 0;
+  size_t last_block_points_ = 0;  // points of the last block so far
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,

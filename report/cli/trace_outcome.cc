@@ -47,10 +47,6 @@ void EncodeSpool(int32_t place, const TimelineSpool& spool, wire::TimelineSpool*
   out->set_no_file(state.no_file);
   out->set_in_file(state.in_file);
   out->set_pending(state.pending);
-  for (const TimelinePoint& point : state.open) {
-    out->add_open(point.timestamp_ns);
-    out->add_open(point.live_bytes);
-  }
   for (const TimelineSpool::Block& block : state.blocks) {
     for (uint64_t field :
          {block.first_ns, block.last_ns, block.highest, block.entering, block.offset}) {
@@ -77,14 +73,13 @@ absl::StatusOr<TimelineSpool> DecodeSpool(const wire::TimelineSpool& in,
   if (state.file < 0 && in.in_file() > 0) {
     return absl::InternalError("a timeline's file could not be handed over");
   }
-  if (in.open_size() % 2 != 0 || in.blocks_size() % 5 != 0) {
+  if (in.blocks_size() % 5 != 0) {
     if (state.file >= 0) close(state.file);
     return absl::InternalError("a timeline's points do not add up");
   }
   state.no_file = in.no_file();
   state.in_file = in.in_file();
   state.pending = in.pending();
-  for (int i = 0; i < in.open_size(); i += 2) state.open.push_back({in.open(i), in.open(i + 1)});
   for (int i = 0; i < in.blocks_size(); i += 5) {
     state.blocks.push_back(
         {in.blocks(i), in.blocks(i + 1), in.blocks(i + 2), in.blocks(i + 3), in.blocks(i + 4)});

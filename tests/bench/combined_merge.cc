@@ -88,9 +88,16 @@ int main(int argc, char** argv) {
     what = std::to_string(processes) + " processes x " + std::to_string(points) + " points";
   }
   uint64_t all = 0;
+  uint64_t encoded = 0;  // what the spools wrote: a worker's pages, and the merge's reads
   for (const ProcessTimeline& timeline : timelines) {
-    for (const auto& [place, spool] : timeline.places) all += spool.size();
+    for (const auto& [place, spool] : timeline.places) {
+      all += spool.size();
+      encoded += spool.encoded_bytes();
+    }
   }
+  std::printf("%s: %llu points encoded in %llu bytes, %.2f a point\n", what.c_str(),
+              static_cast<unsigned long long>(all), static_cast<unsigned long long>(encoded),
+              static_cast<double>(encoded) / static_cast<double>(std::max<uint64_t>(all, 1)));
   for (size_t t : {size_t{1}, threads}) {
     const double seconds = SecondsToMerge(timelines, t);
     std::printf("%s (%llu points), %zu threads: %.3f s, %.1f ns a point\n", what.c_str(),

@@ -242,6 +242,34 @@ TEST(CombinedTest, SpoolKeepsPointsAsExactChanges) {
   }
 }
 
+// A spool handed over with damaged bytes (a value longer than 8 bytes, bytes cut short) reads as
+// unreadable from the damaged block on, never as other points.
+TEST(CombinedTest, SpoolWithDamagedBytesDoesNotReadThem) {
+  TimelineSpool spool(1 << 20, 4);  // everything in memory
+  for (uint64_t i = 1; i <= 10; ++i) spool.Append({i * 1000, i << 20});
+  std::vector<TimelinePoint> points;
+  ASSERT_TRUE(spool.ReadBlock(2, &points));
+  EXPECT_EQ(points.size(), 2u);  // the last block, 2 of its 4 points
+
+  TimelineSpool::State too_long = spool.state();
+  too_long.file = -1;
+  too_long.pending[too_long.blocks[1].offset] = static_cast<char>(0x9a);  // lengths 10 and 9
+  std::optional<TimelineSpool> damaged = TimelineSpool::FromState(too_long);
+  ASSERT_TRUE(damaged.has_value());
+  EXPECT_TRUE(damaged->ReadBlock(0, &points));
+  EXPECT_FALSE(damaged->ReadBlock(1, &points));
+  EXPECT_TRUE(damaged->ReadBlock(2, &points));
+  EXPECT_EQ(damaged->ReadAll().size(), 4u) << "points read past the damaged block";
+
+  TimelineSpool::State cut = spool.state();
+  cut.file = -1;
+  cut.pending.pop_back();
+  std::optional<TimelineSpool> short_spool = TimelineSpool::FromState(cut);
+  ASSERT_TRUE(short_spool.has_value());
+  EXPECT_TRUE(short_spool->ReadBlock(1, &points));
+  EXPECT_FALSE(short_spool->ReadBlock(2, &points));
+}
+
 // The report's timeline takes the live bytes from the report's own replay (AddReplayed): the
 // same points as a timeline that replays the events itself (Add), frees and two devices included.
 TEST(CombinedTest, TimelineFromTheReportsReplayIsTheSame) {
