@@ -1,5 +1,6 @@
 #include "report/analysis/combined.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,9 +68,18 @@ char* EncodePoint(char* out, uint64_t since, uint64_t zigzag) {
   return out + 1 + since_bytes + zigzag_bytes;
 }
 
-// The value of the `bytes` (0 to 8) bytes at `in`.
-uint64_t LoadValue(const char* in, size_t bytes) {
+// The low `n` bytes of a word, for n from 0 to 8.
+constexpr uint64_t kLowBytes[9] = {0,           0xff,         0xffff,         0xffffff,
+                                   0xffffffff,  0xffffffffff, 0xffffffffffff, 0xffffffffffffff,
+                                   ~uint64_t{0}};
+
+// The value of the `bytes` (0 to 8) bytes at `in`; `room`: at least 8 bytes can be read there.
+uint64_t LoadValue(const char* in, size_t bytes, bool room) {
   uint64_t value = 0;
+  if (room) {  // one load: copying `bytes` bytes stalls on each
+    std::memcpy(&value, in, sizeof(value));
+    return value & kLowBytes[bytes];
+  }
   std::memcpy(&value, in, bytes);
   return value;
 }
@@ -80,12 +90,11 @@ const char* DecodePoint(const char* in, const char* end, uint64_t* since, uint64
   const auto lengths = static_cast<uint8_t>(in[0]);
   const size_t since_bytes = lengths & 15;
   const size_t zigzag_bytes = lengths >> 4;
-  if (since_bytes > 8 || zigzag_bytes > 8 ||
-      static_cast<size_t>(end - in) < 1 + since_bytes + zigzag_bytes) {
-    return nullptr;
-  }
-  *since = LoadValue(in + 1, since_bytes);
-  *zigzag = LoadValue(in + 1 + since_bytes, zigzag_bytes);
+  const auto left = static_cast<size_t>(end - in);
+  if (since_bytes > 8 || zigzag_bytes > 8 || left < 1 + since_bytes + zigzag_bytes) return nullptr;
+  const bool room = left >= kMaxPointBytes;
+  *since = LoadValue(in + 1, since_bytes, room);
+  *zigzag = LoadValue(in + 1 + since_bytes, zigzag_bytes, room);
   return in + 1 + since_bytes + zigzag_bytes;
 }
 
@@ -133,25 +142,10 @@ bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) 
   const uint64_t from = state_.blocks[block].offset;
   const uint64_t to = last ? encoded_bytes() : state_.blocks[block + 1].offset;
   if (from > to || to > encoded_bytes()) return false;
-  std::string read;
-  const char* bytes = nullptr;
-  if (from >= state_.in_file) {
-    bytes = pending_.data() + (from - state_.in_file);
-  } else {
-    if (to > state_.in_file || file_ == nullptr) return false;
-    read.resize(to - from);
-    char* at = read.data();
-    size_t left = read.size();
-    off_t offset = static_cast<off_t>(from);
-    while (left > 0) {
-      const ssize_t got = pread(fileno(file_.get()), at, left, offset);
-      if (got <= 0) return false;  // our own temporary file: an I/O error ends it
-      at += got;
-      left -= static_cast<size_t>(got);
-      offset += got;
-    }
-    bytes = read.data();
-  }
+  std::string copy;
+  const char* bytes = from >= state_.in_file ? pending_.data() + (from - state_.in_file)
+                                             : FileBytes(from, to, &copy);
+  if (bytes == nullptr) return false;
   const char* end = bytes + (to - from);
   points->clear();
   TimelinePoint point = BlockStart(state_.blocks[block]);
@@ -165,6 +159,33 @@ bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) 
     points->push_back(point);
   }
   return points->size() == (last ? last_block_points_ : state_.block_points);
+}
+
+TimelineSpool::FileMap::~FileMap() {
+  if (bytes != nullptr) munmap(const_cast<char*>(bytes), size);
+}
+
+const char* TimelineSpool::FileBytes(uint64_t from, uint64_t to, std::string* copy) const {
+  if (to > state_.in_file || file_ == nullptr) return nullptr;
+  std::call_once(file_map_->mapped, [this] {
+    void* map = mmap(nullptr, state_.in_file, PROT_READ, MAP_SHARED, fileno(file_.get()), 0);
+    if (map == MAP_FAILED) return;  // read with pread instead
+    file_map_->bytes = static_cast<const char*>(map);
+    file_map_->size = state_.in_file;
+  });
+  if (to <= file_map_->size) return file_map_->bytes + from;
+  copy->resize(to - from);
+  char* at = copy->data();
+  size_t left = copy->size();
+  off_t offset = static_cast<off_t>(from);
+  while (left > 0) {
+    const ssize_t got = pread(fileno(file_.get()), at, left, offset);
+    if (got <= 0) return nullptr;  // our own temporary file: an I/O error ends it
+    at += got;
+    left -= static_cast<size_t>(got);
+    offset += got;
+  }
+  return copy->data();
 }
 
 void TimelineSpool::Spill() {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,8 @@ class TimelineSpool {
   };
   Reader Read(uint64_t position = 0) const { return Reader(this, position); }
   // The points of block `block` (< blocks().size()) into *points; false when they cannot be read.
+  // Thread-safe. The first read maps the file's bytes: a merge reads many blocks of each spool on
+  // many threads, and a call per block cost more than decoding it.
   bool ReadBlock(size_t block, std::vector<TimelinePoint>* points) const;
   // Every point, in memory: for tests and small timelines.
   std::vector<TimelinePoint> ReadAll() const;
@@ -121,6 +124,20 @@ class TimelineSpool {
   };
   // Writes the bytes held in memory to the file (made on first use); keeps them when that fails.
   void Spill();
+  // The encoded bytes [from, to), all in the file: where they lie in file_map_ (mapped at the
+  // first call), or read into *copy where they cannot be mapped; nullptr when they cannot be read.
+  const char* FileBytes(uint64_t from, uint64_t to, std::string* copy) const;
+
+  // The file's first bytes mapped for reading (spools do not change while they are read).
+  struct FileMap {
+    FileMap() = default;
+    FileMap(const FileMap&) = delete;
+    FileMap& operator=(const FileMap&) = delete;
+    ~FileMap();
+    std::once_flag mapped;
+    const char* bytes = nullptr;
+    size_t size = 0;
+  };
 
   State state_;  // its `file` and `pending` unused: they are file_ and pending_
   std::unique_ptr<std::FILE, CloseFile> file_;
@@ -129,6 +146,7 @@ class TimelineSpool {
   std::string pending_;
   size_t pending_used_ = 0;
   size_t last_block_points_ = 0;  // points of the last block so far
+  std::unique_ptr<FileMap> file_map_ = std::make_unique<FileMap>();
 };
 
 // Who holds part of a process's memory (report/stacks/memory_holders.h): an allocator or library,

@@ -242,6 +242,22 @@ TEST(CombinedTest, SpoolKeepsPointsAsExactChanges) {
   }
 }
 
+// The first read maps the file as it is then; blocks spilled after that are read all the same.
+TEST(CombinedTest, SpoolReadsPointsSpilledAfterItsFirstRead) {
+  TimelineSpool spool(16, 8);  // each block to the file once full
+  for (uint64_t i = 0; i < 40; ++i) spool.Append({i * 10, i + 1});
+  std::vector<TimelinePoint> points;
+  ASSERT_TRUE(spool.ReadBlock(1, &points));
+  EXPECT_EQ(points.front().live_bytes, 9u);
+  for (uint64_t i = 40; i < 100; ++i) spool.Append({i * 10, i + 1});
+  const std::vector<TimelinePoint> all = spool.ReadAll();
+  ASSERT_EQ(all.size(), 100u);
+  for (uint64_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].timestamp_ns, i * 10) << i;
+    EXPECT_EQ(all[i].live_bytes, i + 1) << i;
+  }
+}
+
 // A spool handed over with damaged bytes (a value longer than 8 bytes, bytes cut short) reads as
 // unreadable from the damaged block on, never as other points.
 TEST(CombinedTest, SpoolWithDamagedBytesDoesNotReadThem) {
