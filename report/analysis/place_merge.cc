@@ -425,10 +425,13 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
   return bests;
 }
 
-// The number of threads worth starting for `windows` of `all`, holding `points` in all.
-size_t ThreadsFor(size_t windows, size_t all, uint64_t points, size_t threads,
-                  uint64_t min_points_per_thread) {
-  const uint64_t share = points / std::max<size_t>(all, 1) * windows;
+// The number of threads worth starting for `windows` of `all`, holding `points` in all, of
+// `spools`' blocks of `block_points`. A window costs its share of the points and, to enter it, a
+// block decoded per spool (HeldAt): with many ranks, entering is most of the work.
+size_t ThreadsFor(size_t windows, size_t all, uint64_t points, size_t spools, size_t block_points,
+                  size_t threads, uint64_t min_points_per_thread) {
+  const uint64_t share =
+      points / std::max<size_t>(all, 1) * windows + uint64_t{windows} * spools * block_points;
   return static_cast<size_t>(std::clamp<uint64_t>(
       share / std::max<uint64_t>(min_points_per_thread, 1), 1, std::max<size_t>(threads, 1)));
 }
@@ -440,6 +443,13 @@ SliceBest MergeWindowsThatMayHoldThePeak(const std::vector<const TimelineSpool*>
                                          uint64_t points, size_t threads,
                                          uint64_t min_points_per_thread) {
   const std::vector<Window> windows = BoundedWindows(spools, threads, min_points_per_thread);
+  size_t present = 0;
+  size_t block_points = 1;
+  for (const TimelineSpool* spool : spools) {
+    if (spool == nullptr) continue;
+    ++present;
+    block_points = std::max(block_points, spool->block_points());
+  }
   std::vector<size_t> order(windows.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -453,8 +463,8 @@ SliceBest MergeWindowsThatMayHoldThePeak(const std::vector<const TimelineSpool*>
       chosen.push_back(order[taken]);
     }
     std::sort(chosen.begin(), chosen.end());
-    const size_t workers =
-        ThreadsFor(chosen.size(), windows.size(), points, threads, min_points_per_thread);
+    const size_t workers = ThreadsFor(chosen.size(), windows.size(), points, present, block_points,
+                                      threads, min_points_per_thread);
     for (SliceBest& slice_best :
          MergeSlices(spools, JoinNeighbours(windows, chosen, workers), workers)) {
       if (Beats(slice_best, best)) best = std::move(slice_best);

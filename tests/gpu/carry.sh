@@ -20,15 +20,17 @@ cp "$build/lib/libgpumem.so" "$build/lib/libgpumem_bench.so" "$build/lib/libunwi
 cp -r "$build/lib/python" "$carry/lib/"  # gpumem's Python observer
 cp -r "$build/lib/fake" "$carry/lib/"  # for benchmarks that leave the driver out
 cp -r "$build/tests/bench/alloc_cost" "$build/tests/bench/hook_cost" "$build/tests/bench/launch_cost" \
-  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/trace_size" "$build/tests/bench/stub" \
-  "$build/tests/bench/libpc_sampler.so" "$carry/tests/bench/"
+  "$build/tests/bench/analyzer_throughput" "$build/tests/bench/combined_merge" \
+  "$build/tests/bench/trace_size" "$build/tests/bench/stub" "$build/tests/bench/libpc_sampler.so" \
+  "$carry/tests/bench/"
 cp "$build/bin/gpumem" "$carry/bin/"  # the analyzer benchmark also times `gpumem report`
 cp "$build/bin/capture_rules" "$carry/bin/"  # what stream capture forbids, on the real driver
 cp "$build/tests/programs/small_stacks" "$carry/bin/"  # CUDA on small stacks and in signal handlers
 cp "$build/tests/programs/static_tls" "$carry/bin/"  # every thread's static TLS, with and without gpumem
-ldd "$build/tests/bench/analyzer_throughput" "$build/bin/gpumem" |
+ldd "$build/tests/bench/analyzer_throughput" "$build/tests/bench/combined_merge" "$build/bin/gpumem" |
   awk '/libprotobuf|libabsl|libz\.so|libdw|libelf|liblzma|libbz2|libzstd/ {print $3}' | sort -u |
   xargs -r cp -L -t "$carry/lib/deps/"
-strip --strip-debug "$carry/tests/bench/analyzer_throughput" "$carry/bin/gpumem" "$carry/lib/deps/"* \
+strip --strip-debug "$carry/tests/bench/analyzer_throughput" "$carry/tests/bench/combined_merge" \
+  "$carry/bin/gpumem" "$carry/lib/deps/"* \
   2>/dev/null || true
 du -sh "$carry"
