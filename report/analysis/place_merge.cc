@@ -342,14 +342,31 @@ constexpr size_t kPointsPerCut = 1024;
 // at least.
 std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spools, size_t threads,
                                    uint64_t min_points_per_thread) {
+  // Each spool's cuts are in time order already: runs merged pairwise, not sorted anew.
   std::vector<uint64_t> cuts;
+  std::vector<size_t> runs{0};  // where each spool's cuts start, then their end
   for (const TimelineSpool* spool : spools) {
     if (spool == nullptr) continue;
     const std::vector<TimelineSpool::Block>& blocks = spool->blocks();
     const size_t stride = std::max<size_t>(1, kPointsPerCut / spool->block_points());
     for (size_t b = 0; b < blocks.size(); b += stride) cuts.push_back(blocks[b].first_ns);
+    runs.push_back(cuts.size());
   }
-  std::sort(cuts.begin(), cuts.end());
+  std::vector<uint64_t> merged(cuts.size());
+  while (runs.size() > 2) {
+    std::vector<size_t> joined{0};
+    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
+      const size_t end = r + 2 < runs.size() ? runs[r + 2] : runs[r + 1];
+      std::merge(cuts.begin() + static_cast<std::ptrdiff_t>(runs[r]),
+                 cuts.begin() + static_cast<std::ptrdiff_t>(runs[r + 1]),
+                 cuts.begin() + static_cast<std::ptrdiff_t>(runs[r + 1]),
+                 cuts.begin() + static_cast<std::ptrdiff_t>(end),
+                 merged.begin() + static_cast<std::ptrdiff_t>(runs[r]));
+      joined.push_back(end);
+    }
+    cuts.swap(merged);
+    runs.swap(joined);
+  }
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   std::vector<Window> windows(cuts.size());
   for (size_t k = 0; k < cuts.size(); ++k) {
@@ -450,17 +467,31 @@ SliceBest MergeWindowsThatMayHoldThePeak(const std::vector<const TimelineSpool*>
     ++present;
     block_points = std::max(block_points, spool->block_points());
   }
-  std::vector<size_t> order(windows.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return windows[a].bound > windows[b].bound; });
+  // Windows by bound, highest first (as high: the earlier first), put in that order a round at a
+  // time: the rounds stop long before the last window, so most are never sorted.
+  struct Ranked {
+    Sum bound;
+    size_t index;
+  };
+  std::vector<Ranked> order(windows.size());
+  for (size_t i = 0; i < windows.size(); ++i) order[i] = {windows[i].bound, i};
+  const auto higher = [](const Ranked& a, const Ranked& b) {
+    return a.bound > b.bound || (a.bound == b.bound && a.index < b.index);
+  };
   SliceBest best;
   size_t round = kFirstRoundWindowsPerThread * std::max<size_t>(threads, 1);
-  for (size_t taken = 0; taken < order.size() && MayBeat(windows[order[taken]], best); round *= 4) {
+  for (size_t taken = 0; taken < order.size(); round *= 4) {
+    const auto from = order.begin() + static_cast<std::ptrdiff_t>(taken);
+    const auto to =
+        order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), taken + round));
+    std::nth_element(from, to - 1, order.end(), higher);
+    std::sort(from, to, higher);
+    if (!MayBeat(windows[order[taken].index], best)) break;
     std::vector<size_t> chosen;
-    for (; taken < order.size() && chosen.size() < round && MayBeat(windows[order[taken]], best);
+    for (; taken < order.size() && chosen.size() < round &&
+           MayBeat(windows[order[taken].index], best);
          ++taken) {
-      chosen.push_back(order[taken]);
+      chosen.push_back(order[taken].index);
     }
     std::sort(chosen.begin(), chosen.end());
     const size_t workers = ThreadsFor(chosen.size(), windows.size(), points, present, block_points,
