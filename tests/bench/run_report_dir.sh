@@ -3,8 +3,9 @@
 # traces of a quarter of RANK_EVENTS (default 2,000,000) to all of it, recorded by the analyzer benchmark's training loop (one process each,
 # JOBS at once), then ROUNDS (default 3) interleaved rounds of `gpumem report --jobs JOBS DIR`, the
 # same with OTHER_GPUMEM (another build's binary, to compare; optional), and the control: JOBS
-# independent `gpumem report TRACE` processes at once, largest first. Then --jobs 8 and 1, and the
-# largest trace alone. Times by `date`, one line each; the two binaries' outputs are compared.
+# independent `gpumem report TRACE` processes at once, largest first. Then --jobs 8 and 1, the
+# largest trace alone, and the combined view's merge alone on 1 and JOBS threads (combined_merge).
+# Times by `date`, one line each; the two binaries' outputs are compared.
 # Traces go under $TMPDIR (default /tmp, about 1 GB) and are deleted.
 # Usage: tests/bench/run_report_dir.sh BUILD_DIR [OTHER_GPUMEM]
 #   (set GPUMEM_LIBUNWIND to record the traces with stacks, as a real job's are)
@@ -42,3 +43,4 @@ done
 timed "$gpumem" report --jobs 8 "$dir"
 timed "$gpumem" report --jobs 1 "$dir"
 timed "$gpumem" report "$(ls -S "$dir"/*.trace | head -1)"
+"$build/tests/bench/combined_merge" --traces "$dir" "$jobs" | tail -2
