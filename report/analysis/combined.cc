@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/trace_format.h"
 #include "report/analysis/place_merge.h"
 #include "report/format/json.h"
 #include "report/format/printable.h"
@@ -51,12 +52,6 @@ constexpr size_t kMaxPointBytes = 1 + 2 * sizeof(uint64_t);
 static_assert(std::endian::native == std::endian::little, "points are stored as the host's bytes");
 
 size_t ByteLength(uint64_t value) { return (static_cast<size_t>(std::bit_width(value)) + 7) / 8; }
-
-uint64_t ZigZag(uint64_t change) {
-  return (change << 1) ^ (static_cast<int64_t>(change) < 0 ? ~uint64_t{0} : 0);
-}
-
-uint64_t UnZigZag(uint64_t zigzag) { return (zigzag >> 1) ^ (~(zigzag & 1) + 1); }
 
 // Writes a point at `out`, which has kMaxPointBytes of room; returns where the next one goes.
 char* EncodePoint(char* out, uint64_t since, uint64_t zigzag) {
@@ -124,7 +119,7 @@ void TimelineSpool::Append(TimelinePoint point) {
     pending_.resize(std::max({2 * pending_.size(), pending_used_ + kMaxPointBytes, size_t{4096}}));
   }
   const char* next = EncodePoint(pending_.data() + pending_used_, since,
-                                 ZigZag(point.live_bytes - state_.last_live_bytes));
+                                 proto::ZigZag(point.live_bytes - state_.last_live_bytes));
   pending_used_ = static_cast<size_t>(next - pending_.data());
   state_.last_timestamp_ns = point.timestamp_ns;
   state_.last_live_bytes = point.live_bytes;
@@ -155,7 +150,7 @@ bool TimelineSpool::ReadBlock(size_t block, std::vector<TimelinePoint>* points) 
     bytes = DecodePoint(bytes, end, &since, &zigzag);
     if (bytes == nullptr) return false;
     point.timestamp_ns += since;
-    point.live_bytes += UnZigZag(zigzag);
+    point.live_bytes += static_cast<uint64_t>(proto::FromZigZag(zigzag));
     points->push_back(point);
   }
   return points->size() == (last ? last_block_points_ : state_.block_points);

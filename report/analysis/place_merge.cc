@@ -6,9 +6,9 @@
 #include <iterator>
 #include <limits>
 #include <numeric>
-#include <system_error>
-#include <thread>
 #include <utility>
+
+#include "report/analysis/run_parts.h"
 
 namespace gpumem::report {
 namespace {
@@ -188,24 +188,6 @@ void OrderByTime(const std::vector<Arrival>& arrivals, std::vector<Arrival>* ord
   }
 }
 
-// Runs work(part) for each of `parts` parts, on this thread and up to `parts` - 1 more.
-template <typename Work>
-void RunParts(size_t parts, const Work& work) {
-  std::atomic<size_t> next{0};
-  auto take = [&] {
-    for (size_t part = next++; part < parts; part = next++) work(part);
-  };
-  std::vector<std::jthread> helpers;
-  for (size_t h = 1; h < parts; ++h) {
-    try {
-      helpers.emplace_back(take);
-    } catch (const std::system_error&) {  // no thread to be had: the others do the rest
-      break;
-    }
-  }
-  take();
-}
-
 // What a thread reuses from slice to slice: the block per spool it decoded last, and the merge's
 // buffers.
 struct MergeScratch {
@@ -376,7 +358,7 @@ std::vector<Window> BoundedWindows(const std::vector<const TimelineSpool*>& spoo
   const size_t parts = static_cast<size_t>(std::clamp<uint64_t>(
       work / std::max<uint64_t>(min_points_per_thread, 1), 1, std::max<size_t>(threads, 1)));
   const size_t per_part = (windows.size() + parts - 1) / parts;
-  RunParts(parts, [&](size_t part) {
+  RunParts(parts, parts, [&](size_t part) {
     Window* begin = windows.data() + std::min(windows.size(), part * per_part);
     Window* end = windows.data() + std::min(windows.size(), (part + 1) * per_part);
     for (const TimelineSpool* spool : spools) {
@@ -413,15 +395,13 @@ std::vector<Slice> JoinNeighbours(const std::vector<Window>& windows,
   return slices;
 }
 
-// Merges `slices` on up to `threads` threads; each one's best.
+// Merges `slices` on up to `threads` threads; each one's best. `block_points`: the spools' largest
+// blocks.
 std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spools,
-                                   const std::vector<Slice>& slices, size_t threads) {
+                                   size_t block_points, const std::vector<Slice>& slices,
+                                   size_t threads) {
   std::vector<SliceBest> bests(slices.size());
   // Each thread reads every spool a block at a time: all buffers together in kMergeBufferBytes.
-  size_t block_points = 1;
-  for (const TimelineSpool* spool : spools) {
-    if (spool != nullptr) block_points = std::max(block_points, spool->block_points());
-  }
   const size_t per_spool = block_points * (sizeof(TimelinePoint) + 2 * sizeof(Arrival));
   const size_t fit = kMergeBufferBytes / (std::max<size_t>(spools.size(), 1) * per_spool);
   const size_t workers =
@@ -430,7 +410,7 @@ std::vector<SliceBest> MergeSlices(const std::vector<const TimelineSpool*>& spoo
   // serves the slices it spans; four runs a thread even out the work.
   const size_t run = std::max<size_t>(1, (slices.size() + 4 * workers - 1) / (4 * workers));
   std::atomic<size_t> next_run{0};
-  RunParts(workers, [&](size_t) {
+  RunParts(workers, workers, [&](size_t) {
     MergeScratch scratch;
     scratch.decoded.resize(spools.size());
     for (size_t first = run * next_run++; first < slices.size(); first = run * next_run++) {
@@ -497,7 +477,7 @@ SliceBest MergeWindowsThatMayHoldThePeak(const std::vector<const TimelineSpool*>
     const size_t workers = ThreadsFor(chosen.size(), windows.size(), points, present, block_points,
                                       threads, min_points_per_thread);
     for (SliceBest& slice_best :
-         MergeSlices(spools, JoinNeighbours(windows, chosen, workers), workers)) {
+         MergeSlices(spools, block_points, JoinNeighbours(windows, chosen, workers), workers)) {
       if (Beats(slice_best, best)) best = std::move(slice_best);
     }
   }

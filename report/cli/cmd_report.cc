@@ -1,7 +1,6 @@
 // `gpumem report`: the flags, then each trace analysed (report/analysis/process_report.h) and
 // written as text or JSON, then, with several traces, the combined view of all the processes
 // (report/analysis/combined.h).
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -9,7 +8,6 @@
 #include <optional>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "report/analysis/combined.h"
 #include "report/analysis/process_report.h"
+#include "report/analysis/run_parts.h"
 #include "report/analysis/summary_table.h"
 #include "report/cli/commands.h"
 #include "report/cli/flags.h"
@@ -189,19 +188,8 @@ std::string CombinedView(const std::vector<ProcessTimeline>& timelines, size_t j
 // cache that its last close frees: 64 ranks' files took 35-45 ms on one thread of a 64-core host,
 // most of what the command spent after printing.
 void ReleaseTimelines(std::vector<ProcessTimeline> timelines, size_t jobs) {
-  std::atomic<size_t> next{0};
-  auto release = [&] {
-    for (size_t i = next++; i < timelines.size(); i = next++) timelines[i] = ProcessTimeline{};
-  };
-  std::vector<std::jthread> helpers;
-  for (size_t h = 1; h < JobCount(jobs, timelines.size()); ++h) {
-    try {
-      helpers.emplace_back(release);
-    } catch (const std::system_error&) {  // no thread to be had: the others do the rest
-      break;
-    }
-  }
-  release();
+  RunParts(timelines.size(), JobCount(jobs, timelines.size()),
+           [&](size_t i) { timelines[i] = ProcessTimeline{}; });
 }
 
 // Analyses and writes the trace at `path` (`several`: one of several, headed by its path).
