@@ -11,7 +11,6 @@
 #include "report/format/names.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
-#include "report/replay/memory_space.h"
 #include "report/stacks/call_sites.h"
 
 namespace gpumem::report {
@@ -79,23 +78,21 @@ std::string KernelName(const LaunchEvent& launch, const TraceFile* trace) {
   return KernelLabel(trace, launch.kernel_id());
 }
 
-uint64_t KernelAnalysis::KernelKey(const LaunchEvent& launch) {
+std::pair<uint64_t, KernelAnalysis::Kernel*> KernelAnalysis::KernelOf(const LaunchEvent& launch) {
   const bool graph = launch.api() == CU_GRAPH_LAUNCH;
   const uint64_t key = graph ? (launch.graph() | kGraphKeyBit) : launch.kernel_id();
   auto [it, inserted] = kernels_.try_emplace(key);
   if (inserted) it->second.name = KernelName(launch, trace_);
-  return key;
+  return {key, &it->second};
+}
+
+void KernelAnalysis::AllocationStarted(const LiveAllocation& live) {
+  // Uses are kept from the first launch on (AddLaunch): before it, no allocation can have been
+  // received by a kernel, and a trace without launches costs no table.
+  if (launch_index_ > 0) UseOf(live) = Use{0, 0, launch_index_};
 }
 
 void KernelAnalysis::AfterMemory(const MemoryEventFields& event, const Replay& replay) {
-  // Uses are kept from the first launch on (AddLaunch): before it, no allocation can have been
-  // received by a kernel, and a trace without launches costs no table.
-  if (event.action == ALLOC && launch_index_ > 0) {
-    const MemorySpace space = SpaceOf(event);
-    if (space == MemorySpace::kPlain || space == MemorySpace::kPhysical) {
-      uses_[event.seq] = Use{0, 0, launch_index_};
-    }
-  }
   if (event.action != ALLOC && event.action != FREE) return;
   // The peak window of the event's place: open at each new peak, closed by the first decrease.
   const int32_t place = event.action == ALLOC ? PlaceOf(event) : event.device;
@@ -127,13 +124,12 @@ void KernelAnalysis::AfterMemory(const MemoryEventFields& event, const Replay& r
 void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) {
   if (launch_index_ == 0) {
     // The first launch: from now on every live allocation's uses are counted.
-    replay.ForEachLive([this](const LiveAllocation& live) { uses_[live.seq] = Use{0, 0, 0}; });
+    replay.ForEachLive([this](const LiveAllocation& live) { UseOf(live) = Use{0, 0, 0}; });
   }
   ++launch_index_;
-  const uint64_t key = KernelKey(launch);
-  Kernel& kernel = kernels_[key];
-  ++kernel.launches;
-  ++kernel.stacks[launch.stack_id()];
+  const auto [key, kernel] = KernelOf(launch);
+  ++kernel->launches;
+  ++kernel->stacks[launch.stack_id()];
   if (launch.api() == CU_GRAPH_LAUNCH) ++graph_launches_;
   if (launch.api() == CU_GRAPH_LAUNCH || launch.params_unknown()) ++unscanned_launches_;
   for (auto& [place, window] : peaks_) {
@@ -144,11 +140,10 @@ void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) 
   for (uint64_t pointer : launch.pointer_args()) {
     const LiveAllocation* live = replay.FindContaining(pointer);
     if (live == nullptr) continue;
-    auto it = uses_.find(live->seq);
-    if (it == uses_.end()) continue;
-    if (it->second.last_use_launch == launch_index_) continue;  // two pointers into one
-    ++it->second.launches;
-    it->second.last_use_launch = launch_index_;
+    Use& use = UseOf(*live);
+    if (use.last_use_launch == launch_index_) continue;  // two pointers into one
+    ++use.launches;
+    use.last_use_launch = launch_index_;
   }
 }
 
@@ -167,11 +162,8 @@ void KernelAnalysis::Classify(const LiveAllocation& live, const Use& use) {
 }
 
 void KernelAnalysis::AllocationEnded(const LiveAllocation& live) {
-  if (launch_index_ == 0) return Classify(live, Use{});  // before any launch: never received
-  auto it = uses_.find(live.seq);
-  if (it == uses_.end()) return;
-  Classify(live, it->second);
-  uses_.erase(it);
+  // Before any launch: never received.
+  Classify(live, launch_index_ == 0 ? Use{} : UseOf(live));
 }
 
 void KernelAnalysis::Finished(const Replay& replay) {
@@ -180,10 +172,7 @@ void KernelAnalysis::Finished(const Replay& replay) {
   report.graph_launches = graph_launches_;
   report.unscanned_launches = unscanned_launches_;
   if (launch_index_ > 0) {
-    replay.ForEachLive([&](const LiveAllocation& live) {
-      auto it = uses_.find(live.seq);
-      if (it != uses_.end()) Classify(live, it->second);
-    });
+    replay.ForEachLive([&](const LiveAllocation& live) { Classify(live, UseOf(live)); });
     report.never_used = never_used_.Largest();
     report.idle = idle_.Largest();
   }

@@ -77,6 +77,7 @@ class KernelAnalysis final : public ReplayObserver {
   // `replay` has applied `event` (live bytes and the live set are as of after it).
   void AfterMemory(const MemoryEventFields& event, const Replay& replay) override;
   void AddLaunch(const LaunchEvent& launch, const Replay& replay) override;
+  void AllocationStarted(const LiveAllocation& live) override;
   void AllocationEnded(const LiveAllocation& live) override;
   // What was live at the end still counts: as never used or idle through to the end.
   void Finished(const Replay& replay) override;
@@ -127,7 +128,8 @@ class KernelAnalysis final : public ReplayObserver {
     absl::flat_hash_map<std::pair<int32_t, uint64_t>, UnusedSite> sparse_;
   };
 
-  uint64_t KernelKey(const LaunchEvent& launch);
+  // The launch's kernel key and entry (added, named, when new).
+  std::pair<uint64_t, Kernel*> KernelOf(const LaunchEvent& launch);
   void Classify(const LiveAllocation& live, const Use& use);
 
   const TraceFile* trace_;
@@ -136,7 +138,13 @@ class KernelAnalysis final : public ReplayObserver {
   uint64_t graph_launches_ = 0;
   uint64_t unscanned_launches_ = 0;
   absl::flat_hash_map<uint64_t, Kernel> kernels_;  // by kernel key
-  absl::flat_hash_map<uint64_t, Use> uses_;        // by allocation seq, while live
+  // By LiveAllocation::index, from the first launch on: every live allocation's.
+  std::vector<Use> uses_;
+  Use& UseOf(const LiveAllocation& live) {
+    if (live.index >= uses_.size())
+      uses_.resize(std::max<size_t>(live.index + 1, 2 * uses_.size()));
+    return uses_[live.index];
+  }
   std::map<int32_t, PeakWindow> peaks_;
   size_t open_windows_ = 0;  // of peaks_, those at_peak
   // peaks_'s entry looked up last (map nodes do not move): consecutive events share a place.

@@ -173,6 +173,9 @@ class ReportObserver final : public ReplayObserver {
     if (kernels_ != nullptr) kernels_->AddLaunch(launch, replay);
     if (analyses_ != nullptr) analyses_->AddLaunch(launch);
   }
+  void AllocationStarted(const LiveAllocation& live) override {
+    if (kernels_ != nullptr) kernels_->AllocationStarted(live);
+  }
   void AllocationEnded(const LiveAllocation& live) override {
     if (kernels_ != nullptr) kernels_->AllocationEnded(live);
   }

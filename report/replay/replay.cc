@@ -59,6 +59,7 @@ void Replay::Count(const Live& live, const MemoryEventFields& event) {
     usage.peak_timestamp_ns = event.timestamp_ns;
     state.freed_since_peak.clear();  // everything live at the new peak is still live
   }
+  if (observer_ != nullptr) observer_->AllocationStarted(live);
 }
 
 void Replay::Uncount(const Live& live) {
@@ -69,6 +70,7 @@ void Replay::Uncount(const Live& live) {
   // Allocated at or before the peak and freed only now: it was live at the peak.
   if (live.seq <= usage.peak_seq) state.freed_since_peak[live.stack_id].Add(live.size);
   if (observer_ != nullptr) observer_->AllocationEnded(live);
+  free_indices_.push_back(live.index);
 }
 
 const LiveAllocation* Replay::FindContaining(uint64_t address) const {
@@ -92,6 +94,7 @@ void Replay::AllocPlain(const MemoryEventFields& event) {
   live.seq = event.seq;
   live.stack_id = event.stack_id;
   live.place = PlaceOf(event);
+  live.index = TakeIndex();
   Count(live, event);
 }
 
@@ -125,7 +128,7 @@ void Replay::AllocPhysical(const MemoryEventFields& event) {
     physical_.erase(it);
   }
   Physical physical;
-  physical.live = {event.size, event.seq, event.stack_id, event.device};
+  physical.live = {event.size, event.seq, event.stack_id, event.device, TakeIndex()};
   physical_.emplace(event.handle, physical);
   freed_handles_.erase(event.handle);
   Count(physical.live, event);

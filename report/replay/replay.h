@@ -62,6 +62,9 @@ struct LiveAllocation {
   uint64_t seq = 0;
   uint64_t stack_id = 0;
   int32_t place = 0;
+  // A number no other live allocation has, taken again once this one ends: small and dense, so
+  // that observers keep what they track of each allocation in an array, not a hash map by seq.
+  uint32_t index = 0;
 };
 
 // The place an allocation (or failed allocation) event counts on: kPinnedHost for page-locked host
@@ -107,6 +110,8 @@ class ReplayObserver {
   // the replay's own pass; ToProto() makes one where an observer needs it.
   virtual void AfterMemory(const MemoryEventFields& event, const Replay& replay) = 0;
   virtual void AddLaunch(const LaunchEvent& launch, const Replay& replay) = 0;
+  // Made live (plain, or VMM physical memory of this process), before AfterMemory() of its event.
+  virtual void AllocationStarted(const LiveAllocation&) {}
   // Freed, released (VMM: released and unmapped everywhere), or dropped under a newer allocation.
   virtual void AllocationEnded(const LiveAllocation& live) = 0;
   // The end of the trace; `replay` holds what is still live.
@@ -206,6 +211,14 @@ class Replay {
   void FreeAddress(const MemoryEventFields& event);
   void FreeNotFound(absl::flat_hash_set<uint64_t>& freed, uint64_t key);
 
+  // LiveAllocation::index: the next never used, and those given back.
+  uint32_t TakeIndex() {
+    if (free_indices_.empty()) return next_index_++;
+    const uint32_t index = free_indices_.back();
+    free_indices_.pop_back();
+    return index;
+  }
+
   LiveRanges<Live> plain_;                            // plain allocations
   absl::flat_hash_map<uint64_t, Physical> physical_;  // by cuMemCreate (or imported) handle
   std::map<uint64_t, Mapping> mappings_;              // by address, ordered for cuMemUnmap ranges
@@ -217,6 +230,8 @@ class Replay {
   PlaceState* last_state_ = nullptr;  // StateOf()'s last answer (map nodes do not move)
   int32_t last_place_ = 0;
   ReplayObserver* observer_ = nullptr;
+  uint32_t next_index_ = 0;
+  std::vector<uint32_t> free_indices_;
   ReplayAnomalies anomalies_;
   uint64_t failed_allocations_ = 0;
   uint64_t failed_calls_ = 0;

@@ -50,17 +50,19 @@ class ReorderingSink final : public MemoryEventSink {
 
   MemoryEventFields* Slot() override { return buffer_.Slot(); }
   void Add(const PacketPosition&) override { buffer_.Commit(release_); }
-  void AddLaunch(const LaunchEvent& launch) {
-    uint32_t slot;
-    if (!free_launch_slots_.empty()) {
-      slot = free_launch_slots_.back();
-      free_launch_slots_.pop_back();
-    } else {
-      slot = static_cast<uint32_t>(launch_pool_.size());
+  // Launches read from references are written straight into the pool, where launches are visited.
+  LaunchEvent* LaunchSlot() override {
+    if (!*release_.launches) return nullptr;
+    if (free_launch_slots_.empty()) {
+      free_launch_slots_.push_back(static_cast<uint32_t>(launch_pool_.size()));
       launch_pool_.emplace_back();
     }
-    launch_pool_[slot] = launch;
-    AddEntry(launch.seq(), slot + 1);
+    return &launch_pool_[free_launch_slots_.back()];
+  }
+  void AddLaunch(const PacketPosition&) override { AddPooledLaunch(); }
+  void AddLaunch(const LaunchEvent& launch) {
+    *LaunchSlot() = launch;
+    AddPooledLaunch();
   }
   // A launch nobody visits still takes its place in seq order, as a gap filled: without it each
   // launch would hold the buffer up to its window (see NextIsHeld in event_stream.h).
@@ -101,6 +103,13 @@ class ReorderingSink final : public MemoryEventSink {
     }
   };
   static constexpr uint32_t kSeqOnly = ~uint32_t{0};
+
+  // The launch written into LaunchSlot() takes its place in the buffer.
+  void AddPooledLaunch() {
+    const uint32_t slot = free_launch_slots_.back();
+    free_launch_slots_.pop_back();
+    AddEntry(launch_pool_[slot].seq(), slot + 1);
+  }
 
   // An entry of the buffer that stands for no memory event: a launch, or a seq only.
   void AddEntry(uint64_t seq, uint32_t launch_ref) {

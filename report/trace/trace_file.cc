@@ -253,6 +253,21 @@ void ExpandMemoryRef(const MemoryEventFields& memory_template,
   if (compact) event->address = resolved.address;
 }
 
+// A launch's reference expanded: its template with the reference's seq, timestamp, correlation id
+// and (a format-3 one's) pointers.
+void ExpandLaunchRef(const LaunchEvent& launch_template, const EventTemplates::Resolved& resolved,
+                     LaunchEvent* launch) {
+  *launch = launch_template;
+  launch->set_seq(resolved.seq);
+  launch->set_timestamp_ns(resolved.timestamp);
+  launch->set_correlation_id(resolved.correlation);
+  if (resolved.addresses != nullptr) {
+    const std::vector<uint64_t>& pointers = *resolved.addresses;
+    for (size_t i = 0; i < pointers.size(); ++i)
+      launch->set_pointer_args(static_cast<int>(i), pointers[i]);
+  }
+}
+
 }  // namespace
 
 void TraceFile::ReadEventRef(const PacketPosition& position, bool compact, std::string_view bytes,
@@ -276,20 +291,20 @@ void TraceFile::ReadEventRef(const PacketPosition& position, bool compact, std::
     memory->Add(position);
     return;
   }
+  if (found->launch && memory != nullptr) {
+    if (LaunchEvent* launch = memory->LaunchSlot()) {  // the same for launches, where it takes them
+      ExpandLaunchRef(found->launch_event, resolved, launch);
+      ++launch_event_count_;
+      memory->AddLaunch(position);
+      return;
+    }
+  }
   if (!found->launch) {
     MemoryEventFields event;
     ExpandMemoryRef(found->memory, resolved, compact, &event);
     ToProto(event, ref_packet_.mutable_memory());
   } else {
-    LaunchEvent* launch = ref_packet_.mutable_launch();
-    *launch = found->launch_event;
-    launch->set_seq(resolved.seq);
-    launch->set_timestamp_ns(resolved.timestamp);
-    launch->set_correlation_id(resolved.correlation);
-    if (resolved.addresses != nullptr) {
-      const std::vector<uint64_t>& pointers = *resolved.addresses;
-      for (size_t i = 0; i < pointers.size(); ++i) launch->set_pointer_args(i, pointers[i]);
-    }
+    ExpandLaunchRef(found->launch_event, resolved, ref_packet_.mutable_launch());
   }
   Record(position, ref_packet_);
   if (visit) visit(position, ref_packet_);

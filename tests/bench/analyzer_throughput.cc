@@ -69,6 +69,9 @@ constexpr int kStacks = 300;
 constexpr int kStackBits = 9;         // 512 distinct call paths; kStacks of them are used
 constexpr size_t kLoopTensors = 200;  // activations per step of the training loop, per thread
 bool g_random_addresses = false;      // --random-addresses: RecordThread, not RecordLoopThread
+bool g_launches = false;              // --launches: the training loop launches kernels too
+constexpr uintptr_t kKernels = 64;    // distinct kernels the loop launches
+constexpr size_t kKernelParams = 3;   // each takes three pointers
 
 char g_dir[256] = {};
 char g_trace[320] = {};
@@ -209,6 +212,46 @@ void RecordThread(int thread, uint64_t events, const std::vector<uint64_t>& stac
   }
 }
 
+// The driver's answers about the loop's kernels (--launches), as cuFuncGetName and
+// cuFuncGetParamInfo give them: kKernelParams pointers each. Functions are 1..kKernels.
+int FakeKernelName(const char** name, void* function) {
+  static char names[kKernels][32];
+  const auto index = reinterpret_cast<uintptr_t>(function) - 1;
+  if (index >= kKernels) return 400;  // CUDA_ERROR_INVALID_HANDLE
+  if (names[index][0] == '\0')
+    snprintf(names[index], sizeof(names[index]), "loop_kernel_%zu", index);
+  *name = names[index];
+  return 0;
+}
+int FakeKernelParamInfo(void*, size_t index, size_t* offset, size_t* size) {
+  if (index >= kKernelParams) return 1;  // CUDA_ERROR_INVALID_VALUE: no more parameters
+  *offset = index * sizeof(uint64_t);
+  *size = sizeof(uint64_t);
+  return 0;
+}
+
+// A kernel of the training loop (--launches) reading `pointers`, as a hook records it: its seq
+// before the call, its stack, and the pointer parameters that fall in recorded allocations.
+void RecordLoopLaunch(uintptr_t kernel, uint64_t stack, uint64_t stream, uint64_t correlation,
+                      const uint64_t (&pointers)[kKernelParams]) {
+  gpumem::LaunchRecord record;
+  record.seq = recorder::NextSeq();
+  record.api = proto::LaunchApi::kCuLaunchKernel;
+  record.device = 0;
+  record.function = reinterpret_cast<void*>(kernel % kKernels + 1);
+  record.grid[0] = 1024;
+  record.grid[1] = record.grid[2] = 1;
+  record.block[0] = 256;
+  record.block[1] = record.block[2] = 1;
+  record.stream = stream;
+  record.correlation_id = correlation;
+  record.stack_id = stack;
+  void* params[kKernelParams];
+  for (size_t i = 0; i < kKernelParams; ++i) params[i] = const_cast<uint64_t*>(&pointers[i]);
+  record.kernel_params = params;
+  recorder::RecordLaunch(record);
+}
+
 // One tensor of the training loop: allocated and freed at the same point of every step.
 struct LoopTensor {
   uint64_t size;
@@ -287,14 +330,25 @@ void RecordLoopThread(int thread, uint64_t events, const std::vector<uint64_t>& 
     return step_base + (uint64_t{i} << 32) + (block << 30);
   };
   std::vector<uint64_t> addresses(kLoopTensors);
+  uint64_t correlation = static_cast<uint64_t>(thread) << 40;
+  // With --launches, a kernel after each allocation of a step writes it from the tensor before it
+  // and a parameter: as many launches as memory events, about a PyTorch step's mix.
+  auto launch = [&](size_t i, uint64_t out, uint64_t in, const LoopTensor& tensor) {
+    if (!g_launches || recorded >= events) return;
+    const uint64_t pointers[kKernelParams] = {out, in, base + ((i % kLivePerThread) << 30)};
+    RecordLoopLaunch(i, tensor.stack, tensor.stream, ++correlation, pointers);
+    ++recorded;
+  };
   while (recorded < events) {
     for (size_t i = 0; i < kLoopTensors && recorded < events; ++i, ++recorded) {
       addresses[i] = address_of(i);
       RecordLoopEvent(activations[i], addresses[i], true);
+      launch(i, addresses[i], addresses[i == 0 ? 0 : i - 1], activations[i]);
     }
     for (size_t i = kLoopTensors; i-- > 0 && recorded < events;) {
       const uint64_t gradient = address_of(kLoopTensors + i);
       RecordLoopEvent(gradients[i], gradient, true);
+      launch(kLoopTensors + i, gradient, addresses[i], gradients[i]);
       if (++recorded < events) RecordLoopEvent(gradients[i], gradient, false);
       if (++recorded < events) RecordLoopEvent(activations[i], addresses[i], false);
       ++recorded;
@@ -311,6 +365,12 @@ int Generate(const std::string& path, uint64_t events) {
   recorder::Init(gpumem::LoaderFunctions{&dlopen, &dlsym});
   if (!recorder::Enabled()) return 1;
   recorder::RecordDevice(0, "analyzer_throughput device", 80ull << 30);
+  if (g_launches) {
+    gpumem::KernelQueries queries;
+    queries.func_get_name = FakeKernelName;
+    queries.func_get_param_info = FakeKernelParamInfo;
+    recorder::SetKernelQueries(queries);
+  }
   std::vector<uint64_t> stacks;
   for (unsigned path_bits = 0; path_bits < kStacks; ++path_bits) {
     const uint64_t id = Descend(path_bits, kStackBits);
@@ -360,7 +420,7 @@ Measurement Analyze(const std::string& path, Mode mode) {
         if (!streamed.ok()) return m;
         const std::vector<gpumem::report::PlaceUsage> places = replay.Places();
         m.seconds = Seconds(start);
-        m.events = streamed->stats.events;
+        m.events = streamed->stats.events + streamed->file->launch_event_count();
         m.out_of_order = streamed->stats.out_of_order;
         m.anomalies = replay.anomalies().total();
         break;
@@ -372,7 +432,7 @@ Measurement Analyze(const std::string& path, Mode mode) {
                 std::string(replay.status().message()).c_str());
         return m;
       }
-      m.events = replay->memory_events;
+      m.events = replay->memory_events + replay->file->launch_event_count();
       m.out_of_order = replay->out_of_order_events;
       m.anomalies = replay->anomalies.total();
       break;
@@ -383,7 +443,7 @@ Measurement Analyze(const std::string& path, Mode mode) {
               path, [](const gpumem::MemoryEvent&) {}, g_window);
       m.seconds = Seconds(start);
       if (!streamed.ok()) return m;
-      m.events = streamed->stats.events;
+      m.events = streamed->stats.events + streamed->file->launch_event_count();
       m.reordered = streamed->stats.reordered;
       m.out_of_order = streamed->stats.out_of_order;
       break;
@@ -584,7 +644,9 @@ void Usage() {
       "  and against as many independent `gpumem report TRACE` processes at once as cores.\n"
       "  --only-ranks: that alone, without the EVENTS traces.\n"
       "  --random-addresses: traces of random buffers that never repeat an event, instead of\n"
-      "  a training loop.\n",
+      "  a training loop.\n"
+      "  --launches: the training loop launches a kernel after each allocation (events count\n"
+      "  memory events and launches alike).\n",
       static_cast<unsigned long long>(kMaxEvents), static_cast<unsigned long long>(kDefaultEvents));
 }
 
@@ -625,6 +687,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       options->only_ranks = true;
     } else if (arg == "--random-addresses") {
       g_random_addresses = true;
+    } else if (arg == "--launches") {
+      g_launches = true;
     } else if (arg == "--generate" && i + 1 < argc) {
       options->generate = argv[++i];
     } else {

@@ -3,7 +3,9 @@
 // unmapped), anomalies, and the bundled real H100 traces against their known answers.
 #include "report/replay/replay.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -294,6 +296,65 @@ TEST(ReplayTest, TwoDevicesAndPinnedHost) {
 
 std::string Sample(const std::string& name) {
   return std::string(GPUMEM_SOURCE_DIR) + "/samples/traces/" + name;
+}
+
+// Observers index what they keep of each allocation by LiveAllocation::index: no two live
+// allocations share one (plain and VMM physical alike, also when an allocation over a live range
+// drops it), an index comes back only after its allocation ended, and they stay as few as the
+// largest live set. Every start is told once, and so is every end.
+class IndexChecker final : public ReplayObserver {
+ public:
+  void AfterMemory(const MemoryEventFields&, const Replay&) override {}
+  void AddLaunch(const LaunchEvent&, const Replay&) override {}
+  void AllocationStarted(const LiveAllocation& live) override {
+    EXPECT_TRUE(live_.emplace(live.index, live.seq).second) << "index " << live.index << " in use";
+    max_index_ = std::max(max_index_, live.index);
+    max_live_ = std::max(max_live_, live_.size());
+    ++started_;
+  }
+  void AllocationEnded(const LiveAllocation& live) override {
+    auto it = live_.find(live.index);
+    ASSERT_NE(it, live_.end()) << "index " << live.index << " was not live";
+    EXPECT_EQ(it->second, live.seq);
+    live_.erase(it);
+    ++ended_;
+  }
+  void Finished(const Replay& replay) override {
+    size_t still_live = 0;
+    replay.ForEachLive([&](const LiveAllocation& live) {
+      ++still_live;
+      EXPECT_EQ(live_.at(live.index), live.seq);
+    });
+    EXPECT_EQ(still_live, live_.size());
+  }
+
+  std::map<uint32_t, uint64_t> live_;  // index -> seq of its allocation
+  uint32_t max_index_ = 0;
+  size_t max_live_ = 0;
+  size_t started_ = 0;
+  size_t ended_ = 0;
+};
+
+TEST(ReplayTest, LiveAllocationsHaveDistinctIndicesReusedOnlyAfterTheyEnd) {
+  Events events;
+  for (uint64_t round = 0; round < 3; ++round) {
+    for (uint64_t i = 0; i < 8; ++i) events.Malloc(0, kMiB, 0x1000'0000 + i * 0x100'0000, i);
+    events.Malloc(0, 4 * 0x100'0000, 0x1000'0000, 9);  // over the first four: they are dropped
+    events.Add(CU_MEM_CREATE, VMM_PHYSICAL, ALLOC, 0, 2 * kMiB, 0, 2, /*handle=*/0xA + round);
+    for (uint64_t i = 4; i < 8; ++i) events.Free(0x1000'0000 + i * 0x100'0000);
+    events.Free(0x1000'0000);
+    events.Add(CU_MEM_RELEASE, VMM_PHYSICAL, FREE, -1, 0, 0, 0, 0xA + round);
+  }
+  events.Malloc(0, kMiB, 0x9000'0000, 1);  // still live at the end
+  IndexChecker checker;
+  Replay replay(&checker);
+  for (const MemoryEvent& event : events.events()) replay.Add(event);
+  checker.Finished(replay);
+  EXPECT_EQ(checker.started_, 3u * 10 + 1);
+  EXPECT_EQ(checker.ended_, 3u * 10);
+  EXPECT_EQ(checker.live_.size(), 1u);
+  EXPECT_EQ(checker.max_live_, 8u);  // eight, four of them dropped before the ninth starts
+  EXPECT_LT(checker.max_index_, checker.max_live_);
 }
 
 TEST(ReplayRealTraceTest, LeakLoop) {

@@ -281,6 +281,37 @@ TEST_F(EventTemplatesTest, CompactReferencesCodeAddressesAsHitsAndLiterals) {
   EXPECT_EQ(Stream(), by_seq);
 }
 
+// A launch read from a compact reference goes to the launch visitor with its own pointers: the
+// launch is written straight into the stream's pool, whose slots the launches before it used.
+TEST_F(EventTemplatesTest, CompactLaunchReferencesReachTheLaunchVisitorWithTheirPointers) {
+  TracePacket launch = DefineLaunch(1, 9, 1, 1000, 100);
+  launch.mutable_launch()->set_writer_started(true);
+  launch.mutable_launch()->add_pointer_args(0x9000);
+  // Literals count from the value before (the last pointer of the full launch, then each other).
+  const uint64_t same_as_last = 128;  // a run of one value equal to the slot's last launch's
+  Write(Framed(HeaderPacket(3)) + Framed(launch) + Compact(9, {Literal(0x100), Literal(0x2000)}) +
+        Compact(9, {Literal(-0x1000), Entry(0x7000)}) + Compact(9, {same_as_last + 2}));
+  absl::StatusOr<std::unique_ptr<TraceFile>> trace = TraceFile::Open(path_);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::vector<std::vector<uint64_t>> pointers;
+  std::vector<uint64_t> seqs;
+  const MemoryStreamStats stats = StreamMemoryEventsBySeq(
+      **trace, [](const MemoryEvent&) {}, /*window=*/2, nullptr,
+      [&](const LaunchEvent& seen) {
+        seqs.push_back(seen.seq());
+        EXPECT_EQ(seen.kernel_id(), 3u);
+        EXPECT_EQ(seen.writer(), 0u);
+        pointers.emplace_back(seen.pointer_args().begin(), seen.pointer_args().end());
+      });
+  EXPECT_EQ(stats.launches, 4u);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4}));
+  const std::vector<std::vector<uint64_t>> expected = {
+      {0x7000, 0x9000}, {0x9100, 0xB100}, {0xA100, 0x7000}, {0xA100, 0x7000}};
+  EXPECT_EQ(pointers, expected);
+  EXPECT_EQ((*trace)->launch_event_count(), 4u);
+  EXPECT_FALSE((*trace)->end().damaged()) << (*trace)->end().Describe();
+}
+
 // After damage a writer's table is unknown: a full event without writer_started puts back only
 // its own entry; a reference that needs another entry is counted, never resolved to a guess, and
 // (it stored a value this reader cannot place) leaves the whole table unknown until values are
