@@ -46,6 +46,7 @@ namespace {
 
 constexpr size_t kThreadCacheSlots = 1024;
 constexpr size_t kTemplateSlots = 4096;  // a power of two; 12 bits of a compact_ref's head
+constexpr size_t kTemplateWays = 4;      // slots a template may take (AppendEvent)
 using proto::AddressIndex;
 using proto::kAddressEntries;
 using proto::kLaunchPointerEntries;  // by template slot: 66 KiB, pages touched as used
@@ -74,7 +75,9 @@ struct EventTemplates {
   uint64_t last_address;      // the previous address value coded (a literal's base)
   bool started;               // the next full event tells the reader the table starts anew
   uint64_t addresses[kAddressEntries];  // by AddressIndex: what the reader's mirror holds
-  uint64_t keys[kTemplateSlots];        // (template hash ^ salt) | 1; 0: never set
+  // By slot: (template hash ^ salt) | 1, without kRecentBit (TemplateKey), with it for the slot of
+  // its set used last; 0: never set.
+  alignas(kTemplateWays * sizeof(uint64_t)) uint64_t keys[kTemplateSlots];
   // By slot % kLaunchPointerEntries: a reference's pointers equal to these are coded as runs.
   LaunchPointers launch_pointers[kLaunchPointerEntries];
 };
@@ -1038,6 +1041,45 @@ GPUMEM_HOT bool AppendEventRef(const EventFields& event, const ThreadState& thre
   return AppendFramed(body, out, proto::trace_field::kCompactRef, 0);
 }
 
+// A template's slot is one of a set of kTemplateWays slots, chosen by its hash (the set's keys
+// share a cache line): with one slot per hash, a thread's few hundred templates collide in a tenth
+// of their slots, and two templates sharing one are both written in full at every use (on a loop of
+// allocations and launches, a tenth of the events and a quarter of the bytes). A slot used is
+// marked recent (once all of a set's are, only the last keeps its mark); a new template takes the
+// first slot not marked.
+constexpr uint64_t kRecentBit = 2;
+
+GPUMEM_HOT uint64_t TemplateKey(uint64_t hash, uint64_t salt) {
+  return ((hash ^ salt) | 1) & ~kRecentBit;
+}
+
+// The slot that holds `key` in the set of `hash` (true), or the one a new template takes.
+GPUMEM_HOT bool FindTemplate(const uint64_t* keys, uint64_t hash, uint64_t key, size_t* slot) {
+  const size_t set = hash & (kTemplateSlots - kTemplateWays);  // its first slot
+  size_t unmarked = set;  // MarkRecent() leaves one of each set unmarked
+  for (size_t way = kTemplateWays; way-- > 0;) {
+    if ((keys[set + way] & ~kRecentBit) == key) {
+      *slot = set + way;
+      return true;
+    }
+    if ((keys[set + way] & kRecentBit) == 0) unmarked = set + way;
+  }
+  *slot = unmarked;
+  return false;
+}
+
+GPUMEM_HOT void MarkRecent(uint64_t* keys, size_t slot) {
+  if ((keys[slot] & kRecentBit) != 0) return;
+  keys[slot] |= kRecentBit;
+  const size_t set = slot & ~(kTemplateWays - 1);
+  for (size_t way = 0; way < kTemplateWays; ++way) {
+    if ((keys[set + way] & kRecentBit) == 0) return;
+  }
+  for (size_t way = 0; way < kTemplateWays; ++way) {
+    if (set + way != slot) keys[set + way] &= ~kRecentBit;
+  }
+}
+
 // Writes the event: as a reference where its thread wrote its template before, else in full
 // (defining the template's slot). A slot, the address table and the thread's previous event change
 // only when the packet was written (after recording stopped the sink refuses every packet).
@@ -1049,13 +1091,14 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
   EventTemplates& templates = thread->templates;
   size_t slot = 0;
   uint64_t key = 0;
+  bool found = false;
   bool written;
   if (event.templated) {
     const uint64_t hash = TemplateHash(event);
-    slot = hash & (kTemplateSlots - 1);
-    key = (hash ^ templates.salt) | 1;
+    key = TemplateKey(hash, templates.salt);
+    found = FindTemplate(templates.keys, hash, key, &slot);
   }
-  if (event.templated && templates.keys[slot] == key && !templates.started) {
+  if (found && !templates.started) {
     written = AppendEventRef(event, *thread, slot, key);
   } else {
     written =
@@ -1064,6 +1107,7 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
     if (written) templates.started = false;
   }
   if (!written) return;
+  if (event.templated) MarkRecent(templates.keys, slot);
   StoreAddresses(event, key, slot, &templates);
   templates.last_seq = event.values[0];
   templates.last_timestamp = event.values[1];

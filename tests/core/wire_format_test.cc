@@ -572,7 +572,10 @@ constexpr int kIterations = 4;
 // Records the loop into `path`, GPUMEM_EVENT_REFS as given, in a process of its own (the recorder
 // is one per process, and this test binary's other test has one already): a "threadsafe" death
 // test runs its statement in a fresh run of this binary.
-void RecordLoopInChild(const std::string& path, const char* event_refs) {
+void RecordLoopInChild(
+    const std::string& path, const char* event_refs, void (*record)() = [] {
+      for (int i = 0; i < kIterations; ++i) RecordIteration(i);
+    }) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
@@ -580,7 +583,7 @@ void RecordLoopInChild(const std::string& path, const char* event_refs) {
         setenv("GPUMEM_EVENT_REFS", event_refs, 1);
         unsetenv("GPUMEM_SESSION_PID");
         recorder::Init(LoaderFunctions{&dlopen, &dlsym});
-        for (int i = 0; i < kIterations; ++i) RecordIteration(i);
+        record();
         recorder::Finish();
         _exit(0);
       },
@@ -827,6 +830,69 @@ TEST(Recorder, EventReferencesResolveToTheEventsAFullEncodingWrites) {
     EXPECT_EQ(expanded.ShortDebugString(), written.ShortDebugString()) << i;
   }
   EXPECT_LT(refs_bytes.str().size(), full_bytes.str().size());
+}
+
+// A program's few hundred templates share a table of 4096 slots, a set of four per hash: where two
+// of them fell on one slot, both were written in full at every use. Here 400 allocations of
+// different sizes (templates), and their frees, repeat three times: after the first round every
+// event is a reference, and each still stands for the event written in full.
+constexpr uint64_t kTemplates = 400;
+constexpr int kRounds = 3;
+
+void RecordManyTemplates() {
+  for (int round = 0; round < kRounds; ++round) {
+    for (uint64_t i = 0; i < kTemplates; ++i) {
+      MemoryRecord alloc;
+      alloc.seq = recorder::NextSeq();
+      alloc.api = proto::Api::kCudaMalloc;
+      alloc.kind = proto::MemoryKind::kDevice;
+      alloc.action = proto::Action::kAlloc;
+      alloc.size = 4096 * (i + 1);
+      alloc.address = 0x7f0000000000ull + (i << 24);
+      alloc.stack_id = 5;
+      recorder::RecordMemory(alloc);
+      MemoryRecord free = alloc;
+      free.seq = recorder::NextSeq();
+      free.api = proto::Api::kCudaFree;
+      free.action = proto::Action::kFree;
+      free.size = 0;
+      free.stack_id = 0;
+      recorder::RecordMemory(free);
+    }
+  }
+}
+
+TEST(Recorder, TemplatesThatShareASlotAreStillReferences) {
+  if (getenv("WIRE_FORMAT_TEST_STEM") == nullptr) {
+    const std::string stem = (std::filesystem::temp_directory_path() /
+                              ("wire_format_templates-" + std::to_string(getpid())))
+                                 .string();
+    setenv("WIRE_FORMAT_TEST_STEM", stem.c_str(), 1);
+  }
+  const std::string stem = getenv("WIRE_FORMAT_TEST_STEM");
+  RecordLoopInChild(stem + "-refs.trace", "1", RecordManyTemplates);
+  RecordLoopInChild(stem + "-full.trace", "0", RecordManyTemplates);
+  std::stringstream refs_bytes;
+  std::stringstream full_bytes;
+  refs_bytes << std::ifstream(stem + "-refs.trace", std::ios::binary).rdbuf();
+  full_bytes << std::ifstream(stem + "-full.trace", std::ios::binary).rdbuf();
+  std::filesystem::remove(stem + "-refs.trace");
+  std::filesystem::remove(stem + "-full.trace");
+  const TopLevel refs = ReadTopLevel(refs_bytes.str());
+  const TopLevel full = ReadTopLevel(full_bytes.str());
+  // The first round's allocations and its first free define templates; nothing else does.
+  EXPECT_EQ(refs.full_with_writer, static_cast<int>(kTemplates) + 1);
+  EXPECT_EQ(refs.references, static_cast<int>(2 * kTemplates * kRounds - kTemplates - 1));
+  ASSERT_EQ(refs.packets.size(), full.packets.size());
+  for (size_t i = 0; i < refs.packets.size(); ++i) {
+    TracePacket expanded = refs.packets[i];
+    TracePacket written = full.packets[i];
+    for (TracePacket* packet : {&expanded, &written}) {
+      packet->mutable_memory()->clear_tid();
+      packet->mutable_memory()->clear_timestamp_ns();
+    }
+    EXPECT_EQ(expanded.ShortDebugString(), written.ShortDebugString()) << i;
+  }
 }
 
 }  // namespace
