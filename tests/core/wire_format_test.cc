@@ -513,6 +513,16 @@ namespace {
 
 // ---- Event references (format 2) ----
 
+// cudaFree of what `alloc` allocated.
+void RecordFreeOf(MemoryRecord alloc) {
+  alloc.seq = recorder::NextSeq();
+  alloc.api = proto::Api::kCudaFree;
+  alloc.action = proto::Action::kFree;
+  alloc.size = 0;
+  alloc.stack_id = 0;
+  recorder::RecordMemory(alloc);
+}
+
 // One iteration of a loop, as a program repeats it: an allocation, a launch with the next
 // correlation id, another thread's allocation (a new thread each time: it takes the state the
 // last one left, so its writer number is reused), a failed allocation (never a template), a free.
@@ -559,12 +569,7 @@ void RecordIteration(int iteration) {
   failed.free_bytes = 1000 + static_cast<uint64_t>(iteration);
   failed.total_bytes = 4000;
   recorder::RecordMemory(failed);
-  MemoryRecord free = alloc;
-  free.seq = recorder::NextSeq();
-  free.api = proto::Api::kCudaFree;
-  free.action = proto::Action::kFree;
-  free.stack_id = 0;
-  recorder::RecordMemory(free);
+  RecordFreeOf(alloc);
 }
 
 constexpr int kIterations = 4;
@@ -851,13 +856,7 @@ void RecordManyTemplates() {
       alloc.address = 0x7f0000000000ull + (i << 24);
       alloc.stack_id = 5;
       recorder::RecordMemory(alloc);
-      MemoryRecord free = alloc;
-      free.seq = recorder::NextSeq();
-      free.api = proto::Api::kCudaFree;
-      free.action = proto::Action::kFree;
-      free.size = 0;
-      free.stack_id = 0;
-      recorder::RecordMemory(free);
+      RecordFreeOf(alloc);
     }
   }
 }
