@@ -81,8 +81,16 @@ std::string KernelName(const LaunchEvent& launch, const TraceFile* trace) {
 std::pair<uint64_t, KernelAnalysis::Kernel*> KernelAnalysis::KernelOf(const LaunchEvent& launch) {
   const bool graph = launch.api() == CU_GRAPH_LAUNCH;
   const uint64_t key = graph ? (launch.graph() | kGraphKeyBit) : launch.kernel_id();
+  const bool dense = !graph && key < kDenseKernelIds;
+  if (dense && key < kernels_by_id_.size() && kernels_by_id_[key] != nullptr) {
+    return {key, kernels_by_id_[key]};
+  }
   auto [it, inserted] = kernels_.try_emplace(key);
   if (inserted) it->second.name = KernelName(launch, trace_);
+  if (dense) {
+    if (key >= kernels_by_id_.size()) kernels_by_id_.resize(key + 1, nullptr);
+    kernels_by_id_[key] = &it->second;
+  }
   return {key, &it->second};
 }
 

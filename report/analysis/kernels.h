@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "core/trace.pb.h"
 #include "report/replay/event_counts.h"
 #include "report/replay/replay.h"
@@ -137,7 +138,10 @@ class KernelAnalysis final : public ReplayObserver {
   uint64_t launch_index_ = 0;  // launches so far
   uint64_t graph_launches_ = 0;
   uint64_t unscanned_launches_ = 0;
-  absl::flat_hash_map<uint64_t, Kernel> kernels_;  // by kernel key
+  absl::node_hash_map<uint64_t, Kernel> kernels_;  // by kernel key; entries stay in place
+  // kernels_'s entries by kernel id, for the ids a recorder gives (from 1 up), without hashing.
+  static constexpr uint64_t kDenseKernelIds = uint64_t{1} << 16;
+  std::vector<Kernel*> kernels_by_id_;
   // By LiveAllocation::index, from the first launch on: every live allocation's.
   std::vector<Use> uses_;
   Use& UseOf(const LiveAllocation& live) {

@@ -19,6 +19,7 @@
 #ifndef GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
 #define GPUMEM_REPORT_REPLAY_LIVE_RANGES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -112,16 +113,21 @@ class LiveRanges {
   }
 
   // The live allocation whose range holds `address` (an interior pointer too), or nullptr.
+  // Where each tensor is an allocation, the pointers kernels take are mostly allocations' starts,
+  // which one probe by address finds without the search; where a caching allocator's segments are
+  // the allocations, they are mostly inside one, and the probe only costs. So the probe comes first
+  // while starts have been the more frequent lately (a count kept here: not for concurrent calls).
   const Value* FindContaining(uint64_t address) const {
-    if (address == ~uint64_t{0}) return nullptr;
-    // The last entry at or below `address`. No stale entry lies inside a live range (an allocation
-    // erases or reuses those it covers), so if a live range holds `address`, this entry is it.
-    typename AddressMap<uint32_t>::Position position = order_.LowerBound(address + 1);
-    if (!order_.Previous(&position)) return nullptr;
-    const uint64_t begin = order_.KeyAt(position);
-    const uint32_t slot = order_.ValueAt(position);
-    if (!IsLive(begin, slot) || address >= RangeEnd(begin, slots_[slot].value.size)) return nullptr;
-    return &slots_[slot].value;
+    const bool probe = starts_lately_ >= 0;
+    if (probe) {
+      auto it = by_address_.find(address);
+      const bool start = it != by_address_.end() && (it->second & kFreedBit) == 0;
+      NoteStart(start);
+      if (start) return &slots_[it->second].value;
+    }
+    const uint32_t slot = SlotHolding(address);
+    if (!probe) NoteStart(slot != kNoSlot && slots_[slot].address == address);
+    return slot == kNoSlot ? nullptr : &slots_[slot].value;
   }
 
   // Calls `visit(const Value&)` for every live allocation, in no particular order.
@@ -159,6 +165,26 @@ class LiveRanges {
     return &record.value;
   }
 
+  static constexpr uint32_t kNoSlot = ~uint32_t{0};
+  static constexpr int kStartsRemembered = 16;
+
+  // The slot of the live allocation whose range holds `address`, by the ordered map; kNoSlot.
+  uint32_t SlotHolding(uint64_t address) const {
+    if (address == ~uint64_t{0}) return kNoSlot;
+    // The last entry at or below `address`. No stale entry lies inside a live range (an allocation
+    // erases or reuses those it covers), so if a live range holds `address`, this entry is it.
+    typename AddressMap<uint32_t>::Position position = order_.LowerBound(address + 1);
+    if (!order_.Previous(&position)) return kNoSlot;
+    const uint64_t begin = order_.KeyAt(position);
+    const uint32_t slot = order_.ValueAt(position);
+    if (!IsLive(begin, slot) || address >= RangeEnd(begin, slots_[slot].value.size)) return kNoSlot;
+    return slot;
+  }
+  void NoteStart(bool start) const {
+    starts_lately_ =
+        std::clamp(starts_lately_ + (start ? 1 : -1), -kStartsRemembered, kStartsRemembered);
+  }
+
   // Whether the ordered map's entry (address, slot) is a live allocation, not a stale one.
   bool IsLive(uint64_t address, uint32_t slot) const {
     return slots_[slot].in_use && slots_[slot].address == address;
@@ -191,6 +217,7 @@ class LiveRanges {
   AddressMap<uint32_t> order_;  // live and stale entries, by address
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
+  mutable int starts_lately_ = 0;  // FindContaining(): allocations' starts minus other pointers
 };
 
 }  // namespace gpumem::report

@@ -838,10 +838,13 @@ TEST(Recorder, EventReferencesResolveToTheEventsAFullEncodingWrites) {
 }
 
 // A program's few hundred templates share a table of 4096 slots, a set of four per hash: where two
-// of them fell on one slot, both were written in full at every use. Here 400 allocations of
-// different sizes (templates), and their frees, repeat three times: after the first round every
-// event is a reference, and each still stands for the event written in full.
-constexpr uint64_t kTemplates = 400;
+// of them fell on one slot, both were written in full at every use. Here 300 allocations of
+// different sizes (templates), and their frees, repeat three times: after the first round nearly
+// every event is a reference, and each still stands for the event written in full. The sets
+// depend on the thread's salt: in one run of a hundred, five templates fall in one set and a few
+// of its events are full again (kSpareFull); with a slot per hash about forty would be.
+constexpr uint64_t kTemplates = 300;
+constexpr int kSpareFull = 10;
 constexpr int kRounds = 3;
 
 void RecordManyTemplates() {
@@ -879,9 +882,11 @@ TEST(Recorder, TemplatesThatShareASlotAreStillReferences) {
   std::filesystem::remove(stem + "-full.trace");
   const TopLevel refs = ReadTopLevel(refs_bytes.str());
   const TopLevel full = ReadTopLevel(full_bytes.str());
-  // The first round's allocations and its first free define templates; nothing else does.
-  EXPECT_EQ(refs.full_with_writer, static_cast<int>(kTemplates) + 1);
-  EXPECT_EQ(refs.references, static_cast<int>(2 * kTemplates * kRounds - kTemplates - 1));
+  // The first round's allocations and its first free define templates; hardly anything else does.
+  const int defining = static_cast<int>(kTemplates) + 1;
+  EXPECT_GE(refs.full_with_writer, defining);
+  EXPECT_LE(refs.full_with_writer, defining + kSpareFull);
+  EXPECT_EQ(refs.references + refs.full_with_writer, static_cast<int>(2 * kTemplates * kRounds));
   ASSERT_EQ(refs.packets.size(), full.packets.size());
   for (size_t i = 0; i < refs.packets.size(); ++i) {
     TracePacket expanded = refs.packets[i];
