@@ -10,6 +10,7 @@
 #ifndef GPUMEM_REPORT_ANALYSIS_KERNELS_H_
 #define GPUMEM_REPORT_ANALYSIS_KERNELS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
