@@ -50,7 +50,7 @@ class ReorderingSink final : public MemoryEventSink {
 
   MemoryEventFields* Slot() override { return buffer_.Slot(); }
   void Add(const PacketPosition&) override { buffer_.Commit(release_); }
-  // Launches read from references are written straight into the pool, where launches are visited.
+  // Where launches are visited, they are written straight into the pool.
   LaunchEvent* LaunchSlot() override {
     if (!*release_.launches) return nullptr;
     if (free_launch_slots_.empty()) {
@@ -59,10 +59,11 @@ class ReorderingSink final : public MemoryEventSink {
     }
     return &launch_pool_[free_launch_slots_.back()];
   }
-  void AddLaunch(const PacketPosition&) override { AddPooledLaunch(); }
-  void AddLaunch(const LaunchEvent& launch) {
-    *LaunchSlot() = launch;
-    AddPooledLaunch();
+  // The launch written into LaunchSlot() takes its place in the buffer.
+  void AddLaunch(const PacketPosition&) override {
+    const uint32_t slot = free_launch_slots_.back();
+    free_launch_slots_.pop_back();
+    AddEntry(launch_pool_[slot].seq(), slot + 1);
   }
   // A launch nobody visits still takes its place in seq order, as a gap filled: without it each
   // launch would hold the buffer up to its window (see NextIsHeld in event_stream.h).
@@ -103,13 +104,6 @@ class ReorderingSink final : public MemoryEventSink {
     }
   };
   static constexpr uint32_t kSeqOnly = ~uint32_t{0};
-
-  // The launch written into LaunchSlot() takes its place in the buffer.
-  void AddPooledLaunch() {
-    const uint32_t slot = free_launch_slots_.back();
-    free_launch_slots_.pop_back();
-    AddEntry(launch_pool_[slot].seq(), slot + 1);
-  }
 
   // An entry of the buffer that stands for no memory event: a launch, or a seq only.
   void AddEntry(uint64_t seq, uint32_t launch_ref) {
@@ -152,13 +146,8 @@ MemoryStreamStats StreamMemoryEventFieldsBySeq(TraceFile& file, MemoryFieldsVisi
   ReorderingSink sink(&file, window, visit, launches);
   file.ReadPackets(
       [&](const PacketPosition& position, const TracePacket& packet) {
-        if (packet.data_case() == TracePacket::kLaunch) {
-          if (launches) {
-            sink.AddLaunch(packet.launch());
-            return;
-          }
-          sink.AddSeqOnly(packet.launch().seq());
-        }
+        // Visited launches went to the sink (LaunchSlot()); the others still take their place.
+        if (packet.data_case() == TracePacket::kLaunch) sink.AddSeqOnly(packet.launch().seq());
         // Packets that take a seq among the memory events: their places are no gaps.
         if (packet.data_case() == TracePacket::kFrameworkOom) {
           sink.AddSeqOnly(packet.framework_oom().seq());

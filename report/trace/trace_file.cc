@@ -204,9 +204,14 @@ void TraceFile::ReadAll(const PacketVisitor& visit, MemoryEventSink* memory) {
       if (end_.unparseable_packets++ == 0) end_.first_unparseable_offset = position.offset;
       ForgetTemplatesAfterDamage();
     }
+    LaunchEvent* launch_slot = nullptr;
     if (memory != nullptr && packet.has_memory()) {
       *memory->Slot() = FromProto(packet.memory());
       memory->Add(position);
+    } else if (memory != nullptr && packet.has_launch() &&
+               (launch_slot = memory->LaunchSlot()) != nullptr) {
+      launch_slot->Swap(packet.mutable_launch());  // the packet is parsed anew next time
+      memory->AddLaunch(position);
     } else if (visit) {
       visit(position, packet);
     }

@@ -121,8 +121,8 @@ class MemoryEventSink {
   virtual MemoryEventFields* Slot() = 0;
   // The event written into Slot(), read at `position`.
   virtual void Add(const PacketPosition& position) = 0;
-  // Where the next launch read from an event reference is to be written, for a sink that takes
-  // launches too (the visitor then does not see those); nullptr: launches go to the visitor.
+  // Where the next launch is to be written, for a sink that takes launches too (the visitor then
+  // does not see them); nullptr: launches go to the visitor.
   virtual LaunchEvent* LaunchSlot() { return nullptr; }
   // The launch written into LaunchSlot(), read at `position`.
   virtual void AddLaunch(const PacketPosition& /*position*/) {}
