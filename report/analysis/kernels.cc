@@ -137,7 +137,7 @@ void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) 
   ++launch_index_;
   const auto [key, kernel] = KernelOf(launch);
   ++kernel->launches;
-  ++kernel->stacks[launch.stack_id()];
+  CountStack(launch.stack_id(), key, kernel);
   if (launch.api() == CU_GRAPH_LAUNCH) ++graph_launches_;
   if (launch.api() == CU_GRAPH_LAUNCH || launch.params_unknown()) ++unscanned_launches_;
   for (auto& [place, window] : peaks_) {
@@ -153,6 +153,22 @@ void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) 
     ++use.launches;
     use.last_use_launch = launch_index_;
   }
+}
+
+void KernelAnalysis::CountStack(uint64_t stack_id, uint64_t kernel_key, Kernel* kernel) {
+  if (stack_id < kDenseStackIds) {
+    if (stack_id >= launches_by_stack_.size()) {
+      launches_by_stack_.resize(std::min<size_t>(
+          kDenseStackIds, std::max<size_t>(stack_id + 1, 2 * launches_by_stack_.size())));
+    }
+    StackLaunches& entry = launches_by_stack_[stack_id];
+    if (entry.launches == 0) entry.kernel_key = kernel_key;
+    if (entry.kernel_key == kernel_key) {
+      ++entry.launches;
+      return;
+    }
+  }
+  ++kernel->stacks[stack_id];
 }
 
 void KernelAnalysis::Classify(const LiveAllocation& live, const Use& use) {
@@ -184,6 +200,11 @@ void KernelAnalysis::Finished(const Replay& replay) {
     report.never_used = never_used_.Largest();
     report.idle = idle_.Largest();
   }
+  for (uint64_t stack_id = 0; stack_id < launches_by_stack_.size(); ++stack_id) {
+    const StackLaunches& entry = launches_by_stack_[stack_id];
+    if (entry.launches != 0) kernels_.at(entry.kernel_key).stacks[stack_id] += entry.launches;
+  }
+  launches_by_stack_.clear();
   for (auto& [key, kernel] : kernels_) {
     KernelStats stats;
     stats.name = kernel.name;

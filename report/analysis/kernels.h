@@ -143,6 +143,17 @@ class KernelAnalysis final : public ReplayObserver {
   // kernels_'s entries by kernel id, for the ids a recorder gives (from 1 up), without hashing.
   static constexpr uint64_t kDenseKernelIds = uint64_t{1} << 16;
   std::vector<Kernel*> kernels_by_id_;
+  // Launches by stack id, for the first kernel each stack launched: a launch's stack ends at the
+  // launch call, so nearly every stack launches one kernel, and its count is one array entry
+  // instead of a probe of that kernel's `stacks` (a twentieth of a launch-heavy report's time).
+  // Another kernel from the same stack counts in its own `stacks`; Finished() merges the two.
+  struct StackLaunches {
+    uint64_t kernel_key = 0;
+    uint64_t launches = 0;  // 0: no launch from this stack yet
+  };
+  static constexpr uint64_t kDenseStackIds = uint64_t{1} << 20;
+  std::vector<StackLaunches> launches_by_stack_;
+  void CountStack(uint64_t stack_id, uint64_t kernel_key, Kernel* kernel);
   // By LiveAllocation::index, from the first launch on: every live allocation's.
   std::vector<Use> uses_;
   Use& UseOf(const LiveAllocation& live) {

@@ -123,6 +123,27 @@ TEST(KernelAnalysisTest, KernelsPerNameAndCallSiteAndAtThePeak) {
   EXPECT_EQ(report.at_peak.at(0)[0].second, 3u);  // kernel 2's three launches, not kernel 1's
 }
 
+// A stack's launches are counted apart for the first kernel it launched; another kernel from the
+// same stack, and stack ids beyond the dense range, count in that kernel's own table.
+TEST(KernelAnalysisTest, OneStackLaunchingTwoKernelsCountsForEach) {
+  LaunchRun run;
+  constexpr uint64_t kFarStack = uint64_t{1} << 40;
+  run.Launch(1, {}, /*stack=*/5);
+  run.Launch(2, {}, 5);
+  run.Launch(1, {}, 5);
+  run.Launch(2, {}, 5);
+  run.Launch(2, {}, 5);
+  run.Launch(1, {}, kFarStack);
+  run.Launch(2, {}, 6);
+  const KernelReport& report = run.Finish();
+  ASSERT_EQ(report.kernels.size(), 2u);
+  EXPECT_EQ(report.kernels[0].launches, 4u);  // kernel 2
+  EXPECT_EQ(report.kernels[0].stacks, (std::vector<std::pair<uint64_t, uint64_t>>{{5, 3}, {6, 1}}));
+  EXPECT_EQ(report.kernels[1].launches, 3u);  // kernel 1
+  EXPECT_EQ(report.kernels[1].stacks,
+            (std::vector<std::pair<uint64_t, uint64_t>>{{5, 2}, {kFarStack, 1}}));
+}
+
 TEST(KernelAnalysisTest, IdleAfterLastUseForMostOfItsLife) {
   LaunchRun run;
   run.Malloc(0x10000000, 16 * kMiB, 1);  // used once, then kept through 2000 launches
