@@ -259,4 +259,45 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
   return CompactResult::kResolved;
 }
 
+void ExpandLaunchRef(const LaunchEvent& launch_template, const EventTemplates::Resolved& resolved,
+                     LaunchEvent* launch) {
+  const LaunchEvent& from = launch_template;
+  const google::protobuf::Reflection* reflection = LaunchEvent::GetReflection();
+  if (!reflection->GetUnknownFields(from).empty() ||
+      !reflection->GetUnknownFields(*launch).empty()) {
+    *launch = from;
+  } else {
+    // Every field of LaunchEvent (tests/report/trace/event_templates_test.cc checks that none is
+    // left out); those the reference gives are set below.
+    launch->set_tid(from.tid());
+    launch->set_device(from.device());
+    launch->set_api(from.api());
+    launch->set_kernel_id(from.kernel_id());
+    launch->set_grid_x(from.grid_x());
+    launch->set_grid_y(from.grid_y());
+    launch->set_grid_z(from.grid_z());
+    launch->set_block_x(from.block_x());
+    launch->set_block_y(from.block_y());
+    launch->set_block_z(from.block_z());
+    launch->set_shared_memory_bytes(from.shared_memory_bytes());
+    launch->set_stream(from.stream());
+    launch->set_stack_id(from.stack_id());
+    launch->set_result(from.result());
+    launch->set_graph(from.graph());
+    launch->set_from_cupti(from.from_cupti());
+    launch->set_params_unknown(from.params_unknown());
+    launch->set_writer(from.writer());
+    launch->set_template_slot(from.template_slot());
+    launch->set_writer_started(from.writer_started());
+    if (resolved.addresses == nullptr) *launch->mutable_pointer_args() = from.pointer_args();
+  }
+  launch->set_seq(resolved.seq);
+  launch->set_timestamp_ns(resolved.timestamp);
+  launch->set_correlation_id(resolved.correlation);
+  if (resolved.addresses != nullptr) {
+    const std::vector<uint64_t>& pointers = *resolved.addresses;
+    launch->mutable_pointer_args()->Assign(pointers.begin(), pointers.end());
+  }
+}
+
 }  // namespace gpumem::report

@@ -153,6 +153,13 @@ class EventTemplates {
   std::vector<uint64_t> addresses_;  // the last compact_ref's address values
 };
 
+// A launch's reference expanded into `launch`, a slot reused from launch to launch: the template's
+// fields with the reference's seq, timestamp, correlation id and (format 3) pointers. Field by
+// field, not as a message copy (Clear() and MergeFrom() took a tenth of a launch-heavy report);
+// a message with unknown fields on either side is copied whole.
+void ExpandLaunchRef(const LaunchEvent& launch_template, const EventTemplates::Resolved& resolved,
+                     LaunchEvent* launch);
+
 }  // namespace gpumem::report
 
 #endif  // GPUMEM_REPORT_TRACE_EVENT_TEMPLATES_H_

@@ -258,21 +258,6 @@ void ExpandMemoryRef(const MemoryEventFields& memory_template,
   if (compact) event->address = resolved.address;
 }
 
-// A launch's reference expanded: its template with the reference's seq, timestamp, correlation id
-// and (a format-3 one's) pointers.
-void ExpandLaunchRef(const LaunchEvent& launch_template, const EventTemplates::Resolved& resolved,
-                     LaunchEvent* launch) {
-  *launch = launch_template;
-  launch->set_seq(resolved.seq);
-  launch->set_timestamp_ns(resolved.timestamp);
-  launch->set_correlation_id(resolved.correlation);
-  if (resolved.addresses != nullptr) {
-    const std::vector<uint64_t>& pointers = *resolved.addresses;
-    for (size_t i = 0; i < pointers.size(); ++i)
-      launch->set_pointer_args(static_cast<int>(i), pointers[i]);
-  }
-}
-
 }  // namespace
 
 void TraceFile::ReadEventRef(const PacketPosition& position, bool compact, std::string_view bytes,

@@ -373,5 +373,87 @@ TEST(EventTemplatesCapTest, WritersAndTemplatesAreCapped) {
   EXPECT_TRUE(resolves(3, 2));
 }
 
+// Every field of `launch` set, through reflection, to a value that depends on `seed` and on the
+// field: a field added to LaunchEvent is set too, so ExpandLaunchRef must copy it.
+void FillEveryField(uint64_t seed, LaunchEvent* launch) {
+  const google::protobuf::Descriptor* descriptor = LaunchEvent::descriptor();
+  const google::protobuf::Reflection* reflection = LaunchEvent::GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    const uint64_t value = seed * 100 + static_cast<uint64_t>(field->number());
+    using Type = google::protobuf::FieldDescriptor::CppType;
+    if (field->is_repeated()) {
+      ASSERT_EQ(field->cpp_type(), Type::CPPTYPE_UINT64) << field->name();
+      reflection->ClearField(launch, field);
+      for (uint64_t k = 0; k < seed % 3 + 1; ++k) reflection->AddUInt64(launch, field, value + k);
+      continue;
+    }
+    switch (field->cpp_type()) {
+      case Type::CPPTYPE_UINT64:
+        reflection->SetUInt64(launch, field, value);
+        break;
+      case Type::CPPTYPE_UINT32:
+        reflection->SetUInt32(launch, field, static_cast<uint32_t>(value));
+        break;
+      case Type::CPPTYPE_INT32:
+        reflection->SetInt32(launch, field, static_cast<int32_t>(value));
+        break;
+      case Type::CPPTYPE_BOOL:
+        reflection->SetBool(launch, field, seed % 2 == 1);
+        break;
+      case Type::CPPTYPE_ENUM:
+        reflection->SetEnumValue(launch, field, static_cast<int>(seed % 2 + 1));
+        break;
+      default:
+        FAIL() << "LaunchEvent." << field->name() << ": a type this test does not fill";
+    }
+  }
+}
+
+// A launch slot reused from another launch (every field different) becomes the template with the
+// reference's seq, timestamp, correlation id and pointers, and nothing of what it held before.
+TEST(ExpandLaunchRefTest, CopiesEveryFieldOfTheTemplateIntoAReusedSlot) {
+  for (bool with_pointers : {false, true}) {
+    LaunchEvent launch_template;
+    FillEveryField(3, &launch_template);  // three pointers
+    LaunchEvent slot;
+    FillEveryField(4, &slot);  // two pointers
+    EventTemplates::Resolved resolved;
+    resolved.seq = 7001;
+    resolved.timestamp = 7002;
+    resolved.correlation = 7003;
+    const std::vector<uint64_t> pointers = {0x100, 0x200, 0x300};
+    if (with_pointers) resolved.addresses = &pointers;
+    ExpandLaunchRef(launch_template, resolved, &slot);
+
+    LaunchEvent expected = launch_template;
+    expected.set_seq(7001);
+    expected.set_timestamp_ns(7002);
+    expected.set_correlation_id(7003);
+    if (with_pointers) expected.mutable_pointer_args()->Assign(pointers.begin(), pointers.end());
+    EXPECT_EQ(slot.SerializeAsString(), expected.SerializeAsString())
+        << "with pointers: " << with_pointers << "\n"
+        << slot.DebugString() << "expected:\n"
+        << expected.DebugString();
+  }
+}
+
+// Fields this reader does not know (a newer writer's) come along too, and leave with the next use.
+TEST(ExpandLaunchRefTest, UnknownFieldsAreCopiedAndNotLeftBehind) {
+  LaunchEvent launch_template;
+  FillEveryField(1, &launch_template);
+  const google::protobuf::Reflection* reflection = LaunchEvent::GetReflection();
+  reflection->MutableUnknownFields(&launch_template)->AddVarint(900, 5);
+  LaunchEvent slot;
+  EventTemplates::Resolved resolved;
+  ExpandLaunchRef(launch_template, resolved, &slot);
+  EXPECT_EQ(reflection->GetUnknownFields(slot).field_count(), 1);
+  LaunchEvent plain_template;
+  FillEveryField(2, &plain_template);
+  ExpandLaunchRef(plain_template, resolved, &slot);
+  EXPECT_TRUE(reflection->GetUnknownFields(slot).empty());
+  EXPECT_EQ(slot.kernel_id(), plain_template.kernel_id());
+}
+
 }  // namespace
 }  // namespace gpumem::report
