@@ -642,7 +642,9 @@ void Usage() {
       "  --compare: also time the in-memory path (ReadMemoryEventsBySeq + Replay) on the\n"
       "  smaller trace. --trace: time an existing trace instead (not deleted). --window: the\n"
       "  reorder window, in events (default that of ReplayTrace(), 65536). --gpumem BINARY:\n"
-      "  also time `gpumem report` and `gpumem report --summary` on each trace.\n"
+      "  also time `gpumem report` and `gpumem report --summary` on each trace, recorded\n"
+      "  traces first symbolized as `gpumem record` leaves them (a --trace FILE is timed as it\n"
+      "  is: symbolize it first to time what a user has).\n"
       "  --ranks N (with --gpumem): N traces of varied lengths in a directory, the largest\n"
       "  --rank-events (default 2000000): `gpumem report DIR` against its largest trace alone\n"
       "  and against as many independent `gpumem report TRACE` processes at once as cores.\n"
@@ -748,6 +750,15 @@ bool RecordAndMeasure(const std::string& path, uint64_t n, int runs, bool compar
   printf("trace of %llu events: %s, %.1f bytes/event, recorded in %.1f s\n",
          static_cast<unsigned long long>(n), Mib(static_cast<double>(file_bytes)).c_str(),
          static_cast<double>(file_bytes) / static_cast<double>(n), Seconds(start));
+  // Symbolized as `gpumem record` leaves a trace at exit, so that `gpumem report` is timed on what
+  // a user has: unsymbolized, each report would also read the debug information of the recording
+  // binary's libraries (tens of milliseconds with a C library's compressed debug file installed).
+  Measurement symbolized;
+  if (g_gpumem != nullptr && !MeasureCommand({"symbolize"}, path, 1, 0, &symbolized)) {
+    fprintf(stderr, "analyzer_throughput: gpumem symbolize %s failed\n", path.c_str());
+    unlink(path.c_str());
+    return false;
+  }
   const bool measured = MeasureTrace(path, runs, compare, replay);
   unlink(path.c_str());
   if (!measured) fprintf(stderr, "analyzer_throughput: reading the trace failed\n");
