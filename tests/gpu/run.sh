@@ -278,6 +278,8 @@ bench() {
   PYTHON=$python tests/bench/run_python_frames_cost.sh "$build" 5 100000 20 >>"$out/bench.txt" 2>&1
   # What the Python observer adds to each exception raised once torch is imported (the fake torch).
   PYTHON=$python tests/bench/run_python_raise_cost.sh "$build" 5 100000 >>"$out/bench.txt" 2>&1
+  # What the settled Python observer (its list.append watch) adds to Python code and torch calls.
+  PYTHON=$python tests/bench/run_python_observer_idle_cost.sh "$build" 2 40 >>"$out/bench.txt" 2>&1
   # Analyzer throughput on the GPU machine's CPU (one core; 50M events).
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     GPUMEM_LIBUNWIND=$build/lib/libunwind.so.8 tests/bench/run_analyzer_throughput.sh "$build" 50000000 -- --runs 1 >>"$out/bench.txt" 2>&1
