@@ -153,18 +153,30 @@ uint64_t GrowthAnalysis::MarkerSiteOf(uint64_t stack_id) const {
   return marker_site_of ? marker_site_of(stack_id) : stack_id;
 }
 
-void GrowthAnalysis::Add(const MemoryEvent& event) {
-  if (event.action() == ALLOC) {
-    if (!report_.found && options_.is_marker && options_.is_marker(event.stack_id())) {
+void GrowthAnalysis::Add(const MemoryEventFields& event) {
+  if (event.action == ALLOC) {
+    if (!report_.found && options_.is_marker && options_.is_marker(event.stack_id)) {
       report_.found = true;
-      report_.marker_stack_id = MarkerSiteOf(event.stack_id());
+      report_.marker_stack_id = MarkerSiteOf(event.stack_id);
     }
     if (report_.found && !launch_marker_ &&
-        MarkerSiteOf(event.stack_id()) == report_.marker_stack_id) {
-      StartIteration(event.seq());
+        MarkerSiteOf(event.stack_id) == report_.marker_stack_id) {
+      StartIteration(event.seq);
     }
   }
   replay_.Add(event);
+}
+
+void GrowthAnalysis::LiveByStack::AllocationStarted(const LiveAllocation& live) {
+  Live& tally = by_key_[{live.place, live.stack_id}];
+  ++tally.count;
+  tally.bytes += live.size;
+}
+
+void GrowthAnalysis::LiveByStack::AllocationEnded(const LiveAllocation& live) {
+  Live& tally = by_key_[{live.place, live.stack_id}];
+  --tally.count;
+  tally.bytes -= live.size;
 }
 
 void GrowthAnalysis::StartIteration(uint64_t seq) {
@@ -185,8 +197,8 @@ void GrowthAnalysis::EndIteration() {
   const bool sampled = index % report_.sample_stride == 0;
   const size_t sample = index / report_.sample_stride;
   absl::flat_hash_map<Key, Tally> snapshot;
-  replay_.ForEachLive([&](const LiveAllocation& live) {
-    snapshot[{live.place, SiteOf(live.stack_id)}].Add(live.size);
+  live_by_stack_.ForEach([&](int32_t place, uint64_t stack_id, const Tally& tally) {
+    snapshot[{place, SiteOf(stack_id)}].Add(tally);
   });
   for (auto& [key, site] : sites_) {  // the iteration before this one, for Finish()
     site.before_previous = site.previous;

@@ -28,9 +28,11 @@
 #ifndef GPUMEM_REPORT_ANALYSIS_GROWTH_H_
 #define GPUMEM_REPORT_ANALYSIS_GROWTH_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -153,13 +155,49 @@ class GrowthAnalysis {
   explicit GrowthAnalysis(GrowthOptions options, std::optional<uint64_t> marker = std::nullopt);
   // Iterations start at the launches of `marker` (MarkerCounter::LaunchMarker()) instead.
   GrowthAnalysis(GrowthOptions options, LaunchSite marker);
-  void Add(const MemoryEvent& event);
+  // Its replay holds the address of a member.
+  GrowthAnalysis(const GrowthAnalysis&) = delete;
+  GrowthAnalysis& operator=(const GrowthAnalysis&) = delete;
+  void Add(const MemoryEventFields& event);
+  void Add(const MemoryEvent& event) { Add(FromProto(event)); }
   void AddLaunch(const LaunchEvent& launch);
   // The report, once every event was added (once).
   GrowthReport Finish();
 
  private:
   using Key = std::pair<int32_t, uint64_t>;  // (place, call site)
+
+  // The live allocations and bytes of every (place, stack), kept as the replay makes allocations
+  // live and ends them, so that an iteration's end reads the stacks instead of every live
+  // allocation (which made `--growth` cost the live set times the iterations: most of its time
+  // on a long run with thousands of parameters live).
+  class LiveByStack final : public ReplayObserver {
+   public:
+    void AfterMemory(const MemoryEventFields&, const Replay&) override {}
+    void AddLaunch(const LaunchEvent&, const Replay&) override {}
+    void AllocationStarted(const LiveAllocation& live) override;
+    void AllocationEnded(const LiveAllocation& live) override;
+    void Finished(const Replay&) override {}
+    // Calls `visit(place, stack_id, tally)` for every (place, stack) with live allocations; the
+    // tally's bytes saturate as Tally's do.
+    template <typename Visit>
+    void ForEach(Visit&& visit) const {
+      for (const auto& [key, live] : by_key_) {
+        if (live.count == 0) continue;
+        const unsigned __int128 most = std::numeric_limits<uint64_t>::max();
+        visit(key.first, key.second,
+              Tally{live.count, static_cast<uint64_t>(std::min(live.bytes, most))});
+      }
+    }
+
+   private:
+    struct Live {
+      uint64_t count = 0;
+      unsigned __int128 bytes = 0;  // exact: a saturated sum could not be taken back
+    };
+    absl::flat_hash_map<Key, Live> by_key_;  // by (place, stack id)
+  };
+
   struct Site {
     uint64_t first = 0;  // live bytes after iteration 1 (0: nothing then)
     Tally previous;      // after the last iteration ended
@@ -180,7 +218,8 @@ class GrowthAnalysis {
   std::optional<LaunchSite> launch_marker_;
   GrowthReport report_;
   uint64_t last_iteration_seq_ = 0;
-  Replay replay_;
+  LiveByStack live_by_stack_;
+  Replay replay_{&live_by_stack_};
   std::map<Key, Site> sites_;  // ordered: deterministic output
   // The (place, site) keys live after the last iteration ended: one that is missing next time
   // fell to 0.

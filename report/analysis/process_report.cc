@@ -95,8 +95,8 @@ class Analyses {
       }
       absl::StatusOr<std::unique_ptr<TraceFile>> again = TraceFile::Open(path);
       if (!again.ok()) return again.status();
-      StreamMemoryEventsBySeq(
-          **again, [this](const MemoryEvent& event) { growth_->Add(event); }, kReorderWindow,
+      StreamMemoryEventFieldsBySeq(
+          **again, [this](const MemoryEventFields& event) { growth_->Add(event); }, kReorderWindow,
           nullptr, [this](const LaunchEvent& launch) { growth_->AddLaunch(launch); });
     }
     if (growth_) {
