@@ -40,11 +40,7 @@ UnusedSite& KernelAnalysis::SiteTable::At(int32_t place, uint64_t stack_id) {
     }
     last_place_ = found;
   }
-  std::vector<UnusedSite>& by_stack = places_[last_place_].by_stack;
-  if (stack_id >= by_stack.size()) {
-    by_stack.resize(std::max<size_t>(stack_id + 1, 2 * by_stack.size()));
-  }
-  UnusedSite& site = by_stack[stack_id];
+  UnusedSite& site = GrownToHold(places_[last_place_].by_stack, stack_id, kDenseStackIds);
   site.place = place;
   site.stack_id = stack_id;
   return site;
@@ -156,12 +152,8 @@ void KernelAnalysis::AddLaunch(const LaunchEvent& launch, const Replay& replay) 
 }
 
 void KernelAnalysis::CountStack(uint64_t stack_id, uint64_t kernel_key, Kernel* kernel) {
-  if (stack_id < kDenseStackIds) {
-    if (stack_id >= launches_by_stack_.size()) {
-      launches_by_stack_.resize(std::min<size_t>(
-          kDenseStackIds, std::max<size_t>(stack_id + 1, 2 * launches_by_stack_.size())));
-    }
-    StackLaunches& entry = launches_by_stack_[stack_id];
+  if (stack_id < kDenseLaunchStacks) {
+    StackLaunches& entry = GrownToHold(launches_by_stack_, stack_id, kDenseLaunchStacks);
     if (entry.launches == 0) entry.kernel_key = kernel_key;
     if (entry.kernel_key == kernel_key) {
       ++entry.launches;

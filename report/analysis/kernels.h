@@ -10,7 +10,6 @@
 #ifndef GPUMEM_REPORT_ANALYSIS_KERNELS_H_
 #define GPUMEM_REPORT_ANALYSIS_KERNELS_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "core/trace.pb.h"
+#include "report/replay/dense_index.h"
 #include "report/replay/event_counts.h"
 #include "report/replay/replay.h"
 #include "report/stacks/call_sites.h"
@@ -151,16 +151,12 @@ class KernelAnalysis final : public ReplayObserver {
     uint64_t kernel_key = 0;
     uint64_t launches = 0;  // 0: no launch from this stack yet
   };
-  static constexpr uint64_t kDenseStackIds = uint64_t{1} << 20;
+  static constexpr uint64_t kDenseLaunchStacks = uint64_t{1} << 20;
   std::vector<StackLaunches> launches_by_stack_;
   void CountStack(uint64_t stack_id, uint64_t kernel_key, Kernel* kernel);
   // By LiveAllocation::index, from the first launch on: every live allocation's.
   std::vector<Use> uses_;
-  Use& UseOf(const LiveAllocation& live) {
-    if (live.index >= uses_.size())
-      uses_.resize(std::max<size_t>(live.index + 1, 2 * uses_.size()));
-    return uses_[live.index];
-  }
+  Use& UseOf(const LiveAllocation& live) { return GrownToHold(uses_, live.index); }
   std::map<int32_t, PeakWindow> peaks_;
   size_t open_windows_ = 0;  // of peaks_, those at_peak
   // peaks_'s entry looked up last (map nodes do not move): consecutive events share a place.

@@ -5,12 +5,12 @@
 #ifndef GPUMEM_REPORT_REPLAY_TALLIES_BY_STACK_ID_H_
 #define GPUMEM_REPORT_REPLAY_TALLIES_BY_STACK_ID_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "report/replay/dense_index.h"
 #include "report/replay/event_counts.h"
 
 namespace gpumem::report {
@@ -22,11 +22,7 @@ class TalliesByStackId {
 
   Tally& operator[](uint64_t stack_id) {
     if (stack_id >= kDenseStacks) return sparse_[stack_id];
-    if (stack_id >= dense_.size()) {
-      dense_.resize(
-          std::min<size_t>(kDenseStacks, std::max<size_t>(stack_id + 1, 2 * dense_.size())));
-    }
-    Tally& tally = dense_[stack_id];
+    Tally& tally = GrownToHold(dense_, stack_id, kDenseStacks);
     if (tally.count == 0 && tally.bytes == 0) touched_.push_back(stack_id);
     return tally;
   }
