@@ -74,6 +74,9 @@ struct EventTemplates {
   uint64_t last_correlation;  // of the previous launch (memory events have none)
   uint64_t last_address;      // the previous address value coded (a literal's base)
   bool started;               // the next full event tells the reader the table starts anew
+  // Events left to write before every template and the table start anew (GPUMEM_RESYNC_EVENTS):
+  // a reader that lost packets to damage knows this thread's events again from there on.
+  uint64_t until_resync;
   uint64_t addresses[kAddressEntries];  // by AddressIndex: what the reader's mirror holds
   // By slot: (template hash ^ salt) | 1, without kRecentBit (TemplateKey), with it for the slot of
   // its set used last; 0: never set.
@@ -414,6 +417,19 @@ GPUMEM_HOT bool EnsureOpen() {
   return g.open_state.load(std::memory_order_acquire) == kOpen || OpenOnce();
 }
 
+// The thread's next event of each template is a full one again (a salt never used before: odd
+// multiples of a constant whose bits are spread, so two salts differ in many bits), and the
+// address table starts anew, which its first full event says (writer_started).
+GPUMEM_COLD void StartTemplatesAnew(EventTemplates* templates) {
+  templates->salt =
+      (g.template_salts.fetch_add(1, std::memory_order_relaxed) * 2 + 1) * 0x9e3779b97f4a7c15ull;
+  memset(templates->addresses, 0, sizeof(templates->addresses));
+  templates->last_address = 0;
+  templates->started = true;
+  templates->until_resync =
+      g.options.resync_events > 0 ? static_cast<uint64_t>(g.options.resync_events) : ~uint64_t{0};
+}
+
 // A thread's state, not yet registered in a trace file, and its own stack: mapped (mmap is
 // async-signal-safe, malloc is not), or one a finished thread left.
 GPUMEM_COLD ThreadState* NewThreadState() {
@@ -455,15 +471,9 @@ namespace {
 GPUMEM_COLD ThreadState* RegisterThread(ThreadState* state, uint32_t generation) {
   if (state == nullptr && (state = NewThreadState()) == nullptr) return nullptr;
   memset(state->stack_cache, 0, sizeof(state->stack_cache));
-  // Its first event of each template is a full one again (a salt never used before: odd multiples
-  // of a constant whose bits are spread, so two salts differ in many bits).
-  state->templates.salt =
-      (g.template_salts.fetch_add(1, std::memory_order_relaxed) * 2 + 1) * 0x9e3779b97f4a7c15ull;
-  // The address table starts anew, and its first full event says so (writer_started): the reader
-  // may have a table for this writer number from the state's previous thread, or none (after fork).
-  memset(state->templates.addresses, 0, sizeof(state->templates.addresses));
-  state->templates.last_address = 0;
-  state->templates.started = true;
+  // The reader may have templates and a table for this writer number from the state's previous
+  // thread, or none (after fork).
+  StartTemplatesAnew(&state->templates);
   state->generation = generation;
   state->tid = static_cast<uint32_t>(gettid());
 
@@ -1114,6 +1124,9 @@ GPUMEM_HOT void AppendEvent(ThreadState* thread, const EventFields& event) {
   if (event.correlation != kNoCorrelation) {
     templates.last_correlation = event.values[event.correlation];
   }
+  // After this one (its addresses are in the table the next starts without).
+  if (--templates.until_resync == 0) [[unlikely]]
+    StartTemplatesAnew(&templates);
 }
 
 }  // namespace

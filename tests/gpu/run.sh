@@ -290,6 +290,11 @@ bench() {
   LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
     PYTHON="env -u LD_LIBRARY_PATH $python" tests/bench/trace_size.sh "$build" 120 \
     >>"$out/bench.txt" 2>&1
+  # What restarting the event references every GPUMEM_RESYNC_EVENTS events costs in size, and
+  # what it saves of a trace damaged in its middle (2-minute runs, never and the default).
+  LD_LIBRARY_PATH=$build/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    PYTHON="env -u LD_LIBRARY_PATH $python" tests/bench/run_resync_cost.sh "$build" 120 \
+    >>"$out/bench.txt" 2>&1
   # The same without stacks: how much of an event's cost is the unwinding (and what it evicts).
   GPUMEM_BENCH_STACK_DEPTH=0 GPUMEM_BENCH_CUDA_LIBS=$cuda_libs \
     tests/bench/run_alloc_cost.sh "$build" 7 20000 async >>"$out/bench.txt" 2>&1

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
@@ -32,9 +33,10 @@ struct Recorded {
 };
 
 Recorded RecordLoop(const std::string& trace, const std::string& event_refs,
-                    const std::string& mode = "") {
+                    const std::string& mode = "", const std::string& resync_events = "") {
   auto environment = RecordingEnvironment(trace);
   environment["GPUMEM_EVENT_REFS"] = event_refs;
+  if (!resync_events.empty()) environment["GPUMEM_RESYNC_EVENTS"] = resync_events;
   std::vector<std::string> command = {BuildPath("tests/programs/training_loop"),
                                       std::to_string(kSteps)};
   if (!mode.empty()) command.push_back(mode);
@@ -108,6 +110,65 @@ TEST(EventRefs, ALoopWhoseAddressesShiftTakesAtMost16BytesAnEventAndReportsTheSa
   EXPECT_EQ(std::regex_replace(counts_compact.out,
                                std::regex("event_refs count=[0-9]+ events=[0-9]+\n"), ""),
             counts_full.out);
+}
+
+// Every GPUMEM_RESYNC_EVENTS events a thread writes each template in full again and starts its
+// address table anew: the reports do not change, and the trace stays compact.
+TEST(EventRefs, TemplatesStartingAnewChangeNoReport) {
+  TempDir dir;
+  const std::string compact = dir.File("compact.trace");
+  const std::string full = dir.File("full.trace");
+  const Recorded with_refs = RecordLoop(compact, "1", "--shifting", "1000");
+  const Recorded without = RecordLoop(full, "0", "--shifting");
+  ExpectCompact(with_refs, without);
+  EXPECT_EQ(Report(compact), Report(full));
+  const ProgramRun counts_compact = RunGpumem({"dump", "--counts", compact});
+  const ProgramRun counts_full = RunGpumem({"dump", "--counts", full});
+  EXPECT_EQ(std::regex_replace(counts_compact.out,
+                               std::regex("event_refs count=[0-9]+ events=[0-9]+\n"), ""),
+            counts_full.out);
+}
+
+// What a reader of `trace` makes of it after `count` bytes in its middle are overwritten.
+struct ReadAfterDamage {
+  uint64_t events = 0;  // memory and launch events read
+  uint64_t unresolved = 0;
+};
+
+ReadAfterDamage DamageTheMiddle(const std::string& trace, size_t count) {
+  std::string bytes = testing::ReadFile(trace);
+  const size_t middle = bytes.size() / 2;
+  for (size_t i = 0; i < count; ++i) bytes[middle + i] = static_cast<char>(0x9b + 37 * i);
+  std::ofstream(trace, std::ios::binary | std::ios::trunc) << bytes;
+  ReadAfterDamage read;
+  auto file = report::TraceFile::Read(trace);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return read;
+  EXPECT_TRUE((*file)->end().damaged());
+  read.events = (*file)->memory_event_count() + (*file)->launch_event_count();
+  read.unresolved = (*file)->end().unresolved_refs;
+  return read;
+}
+
+// Damage in the middle of a trace costs the events up to each thread's next restart of its
+// templates, not every event after it: without restarts, a reference's template or addresses may
+// have been redefined in the lost bytes, so the reader trusts none of them again.
+TEST(EventRefs, ATraceDamagedInTheMiddleIsReadAgainFromTheNextRestart) {
+  TempDir dir;
+  const std::string resyncing = dir.File("resyncing.trace");
+  const std::string never = dir.File("never.trace");
+  constexpr uint64_t kResyncEvents = 500;
+  const Recorded recorded = RecordLoop(resyncing, "1", "--shifting", std::to_string(kResyncEvents));
+  const Recorded recorded_never = RecordLoop(never, "1", "--shifting", "0");
+  const ReadAfterDamage read = DamageTheMiddle(resyncing, 40);
+  const ReadAfterDamage read_never = DamageTheMiddle(never, 40);
+  // The loop's thread writes nearly all events; the damage lost at most a packet's worth of them,
+  // and the references up to the restart after it.
+  EXPECT_GT(read.unresolved, 0u);
+  EXPECT_LE(read.unresolved, kResyncEvents);
+  EXPECT_GE(read.events + read.unresolved + 16, recorded.events);
+  // Without restarts the second half is lost.
+  EXPECT_GT(read_never.unresolved, recorded_never.events / 3);
 }
 
 }  // namespace
