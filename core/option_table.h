@@ -83,7 +83,7 @@ inline constexpr OptionSpec kOptionTable[] = {
      "0: every event written in full (about 45 bytes an event, trace format 1, which gpumem "
      "versions before format 2 read), not as a reference to an earlier event it repeats",
      OptionKind::kSwitch, GPUMEM_OPTION_FIELD(event_refs)},
-    {"GPUMEM_RESYNC_EVENTS", "1048576",
+    {"GPUMEM_RESYNC_EVENTS", "262144",
      "events a recording thread writes before it writes each of its events in full again, so "
      "that a trace damaged in the middle is read again from there on (0: never; a restart costs "
      "one full event per distinct event that follows)",

@@ -28,7 +28,7 @@ struct RecorderOptions {
   bool self_timing = false;
   int stack_depth = 64;
   int launch_stack_depth = 24;
-  int resync_events = 1 << 20;
+  int resync_events = 1 << 18;
   char output[4096] = {};  // "" = the default name
   char libunwind_path[4096] = {};
   char cupti_path[4096] = {};

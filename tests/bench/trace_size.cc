@@ -14,6 +14,8 @@ namespace {
 struct Region {
   uint64_t events = 0;
   uint64_t references = 0;
+  uint64_t full_bytes = 0;       // of the events written in full, their messages
+  uint64_t reference_bytes = 0;  // of the references, theirs
 };
 
 int Measure(const std::string& path) {
@@ -34,6 +36,7 @@ int Measure(const std::string& path) {
           if (region == nullptr) continue;
           ++region->events;
           region->references += position.event_ref;
+          (position.event_ref ? region->reference_bytes : region->full_bytes) += position.size;
         }
       });
   const auto per_event = [](uint64_t size, uint64_t events) {
@@ -48,6 +51,11 @@ int Measure(const std::string& path) {
       static_cast<unsigned long long>(second_half.references),
       static_cast<unsigned long long>(bytes - middle),
       per_event(bytes - middle, second_half.events));
+  // What the events written in full cost beyond references (their framing left out).
+  const uint64_t full = whole.events - whole.references;
+  printf("  in full: %llu events, %.1f bytes each; references %.1f bytes each\n",
+         static_cast<unsigned long long>(full), per_event(whole.full_bytes, full),
+         per_event(whole.reference_bytes, whole.references));
   return trace.end().damaged() ? 2 : 0;
 }
 
