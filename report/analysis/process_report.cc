@@ -314,6 +314,11 @@ void AppendProcessText(const TraceReplay& replay, std::string* out) {
     absl::StrAppend(out, "; PyTorch out-of-memory errors: ", CountFrameworkOoms(trace));
   }
   absl::StrAppend(out, "; anomalies: ", DescribeAnomalies(replay.anomalies), "\n");
+  if (trace.end().lost_events_midway()) {
+    absl::StrAppend(out,
+                    "note: events were lost to the damage; what they allocated or freed is missing "
+                    "from every section (anomalies and leaks may come from that)\n");
+  }
   if (replay.reserved_peak_bytes > 0) {
     absl::StrAppend(out, "VMM address space reserved (not memory use): at most ",
                     FormatBytes(replay.reserved_peak_bytes), "\n");

@@ -97,6 +97,11 @@ struct TraceEndStatus {
   // event references that cannot be resolved. A missing footer alone is not damage: every packet
   // written is there.
   bool damaged() const { return !framing.ok() || unparseable_packets > 0 || unresolved_refs > 0; }
+  // Events were lost before the end (damage skipped over, packets or references not read), not
+  // only a torn tail: what the lost ones allocated or freed is missing from every analysis.
+  bool lost_events_midway() const {
+    return framing.skipped_regions > 0 || unparseable_packets > 0 || unresolved_refs > 0;
+  }
   // The trace holds the whole run (RecordingEnd::complete).
   bool complete() const { return recording.complete(); }
   // One phrase for `gpumem dump`'s last line, e.g. "clean (footer present)" or

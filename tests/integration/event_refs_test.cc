@@ -169,6 +169,14 @@ TEST(EventRefs, ATraceDamagedInTheMiddleIsReadAgainFromTheNextRestart) {
   EXPECT_GE(read.events + read.unresolved + 16, recorded.events);
   // Without restarts the second half is lost.
   EXPECT_GT(read_never.unresolved, recorded_never.events / 3);
+  // The report says what the loss means for its findings; an intact trace's does not.
+  const ProgramRun damaged = RunGpumem({"report", resyncing});
+  EXPECT_NE(damaged.exit_code, 0);
+  EXPECT_NE(damaged.out.find("note: events were lost to the damage"), std::string::npos)
+      << damaged.out;
+  const std::string intact = dir.File("intact.trace");
+  RecordLoop(intact, "1", "--shifting");
+  EXPECT_EQ(Report(intact).find("note: events were lost"), std::string::npos);
 }
 
 }  // namespace
