@@ -123,6 +123,8 @@ class SummaryAnalysis::Builder {
     DeviceSummary summary;
     std::vector<Holding> holdings;
     absl::flat_hash_map<const MemoryHolder*, int> holding_of;  // HoldingOf()'s answers
+    const MemoryHolder* last_holder = nullptr;                 // HoldingOf()'s last question
+    int last_holding = -1;                                     // and answer (-1: none yet)
     std::optional<Pending> pending;  // the last out-of-memory failure, not yet resolved
   };
   struct Live {
@@ -157,11 +159,15 @@ class SummaryAnalysis::Builder {
   }
 
   int HoldingOf(DeviceState& state, const MemoryHolder* holder) {
-    const auto cached = state.holding_of.find(holder);
-    if (cached != state.holding_of.end()) return cached->second;
-    const int index = FindOrAddHolding(state, holder);
-    state.holding_of.emplace(holder, index);
-    return index;
+    // Consecutive allocations nearly always share their holder (nullptr: outside every library).
+    if (state.last_holding >= 0 && state.last_holder == holder) return state.last_holding;
+    auto cached = state.holding_of.find(holder);
+    if (cached == state.holding_of.end()) {
+      cached = state.holding_of.emplace(holder, FindOrAddHolding(state, holder)).first;
+    }
+    state.last_holder = holder;
+    state.last_holding = cached->second;
+    return cached->second;
   }
   int FindOrAddHolding(DeviceState& state, const MemoryHolder* holder) {
     const std::string id = holder != nullptr ? holder->id : kOtherId;

@@ -48,7 +48,7 @@ HolderOfStack HoldersOfTrace(const TraceFile& trace) {
   return [&trace](uint64_t stack_id) { return FindMemoryHolderOfStack(trace, stack_id, false); };
 }
 
-const MemoryHolder* CachedHolderOf::operator()(uint64_t stack_id) {
+const MemoryHolder* CachedHolderOf::Find(uint64_t stack_id) {
   auto it = cache_.find(stack_id);
   if (it == cache_.end()) {
     it = cache_.emplace(stack_id, holder_of_ ? holder_of_(stack_id) : nullptr).first;

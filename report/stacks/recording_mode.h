@@ -34,11 +34,24 @@ HolderOfStack HoldersOfTrace(const TraceFile& trace);
 class CachedHolderOf {
  public:
   explicit CachedHolderOf(HolderOfStack holder_of) : holder_of_(std::move(holder_of)) {}
-  const MemoryHolder* operator()(uint64_t stack_id);
+  // One event's stack is asked for by each of its users in turn (the mode detector, each mode's
+  // table, the model): the last answer is kept apart from the map, which is probed once.
+  const MemoryHolder* operator()(uint64_t stack_id) {
+    if (stack_id == last_stack_id_ && last_known_) return last_holder_;
+    last_holder_ = Find(stack_id);
+    last_stack_id_ = stack_id;
+    last_known_ = true;
+    return last_holder_;
+  }
 
  private:
+  const MemoryHolder* Find(uint64_t stack_id);
+
   HolderOfStack holder_of_;
   absl::flat_hash_map<uint64_t, const MemoryHolder*> cache_;
+  uint64_t last_stack_id_ = 0;
+  const MemoryHolder* last_holder_ = nullptr;
+  bool last_known_ = false;
 };
 
 // Device memory as the table counts it: plain allocations other than pinned host memory, and VMM
