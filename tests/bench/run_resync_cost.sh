@@ -21,13 +21,10 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/gpumem-resync-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 for setting in ${SETTINGS:-0 default}; do
   trace=$dir/resync-$setting.trace
-  if [[ $setting == default ]]; then
-    env -u GPUMEM_RESYNC_EVENTS "$gpumem" record --tensors --no-summary -o "$trace" -- \
-      $python "$here/../../samples/pytorch/train_transformer.py" --amp --seconds "$seconds" >&2
-  else
-    GPUMEM_RESYNC_EVENTS=$setting "$gpumem" record --tensors --no-summary -o "$trace" -- \
-      $python "$here/../../samples/pytorch/train_transformer.py" --amp --seconds "$seconds" >&2
-  fi
+  resync=(GPUMEM_RESYNC_EVENTS="$setting")
+  [[ $setting == default ]] && resync=(-u GPUMEM_RESYNC_EVENTS)
+  env "${resync[@]}" "$gpumem" record --tensors --no-summary -o "$trace" -- \
+    $python "$here/../../samples/pytorch/train_transformer.py" --amp --seconds "$seconds" >&2
   echo "GPUMEM_RESYNC_EVENTS=$setting:"
   "$measure" "$trace"
   # 40 bytes of 0x9b at the middle: a packet or two lost, and what the reader cannot resolve after.
