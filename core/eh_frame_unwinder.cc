@@ -693,7 +693,7 @@ struct StackBounds {
 // the same word gives the same frames. Checking that reads the same stack words but none of the
 // rule cache, whose lookups were most of an unwind's cost inside PyTorch on the H100 machine (a
 // cache miss a frame).
-// 256 memos a thread (~850 KiB, in a 2 MiB huge page where the kernel gives one), 16 ways to a set
+// 256 memos a thread (~270 KiB, in a 2 MiB huge page where the kernel gives one), 16 ways to a set
 // chosen by the stack pointer: a training step's call sites from one thread fit with room to spare.
 // Many call paths reach a hook at one stack pointer (PyTorch's generated operator wrappers have
 // equal frames), and they must fit in one set: with 4 ways to 64 sets, 13,253 of the 144,448
@@ -705,11 +705,21 @@ constexpr int kMemoSets = 16;
 constexpr int kMemoSlots = kMemoWays * kMemoSets;
 constexpr int kMaxMemoReads = 160;
 constexpr int kMaxMemoFrames = 80;
-struct MemoRead {
-  uintptr_t address;
-  uintptr_t value;
-};
+// A stack word's part of a memo's hash: mixed with its place in the walk, so that words moved
+// between places change the sum. Each word's term is independent of the others': a replay's
+// terms are computed side by side, not in a chain.
+inline uint64_t WordTerm(uintptr_t value, int index) {
+  uint64_t term =
+      (value ^ (static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ull)) * 0xd6e8feb86659fd93ull;
+  return term ^ (term >> 32);
+}
 // What a replay checks first, and the note, in the first cache line (PrefetchReplay fetches it).
+// The words the unwind read are kept as their places (in words above sp, two bytes each: a memo
+// holds stacks of up to 512 KiB) and one hash of their values: a replay reads each place again
+// and compares the hash. With the values themselves (sixteen bytes a read) a replay of a 30-frame
+// stack touched 16 lines of its memo, each a cache miss inside a framework; now 3. A word changed
+// always changes the hash (each term is a bijection of its word); several words changed leave it
+// alike by a chance of about 2^-64, where a wrong stack would be replayed.
 struct alignas(64) Memo {
   uintptr_t sp;  // 0: empty
   uintptr_t bp;  // compared only when bp_used: some rule read the starting rbp
@@ -719,16 +729,18 @@ struct alignas(64) Memo {
   uint16_t reads;
   bool bp_used;
   ReplayNote note;
-  MemoRead read[kMaxMemoReads];  // address and value side by side: a replay streams one array
+  uint64_t words_hash;                // the sum of WordTerm() over the reads
+  uint16_t read_word[kMaxMemoReads];  // where each word was, in words above sp, in walk order
   void* frames[kMaxMemoFrames];
 };
-static_assert(offsetof(Memo, read) == 64, "a memo's head is one cache line");
-// The stack pointers of a set's memos in two cache lines, so that finding the candidates does not
-// touch the memos that cannot match.
+static_assert(offsetof(Memo, words_hash) == 64, "a memo's head is one cache line");
+// The low halves of a set's memos' stack pointers (SpTag) in one cache line, so that finding the
+// candidates does not touch the memos that cannot match (a candidate's whole sp is in its head).
 struct alignas(64) MemoSet {
-  uintptr_t sp[kMemoWays];
+  uint32_t sp_tag[kMemoWays];  // 0: empty
 };
-static_assert(sizeof(MemoSet) == 128);
+static_assert(sizeof(MemoSet) == 64);
+inline uint32_t SpTag(uintptr_t sp) { return static_cast<uint32_t>(sp); }
 // Per set, the way that replayed last (tried first, and its head fetched ahead) and the way the
 // next unwind that fits no way replaces: one line for every set.
 struct alignas(64) MemoWayHints {
@@ -796,9 +808,11 @@ int Replay(const Memo& memo, uintptr_t sp, uintptr_t bp, int capacity, void** fr
       memo.generation != g_rules_generation.load(std::memory_order_relaxed)) {
     return -1;
   }
+  uint64_t hash = 0;
   for (int i = 0; i < memo.reads; ++i) {
-    if (*reinterpret_cast<const uintptr_t*>(memo.read[i].address) != memo.read[i].value) return -1;
+    hash += WordTerm(reinterpret_cast<const uintptr_t*>(sp)[memo.read_word[i]], i);
   }
+  if (hash != memo.words_hash) return -1;
   if (copy) memcpy(frames, memo.frames, static_cast<size_t>(memo.depth) * sizeof(void*));
   return memo.depth;
 }
@@ -841,9 +855,9 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
   // The way that replayed last first, then the others in order.
   for (int i = 0; i < kMemoWays; ++i) {
     const int way = (last_replayed + i) % kMemoWays;
-    if (set->sp[way] != sp) continue;
-    sp_seen = true;
+    if (set->sp_tag[way] != SpTag(sp)) continue;
     Memo& candidate = ways[way];
+    sp_seen = sp_seen || candidate.sp == sp;
     const bool noted = note != nullptr && candidate.note.word[0] != 0;
     const int replayed = Replay(candidate, sp, bp, capacity, frames, !noted);
     if (replayed >= 0) {
@@ -858,7 +872,7 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
   // of the same depth) both stay.
   int way_to_fill = -1;
   for (int way = 0; way < kMemoWays && way_to_fill < 0; ++way) {
-    if (set->sp[way] == 0) way_to_fill = way;
+    if (set->sp_tag[way] == 0) way_to_fill = way;
   }
   if (way_to_fill < 0) {
     uint8_t& victim = memos->hints.next_victim[set_index];
@@ -868,7 +882,7 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
   fill->memo = &ways[way_to_fill];
   fill->set = set;
   fill->way = way_to_fill;
-  set->sp[way_to_fill] = 0;  // rewritten by SaveMemo, kept only if the unwind completes
+  set->sp_tag[way_to_fill] = 0;  // rewritten by SaveMemo, kept only if the unwind completes
   fill->memo->sp = 0;
   fill->memo->reads = 0;
   return -1;
@@ -879,7 +893,12 @@ __attribute__((always_inline)) inline int ReplayOrPickMemo(ThreadMemoTable* memo
 class StackWalk {
  public:
   StackWalk(uintptr_t stack_high, uintptr_t sp, uintptr_t bp, Memo* memo)
-      : stack_high_(stack_high), sp_(sp), bp_(bp), memo_(memo), memo_fits_(memo != nullptr) {}
+      : stack_high_(stack_high),
+        start_sp_(sp),
+        sp_(sp),
+        bp_(bp),
+        memo_(memo),
+        memo_fits_(memo != nullptr) {}
 
   // The return addresses from the frame whose rule `pc` looks up, at most `capacity`; -1 when a
   // rule cannot be followed.
@@ -902,10 +921,12 @@ class StackWalk {
     return depth;
   }
 
-  // Whether every read was logged (a memo holds kMaxMemoReads).
+  // Whether every read was logged (a memo holds kMaxMemoReads, word-aligned, within 512 KiB).
   bool memo_fits() const { return memo_fits_; }
   // Whether some rule read the starting rbp: a replay must then find the same.
   bool start_bp_used() const { return start_bp_used_; }
+  // The hash of the words read, as Replay() computes it.
+  uint64_t words_hash() const { return words_hash_; }
 
  private:
   // Moves sp and bp to the caller's as `rule` says and reads the return address there. False,
@@ -948,11 +969,14 @@ class StackWalk {
   }
   void Log(uintptr_t address, uintptr_t value) {
     if (!memo_fits_) return;
-    if (memo_->reads == kMaxMemoReads) {
+    const uintptr_t offset = address - start_sp_;  // reads are at or above sp
+    if (memo_->reads == kMaxMemoReads || offset % sizeof(uintptr_t) != 0 ||
+        offset / sizeof(uintptr_t) > UINT16_MAX) {
       memo_fits_ = false;
       return;
     }
-    memo_->read[memo_->reads++] = {address, value};
+    words_hash_ += WordTerm(value, memo_->reads);
+    memo_->read_word[memo_->reads++] = static_cast<uint16_t>(offset / sizeof(uintptr_t));
   }
   uintptr_t Load(uintptr_t address) {
     const uintptr_t value = *reinterpret_cast<const uintptr_t*>(address);
@@ -972,12 +996,14 @@ class StackWalk {
   }
 
   const uintptr_t stack_high_;
+  const uintptr_t start_sp_;
   uintptr_t sp_;
   uintptr_t bp_;
   Memo* const memo_;
   bool memo_fits_;           // and, at the end, no deeper than kMaxMemoFrames
   bool bp_is_start_ = true;  // still the starting register
   bool start_bp_used_ = false;
+  uint64_t words_hash_ = 0;
   bool bp_read_pending_ = false;  // the read that gave bp its value, not logged yet
   uintptr_t bp_read_address_ = 0;
 };
@@ -997,12 +1023,13 @@ __attribute__((always_inline)) inline void SaveMemo(const MemoToFill& fill, cons
   memcpy(memo->frames, frames, static_cast<size_t>(depth) * sizeof(void*));
   memo->bp = start_bp;
   memo->bp_used = walk.start_bp_used();
+  memo->words_hash = walk.words_hash();
   memo->generation = g_rules_generation.load(std::memory_order_relaxed);
   memo->capacity = static_cast<uint16_t>(capacity);
   memo->depth = static_cast<uint16_t>(depth);
   memo->note = {};
   memo->sp = start_sp;  // last: the memo is whole
-  fill.set->sp[fill.way] = start_sp;
+  fill.set->sp_tag[fill.way] = SpTag(start_sp);
   if (note != nullptr) *note = &memo->note;
 }
 
@@ -1023,10 +1050,9 @@ GPUMEM_HOT void PrefetchReplay(uintptr_t anchor) {
   const auto* memos = static_cast<const ThreadMemoTable*>(Locals().memos);
   if (offset == 0 || memos == nullptr || memos == MAP_FAILED) return;
   const int set_index = MemoSetIndex(anchor - offset);
-  __builtin_prefetch(&memos->sets[set_index].sp[0]);
-  __builtin_prefetch(&memos->sets[set_index].sp[kMemoWays / 2]);
+  __builtin_prefetch(&memos->sets[set_index]);
   // The head of the way that replayed last (the hints' one line is read by every unwind, so it is
-  // rarely far): which way matches is not known without the set's lines, and fetching all sixteen
+  // rarely far): which way matches is not known without the set's line, and fetching all sixteen
   // heads would stall on the core's few line-fill buffers. The reads stream in behind the head.
   __builtin_prefetch(&memos->memos[set_index * kMemoWays + memos->hints.last_replayed[set_index]]);
 }

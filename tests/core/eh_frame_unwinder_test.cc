@@ -2,8 +2,8 @@
 // same place — through deep recursion, frames addressed from rbp (alloca), glibc's own code
 // (qsort calling back), a thread's outermost frames, the main thread's down to _start — and -1
 // where it must leave the stack to libunwind (a signal handler's frame); and that an earlier
-// unwind is replayed only where every word it read is still there, for many paths at one stack
-// pointer too.
+// unwind is replayed only where every word it read is still there, near its start or twenty frames
+// up, for many paths at one stack pointer too, and never where its reads lie beyond a memo's reach.
 #include "core/eh_frame_unwinder.h"
 
 #include <alloca.h>
@@ -182,6 +182,67 @@ TEST_F(EhFrameUnwinderTest, AReplayedUnwindChecksEveryWordItRead) {
     ASSERT_GT(second.fast.size(), 2u);
     EXPECT_NE(first.fast[1], second.fast[1]);  // the return addresses into ViaFirst, ViaSecond
   }
+}
+
+// The same, with the word that tells the stacks apart twenty frames up: a replay checks the words
+// far from its start as well as the near ones.
+__attribute__((noinline)) Stacks FarViaFirst(int capacity) {
+  Stacks stacks = Recurse(20, capacity);
+  g_sink = g_sink + 1;
+  return stacks;
+}
+__attribute__((noinline)) Stacks FarViaSecond(int capacity) {
+  Stacks stacks = Recurse(20, capacity);
+  g_sink = g_sink + 2;
+  return stacks;
+}
+
+TEST_F(EhFrameUnwinderTest, AReplayNoticesAWordThatChangedFarUpTheStack) {
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    const Stacks first = FarViaFirst(64);
+    const Stacks second = FarViaSecond(64);
+    ExpectSameBelowFirst(first);
+    ExpectSameBelowFirst(second);
+    ASSERT_EQ(first.fast.size(), second.fast.size());
+    // Equal up to the return address into FarViaFirst / FarViaSecond, past twenty Recurse frames.
+    size_t first_difference = 1;
+    while (first_difference < first.fast.size() &&
+           first.fast[first_difference] == second.fast[first_difference]) {
+      ++first_difference;
+    }
+    EXPECT_GT(first_difference, 20u);
+    EXPECT_LT(first_difference, first.fast.size());
+  }
+}
+
+// A frame larger than a memo can place its reads in (512 KiB): such a stack is unwound anew each
+// time, never replayed, and still right.
+__attribute__((noinline)) Stacks UnderALargeFrame(int capacity) {
+  constexpr size_t kBytes = 640 * 1024;
+  volatile char* buffer = static_cast<char*>(alloca(kBytes));
+  buffer[0] = 1;
+  buffer[kBytes - 1] = 1;
+  Stacks stacks = Recurse(3, capacity);
+  g_sink = g_sink + buffer[0];
+  return stacks;
+}
+
+TEST_F(EhFrameUnwinderTest, AStackBeyondWhatAMemoHoldsIsUnwoundAnewEachTime) {
+  const bool was_enabled = self_timing::g_enabled;
+  self_timing::g_enabled = true;
+  const uint64_t replayed = self_timing::CountOf(self_timing::kUnwindReplayed);
+  const uint64_t not_kept = self_timing::CountOf(self_timing::kUnwindTooDeepToReplay);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    ExpectSameBelowFirst(UnderALargeFrame(64));
+  }
+  const uint64_t replayed_now = self_timing::CountOf(self_timing::kUnwindReplayed) - replayed;
+  const uint64_t not_kept_now =
+      self_timing::CountOf(self_timing::kUnwindTooDeepToReplay) - not_kept;
+  self_timing::g_enabled = was_enabled;
+  EXPECT_EQ(replayed_now, 0u);
+  EXPECT_EQ(not_kept_now, 3u);
 }
 
 // Callers of one frame layout, each a call path of its own, all reached from one call site: the
