@@ -2,8 +2,8 @@
 # The cache lines a launch hook touches, counted rather than timed: launch_cost (a launch 30
 # frames deep, LAUNCH_COST_EVICT_KB of memory written between launches, as a framework's own work
 # evicts gpumem's data) under valgrind's cachegrind, without gpumem and with it, each given
-# library in turn. Cachegrind simulates the caches, so the counts are the same from run to run on
-# any machine: a change to the hooks' memory layout shows here to the line, where timings on a
+# library in turn. Cachegrind simulates the caches, so the counts are the same from run to run
+# (with address randomization off) on any machine: a change to the hooks' memory layout shows here to the line, where timings on a
 # shared machine move by more than it (inside a framework each line is a miss, which is what the
 # hooks' time mostly is: tests/bench/RESULTS.md, "Where the time goes"). Prints per launch the
 # instructions and the first-level data-cache read and write misses, whole program and gpumem's
@@ -27,11 +27,16 @@ evict_kb=${LAUNCH_COST_EVICT_KB:-4096}
 # eviction writes more than both between launches.
 caches=(--I1=32768,8,64 --D1=49152,12,64 --LL=2097152,16,64)
 
+# Address randomization off where setarch can, so that the same layout gives the same counts
+# (with it, which lines share a cache set moves the counts by a line or two from run to run).
+fixed_layout=()
+setarch "$(uname -m)" -R true 2>/dev/null && fixed_layout=(setarch "$(uname -m)" -R)
+
 # Runs launch_cost under cachegrind into $dir/$1.out, with the environment that follows.
 count() {
   local name=$1
   shift
-  env LD_LIBRARY_PATH="$build/lib/fake" LAUNCH_COST_EVICT_KB="$evict_kb" "$@" \
+  env LD_LIBRARY_PATH="$build/lib/fake" LAUNCH_COST_EVICT_KB="$evict_kb" "$@" "${fixed_layout[@]}" \
     valgrind --tool=cachegrind --cache-sim=yes "${caches[@]}" \
     --cachegrind-out-file="$dir/$name.out" "$program" "$launches" >/dev/null 2>&1
 }
