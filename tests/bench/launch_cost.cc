@@ -1,5 +1,7 @@
 // The program the launch-cost benchmark times: kernel launches of an empty kernel (driver API,
 // PTX), made from 30 frames deep as a framework's launches are, each call timed on its own.
+// LAUNCH_COST_KERNEL=wide launches one that takes its arguments as PyTorch's elementwise kernels
+// do: one 512-byte struct holding three device pointers among sizes and strides.
 // Prints the median nanoseconds per cuLaunchKernel; run_launch_cost.sh compares runs with and
 // without gpumem. The stream is synchronized every 256 launches so that a full launch queue never
 // makes the driver wait for the GPU inside the timed call.
@@ -9,6 +11,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <string_view>
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +32,23 @@ constexpr char kNoop[] = R"ptx(
 }
 )ptx";
 
+constexpr char kWide[] = R"ptx(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry wide(
+    .param .align 8 .b8 wide_iter[512]
+)
+{
+    ret;
+}
+)ptx";
+
+// What the wide kernel gets: three buffers' addresses, then what an iterator's shape looks like.
+struct WideArguments {
+  uint64_t words[64];
+};
+
 uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -38,6 +58,8 @@ uint64_t NowNs() {
 CUfunction g_kernel = nullptr;
 CUstream g_stream = nullptr;
 CUdeviceptr g_data = 0;
+bool g_wide = false;
+CUdeviceptr g_wide_buffers[3] = {};
 
 __attribute__((noinline)) int MeasureAtDepth(int depth, long launches) {
   if (depth > 1) {
@@ -58,10 +80,15 @@ __attribute__((noinline)) int MeasureAtDepth(int depth, long launches) {
   const bool counting = counters_wanted != nullptr && counters_wanted[0] == '1' && counters.Open();
   unsigned n = 1024;
   void* args[] = {&g_data, &n};
+  WideArguments wide{};
+  for (size_t i = 0; i < 3; ++i) wide.words[i] = g_wide_buffers[i];
+  for (size_t i = 3; i < 64; ++i) wide.words[i] = i % 4 == 0 ? 1024 : i;  // sizes, strides
+  void* wide_args[] = {&wide};
   for (long i = 0; i < launches; ++i) {
     if (counting) counters.Start();
     const uint64_t start = NowNs();
-    if (cuLaunchKernel(g_kernel, 1, 1, 1, 32, 1, 1, 0, g_stream, args, nullptr) != CUDA_SUCCESS) {
+    if (cuLaunchKernel(g_kernel, 1, 1, 1, 32, 1, 1, 0, g_stream, g_wide ? wide_args : args,
+                       nullptr) != CUDA_SUCCESS) {
       return 1;
     }
     launch_ns[static_cast<size_t>(i)] = static_cast<uint32_t>(NowNs() - start);
@@ -86,18 +113,22 @@ int main(int argc, char** argv) {
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
+  const char* kernel = getenv("LAUNCH_COST_KERNEL");
+  g_wide = kernel != nullptr && std::string_view(kernel) == "wide";
   if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
       cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
       cuCtxSetCurrent(context) != CUDA_SUCCESS ||
-      cuModuleLoadData(&module, kNoop) != CUDA_SUCCESS ||
-      cuModuleGetFunction(&g_kernel, module, "noop") != CUDA_SUCCESS ||
+      cuModuleLoadData(&module, g_wide ? kWide : kNoop) != CUDA_SUCCESS ||
+      cuModuleGetFunction(&g_kernel, module, g_wide ? "wide" : "noop") != CUDA_SUCCESS ||
       cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-      cuMemAlloc(&g_data, 4096) != CUDA_SUCCESS) {
+      cuMemAlloc(&g_data, 4096) != CUDA_SUCCESS || cuMemAlloc(&g_wide_buffers[0], 1 << 20) ||
+      cuMemAlloc(&g_wide_buffers[1], 1 << 20) || cuMemAlloc(&g_wide_buffers[2], 1 << 20)) {
     fprintf(stderr, "launch_cost: CUDA set-up failed\n");
     return 1;
   }
   const int result = MeasureAtDepth(30, launches);
   if (result != 0) fprintf(stderr, "launch_cost: a launch failed\n");
   cuMemFree(g_data);
+  for (CUdeviceptr buffer : g_wide_buffers) cuMemFree(buffer);
   return result;
 }

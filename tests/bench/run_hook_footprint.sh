@@ -7,7 +7,9 @@
 # shared machine move by more than it (inside a framework each line is a miss, which is what the
 # hooks' time mostly is: tests/bench/RESULTS.md, "Where the time goes"). Prints per launch the
 # instructions and the first-level data-cache read and write misses, whole program and gpumem's
-# share, then the functions with the most misses. Uses the fake CUDA.
+# share, then the functions with the most misses. Uses the fake CUDA. LAUNCH_COST_KERNEL=wide
+# launches a kernel whose arguments are one 512-byte struct holding three device pointers, as
+# PyTorch's elementwise kernels take theirs (the default: two scalar arguments).
 # Usage: tests/bench/run_hook_footprint.sh [BUILD_DIR] [LAUNCHES] [LIBRARY...]
 #   (LIBRARY: other builds of libgpumem.so to count as well; default BUILD_DIR's own)
 set -euo pipefail
@@ -69,7 +71,8 @@ top_functions() {
 }
 
 count plain
-echo "hook footprint: $launches launches 30 frames deep, ${evict_kb} KiB written between them;" \
+echo "hook footprint: $launches launches of the ${LAUNCH_COST_KERNEL:-noop} kernel 30 frames deep," \
+  "${evict_kb} KiB written between them;" \
   "cachegrind, D1 48 KiB, LL 2 MiB; per launch"
 echo "  without gpumem:   $(per_launch plain .)"
 for i in "${!libraries[@]}"; do
