@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <string_view>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "tests/bench/cpu_counters.h"
