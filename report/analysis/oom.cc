@@ -17,15 +17,18 @@
 
 namespace gpumem::report {
 
-OomAnalysis::OomAnalysis(CallSiteOf call_site_of, const TraceFile* trace)
-    : call_site_of_(std::move(call_site_of)), trace_(trace) {}
+OomAnalysis::OomAnalysis(CallSiteOf call_site_of, const TraceFile* trace,
+                         const Replay* shared_replay)
+    : call_site_of_(std::move(call_site_of)), trace_(trace), shared_replay_(shared_replay) {}
 
 void OomAnalysis::Add(const MemoryEvent& event) {
   TakeFrameworkOoms(event.seq());
   first_seq_ = any_event_ ? std::min(first_seq_, event.seq()) : event.seq();
   last_seq_ = any_event_ ? std::max(last_seq_, event.seq()) : event.seq();
   any_event_ = true;
-  replay_.Add(event);
+  // A shared replay adds the event after this: a failed allocation, the one event whose live set
+  // is read below, changes no live set.
+  if (shared_replay_ == nullptr) own_replay_.Add(event);
   if (event.action() == ALLOC) {
     open_.erase(PlaceOf(event));
     return;
@@ -67,7 +70,8 @@ void OomAnalysis::Add(const MemoryEvent& event) {
 
 std::vector<OomAnalysis::LiveThen> OomAnalysis::LiveOn(int32_t place) const {
   std::vector<LiveThen> live;
-  replay_.ForEachLive([&](const LiveAllocation& allocation) {
+  const Replay& replay = shared_replay_ != nullptr ? *shared_replay_ : own_replay_;
+  replay.ForEachLive([&](const LiveAllocation& allocation) {
     if (allocation.place == place || (place == -1 && allocation.place != kPinnedHost)) {
       live.push_back({allocation.stack_id, allocation.seq, allocation.size});
     }

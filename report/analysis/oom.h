@@ -118,8 +118,11 @@ class OomAnalysis {
  public:
   // `call_site_of` is called by Finish() only, so a trace being streamed is read whole by then.
   // PyTorch's errors are taken from `trace` (may be null: none) as its packets are read; `trace`
-  // must outlive the analysis.
-  explicit OomAnalysis(CallSiteOf call_site_of = {}, const TraceFile* trace = nullptr);
+  // must outlive the analysis. With `shared_replay` (ReplayTrace's own, which adds each event
+  // right after this analysis saw it), what was live is read from it; else this analysis replays
+  // the events itself.
+  explicit OomAnalysis(CallSiteOf call_site_of = {}, const TraceFile* trace = nullptr,
+                       const Replay* shared_replay = nullptr);
   void Add(const MemoryEvent& event);
   OomReport Finish();
 
@@ -161,7 +164,8 @@ class OomAnalysis {
 
   CallSiteOf call_site_of_;
   const TraceFile* trace_;
-  Replay replay_;
+  const Replay* shared_replay_;
+  Replay own_replay_;  // without a shared replay
   bool any_event_ = false;
   uint64_t first_seq_ = 0;
   uint64_t last_seq_ = 0;

@@ -30,7 +30,7 @@ class Analyses {
  public:
   // `trace`, `sites` and `request` must outlive the analyses.
   Analyses(const TraceFile& trace, const ReportRequest& request, CallSites& sites)
-      : request_(request), sites_(sites) {
+      : trace_(trace), request_(request), sites_(sites) {
     if (request.summary) summary_.emplace(trace, request.allocator);
     if (request.oom) oom_.emplace(CallSiteMapping(), &trace);
     if (request.fragmentation) fragmentation_.emplace(trace);
@@ -42,6 +42,12 @@ class Analyses {
       }
     }
     if (request.timeline) timeline_.emplace();
+  }
+
+  // Before the pass: the OOM analysis reads what was live from the pass's own replay (which adds
+  // each event right after the analyses saw it) instead of replaying every event a second time.
+  void ShareReplay(const Replay& replay) {
+    if (oom_) oom_.emplace(CallSiteMapping(), &trace_, &replay);
   }
 
   // Launches, in seq order with the memory events: growth may take its iterations from them.
@@ -134,6 +140,7 @@ class Analyses {
     return growth;
   }
 
+  const TraceFile& trace_;
   const ReportRequest& request_;
   CallSites& sites_;
   std::optional<SummaryAnalysis> summary_;
@@ -211,18 +218,20 @@ absl::StatusOr<ProcessReport> AnalyzeProcess(const std::string& path,
   ReportObserver observer(wants_kernels ? &kernels : nullptr,
                           analyses.wants_launches() ? &analyses : nullptr, analyses.timeline(),
                           &progress, reading);
+  Replay replay(observer.active() ? &observer : nullptr);
+  analyses.ShareReplay(replay);
   // The analyses take MemoryEvents: built for them only when one is asked for.
   MemoryEventVisitor analyses_events;
   if (analyses.wants_events()) {
     analyses_events = [&analyses](const MemoryEvent& event) { analyses.Add(event); };
   }
-  report.replay =
-      ReplayTrace(*std::move(file), analyses_events, observer.active() ? &observer : nullptr,
-                  [&analyses](const PacketPosition&, const TracePacket& packet) {
-                    if (packet.has_pool_usage()) analyses.AddPoolUsage(packet.pool_usage());
-                    if (packet.has_python_holder())
-                      analyses.AddPythonHolder(packet.python_holder());
-                  });
+  report.replay = ReplayTrace(*std::move(file), replay, analyses_events,
+                              [&analyses](const PacketPosition&, const TracePacket& packet) {
+                                if (packet.has_pool_usage())
+                                  analyses.AddPoolUsage(packet.pool_usage());
+                                if (packet.has_python_holder())
+                                  analyses.AddPythonHolder(packet.python_holder());
+                              });
   progress.Finish();
   report.sites->SetStreamOrderedStacks(report.replay.stream_ordered_stacks);
   if (wants_kernels) {

@@ -329,6 +329,12 @@ absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path) {
 TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
                         ReplayObserver* observer, const PacketVisitor& packets) {
   Replay replay(observer);
+  return ReplayTrace(std::move(file), replay, also, packets);
+}
+
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, Replay& replay,
+                        const MemoryEventVisitor& also, const PacketVisitor& packets) {
+  ReplayObserver* observer = replay.observer();
   TraceReplay result;
   LaunchVisitor launches;
   if (observer != nullptr) {
@@ -338,6 +344,10 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
   const MemoryStreamStats stats = StreamMemoryEventFieldsBySeq(
       *file,
       [&](const MemoryEventFields& event) {
+        if (also) {
+          ToProto(event, &also_event);
+          also(also_event);
+        }
         replay.Add(event);
         if (observer != nullptr) observer->AfterMemory(event, replay);
         if (event.action == ALLOC && event.kind == POOL) {
@@ -348,10 +358,6 @@ TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisito
             event.kind != VMM_MAPPING) {
           result.for_graph.Add(event.size);
           result.graph_stacks.insert(event.stack_id);
-        }
-        if (also) {
-          ToProto(event, &also_event);
-          also(also_event);
         }
       },
       kReorderWindow, packets, launches);

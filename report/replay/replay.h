@@ -135,6 +135,7 @@ class MemoryEventObserver : public ReplayObserver {
 class Replay {
  public:
   explicit Replay(ReplayObserver* observer = nullptr) : observer_(observer) {}
+  ReplayObserver* observer() const { return observer_; }
   // `event` must come in seq order (one process's events).
   void Add(const MemoryEventFields& event);
   void Add(const MemoryEvent& event) { Add(FromProto(event)); }
@@ -269,13 +270,18 @@ struct TraceReplay {
 // (file->end() says what was lost).
 absl::StatusOr<TraceReplay> ReplayTrace(const std::string& path);
 // The same for a file opened (TraceFile::Open) and not read yet; `also` (may be null) sees every
-// memory event too, right after the replay, in the same pass: the analyses that follow the replay
-// need no pass of their own. The file's tables are current up to the packet read last, which is
-// ahead of the event visited.
+// memory event too, in the same pass, just before the replay adds it: the analyses that follow the
+// replay need no pass of their own. The file's tables are current up to the packet read last,
+// which is ahead of the event visited.
 // With an `observer`, launch events are replayed too, in seq order with the memory events.
 // `packets` (may be null) sees every other packet in file order, as StreamMemoryEventsBySeq says.
 TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, const MemoryEventVisitor& also,
                         ReplayObserver* observer = nullptr, const PacketVisitor& packets = nullptr);
+// The same into the caller's `replay` (fresh; its observer is the pass's), which outlives the pass:
+// what `also` feeds may read its live set, as it was just before each event, instead of keeping a
+// replay of its own.
+TraceReplay ReplayTrace(std::unique_ptr<TraceFile> file, Replay& replay,
+                        const MemoryEventVisitor& also, const PacketVisitor& packets = nullptr);
 
 // "1 free of an unknown pointer, 2 double frees" (non-zero counts), or "none".
 std::string DescribeAnomalies(const ReplayAnomalies& anomalies);

@@ -5,6 +5,7 @@
 #include "report/analysis/oom.h"
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,31 @@ TEST(OomTest, LiveSetAtTheFailureByCallSite) {
   EXPECT_EQ(failure.sites[1].live.bytes, 50 * kMiB);
   EXPECT_EQ(failure.sites[1].live.count, 2u);
   EXPECT_EQ(failure.sites[1].early.bytes, 0u);
+}
+
+// As `gpumem report` runs it: the live sets read from the caller's replay, which adds each event
+// right after the analysis saw it, instead of a replay of the analysis' own.
+TEST(OomTest, AReplaySharedWithTheCallerGivesTheSameLiveSets) {
+  const Events events = OneFailure();
+  Replay shared;
+  OomAnalysis analysis({}, nullptr, &shared);
+  for (const MemoryEvent& event : events.events()) {
+    analysis.Add(event);
+    shared.Add(event);
+  }
+  const OomReport report = analysis.Finish();
+  const OomReport own = AnalyzeOoms(events.events());
+  ASSERT_EQ(report.failures.size(), 1u);
+  ASSERT_EQ(own.failures.size(), 1u);
+  EXPECT_EQ(report.failures[0].live.bytes, 150 * kMiB);
+  EXPECT_EQ(report.failures[0].live.count, 3u);
+  EXPECT_EQ(report.failures[0].early.bytes, own.failures[0].early.bytes);
+  ASSERT_EQ(report.failures[0].sites.size(), own.failures[0].sites.size());
+  for (size_t i = 0; i < own.failures[0].sites.size(); ++i) {
+    EXPECT_EQ(report.failures[0].sites[i].stack_id, own.failures[0].sites[i].stack_id);
+    EXPECT_EQ(report.failures[0].sites[i].live.bytes, own.failures[0].sites[i].live.bytes);
+    EXPECT_EQ(report.failures[0].sites[i].early.bytes, own.failures[0].sites[i].early.bytes);
+  }
 }
 
 TEST(OomTest, CallSitesMergeThroughTheMapping) {
@@ -280,6 +306,44 @@ TEST(OomCommandTest, OomLoopText) {
       << out;
   EXPECT_EQ(out.find("peak,"), std::string::npos) << out;  // --oom alone: no peak, no leaks
   EXPECT_EQ(out.find("leaks"), std::string::npos) << out;
+}
+
+// PyTorch's error takes its place among the memory events by seq: what was live then is what
+// the events before it left, not the free right after it (the report's replay adds each event
+// only after the analyses saw it).
+TEST(OomCommandTest, WhatWasLiveAtPyTorchsErrorLeavesOutTheFreeAfterIt) {
+  TempDir dir;
+  std::vector<TracePacket> packets = {::gpumem::testing::HeaderPacket()};
+  auto memory = [&](uint64_t seq, Action action, uint64_t size, uint64_t address, uint64_t stack) {
+    MemoryEvent& event = *packets.emplace_back().mutable_memory();
+    event.set_seq(seq);
+    event.set_timestamp_ns(seq * 1000);
+    event.set_api(action == ALLOC ? CUDA_MALLOC : CUDA_FREE);
+    event.set_kind(DEVICE);
+    event.set_action(action);
+    event.set_device(0);
+    event.set_size(size);
+    event.set_address(address);
+    event.set_stack_id(stack);
+  };
+  memory(1, ALLOC, 64 * kMiB, 0x1000'0000, 0);
+  memory(2, ALLOC, 32 * kMiB, 0x2000'0000, 0);
+  FrameworkOom& oom = *packets.emplace_back().mutable_framework_oom();
+  oom.set_seq(3);
+  oom.set_timestamp_ns(3000);
+  oom.set_device(0);
+  oom.set_source(OOM_EXCEPTION);
+  oom.set_requested(512 * kMiB);
+  memory(4, FREE, 0, 0x1000'0000, 0);
+  packets.push_back(::gpumem::testing::FooterPacket(3));
+  const std::string trace = dir.File("oom_then_free.trace");
+  std::ofstream(trace, std::ios::binary) << ::gpumem::testing::FramedAll(packets);
+  const ProgramRun run = Gpumem({"report", "--oom", trace});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find(": PyTorch ran out of memory at seq 3"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  live then: 96.00 MiB (100663296 bytes) in 2 allocations\n"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST(OomCommandTest, OomLoopJson) {
