@@ -121,14 +121,21 @@ int main(int argc, char** argv) {
       cuModuleLoadData(&module, g_wide ? kWide : kNoop) != CUDA_SUCCESS ||
       cuModuleGetFunction(&g_kernel, module, g_wide ? "wide" : "noop") != CUDA_SUCCESS ||
       cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-      cuMemAlloc(&g_data, 4096) != CUDA_SUCCESS || cuMemAlloc(&g_wide_buffers[0], 1 << 20) ||
-      cuMemAlloc(&g_wide_buffers[1], 1 << 20) || cuMemAlloc(&g_wide_buffers[2], 1 << 20)) {
+      cuMemAlloc(&g_data, 4096) != CUDA_SUCCESS) {
     fprintf(stderr, "launch_cost: CUDA set-up failed\n");
     return 1;
+  }
+  for (CUdeviceptr& buffer : g_wide_buffers) {
+    if (g_wide && cuMemAlloc(&buffer, 1 << 20) != CUDA_SUCCESS) {
+      fprintf(stderr, "launch_cost: CUDA set-up failed\n");
+      return 1;
+    }
   }
   const int result = MeasureAtDepth(30, launches);
   if (result != 0) fprintf(stderr, "launch_cost: a launch failed\n");
   cuMemFree(g_data);
-  for (CUdeviceptr buffer : g_wide_buffers) cuMemFree(buffer);
+  for (CUdeviceptr buffer : g_wide_buffers) {
+    if (buffer != 0) cuMemFree(buffer);
+  }
   return result;
 }

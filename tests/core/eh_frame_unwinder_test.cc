@@ -158,54 +158,40 @@ TEST_F(EhFrameUnwinderTest, CachedRulesGiveTheSameStackAgain) {
   ExpectSameBelowFirst(Recurse(30, 256));
 }
 
-// Two callers with the same frame layout, called from one place: the unwinder starts from the same
-// registers both times, so only the words on the stack tell the stacks apart.
-__attribute__((noinline)) Stacks ViaFirst(int capacity) {
-  Stacks stacks = TakeBoth(capacity);
-  g_sink = g_sink + 1;
-  return stacks;
-}
-__attribute__((noinline)) Stacks ViaSecond(int capacity) {
-  Stacks stacks = TakeBoth(capacity);
-  g_sink = g_sink + 2;
+// Callers with the same frame layout, one per kPath, called from one place: the unwinder starts
+// from the same registers each time, so only the words on the stack tell the stacks apart (the
+// return address into each, right above TakeBoth's frame or `depth` Recurse frames up).
+template <int kPath>
+__attribute__((noinline)) Stacks Via(int depth, int capacity) {
+  Stacks stacks = depth == 0 ? TakeBoth(capacity) : Recurse(depth, capacity);
+  g_sink = g_sink + kPath;
   return stacks;
 }
 
 TEST_F(EhFrameUnwinderTest, AReplayedUnwindChecksEveryWordItRead) {
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
-    const Stacks first = ViaFirst(64);
-    const Stacks second = ViaSecond(64);
+    const Stacks first = Via<1>(0, 64);
+    const Stacks second = Via<2>(0, 64);
     ExpectSameBelowFirst(first);
     ExpectSameBelowFirst(second);
     ASSERT_GT(first.fast.size(), 2u);
     ASSERT_GT(second.fast.size(), 2u);
-    EXPECT_NE(first.fast[1], second.fast[1]);  // the return addresses into ViaFirst, ViaSecond
+    EXPECT_NE(first.fast[1], second.fast[1]);  // the return addresses into Via<1>, Via<2>
   }
 }
 
 // The same, with the word that tells the stacks apart twenty frames up: a replay checks the words
 // far from its start as well as the near ones.
-__attribute__((noinline)) Stacks FarViaFirst(int capacity) {
-  Stacks stacks = Recurse(20, capacity);
-  g_sink = g_sink + 1;
-  return stacks;
-}
-__attribute__((noinline)) Stacks FarViaSecond(int capacity) {
-  Stacks stacks = Recurse(20, capacity);
-  g_sink = g_sink + 2;
-  return stacks;
-}
-
 TEST_F(EhFrameUnwinderTest, AReplayNoticesAWordThatChangedFarUpTheStack) {
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
-    const Stacks first = FarViaFirst(64);
-    const Stacks second = FarViaSecond(64);
+    const Stacks first = Via<1>(20, 64);
+    const Stacks second = Via<2>(20, 64);
     ExpectSameBelowFirst(first);
     ExpectSameBelowFirst(second);
     ASSERT_EQ(first.fast.size(), second.fast.size());
-    // Equal up to the return address into FarViaFirst / FarViaSecond, past twenty Recurse frames.
+    // Equal up to the return address into Via<1> / Via<2>, past twenty Recurse frames.
     size_t first_difference = 1;
     while (first_difference < first.fast.size() &&
            first.fast[first_difference] == second.fast[first_difference]) {
