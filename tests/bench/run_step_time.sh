@@ -17,6 +17,8 @@
 # pass runs on PyTorch's autograd thread). Prints, per arm and figure, the median over rounds of (arm / plain of the same
 # round): the ratio, robust to the machine drifting between rounds. The window median is the
 # headline. Target: the default arm at most 1.05x. Results: tests/bench/RESULTS.md.
+# STEP_TIME_ARGS: more arguments for step_time_timed.py, e.g. "--model transformer --amp" (whole
+# processes, where run_recorders_side_by_side.sh toggles recording inside one).
 # Usage: tests/bench/run_step_time.sh [BUILD_DIR] [ROUNDS] [STEPS] [OUT_DIR]
 set -euo pipefail
 build=${1:-build}
@@ -26,6 +28,7 @@ steps=${3:-300}
 out=${4:-$(mktemp -d)}
 python=${PYTHON:-python3}
 script=tests/bench/step_time_timed.py
+read -r -a script_args <<<"${STEP_TIME_ARGS:-}"
 cuda_libs=${GPUMEM_BENCH_CUDA_LIBS:-}
 source "$(dirname "$0")/pin.sh"
 mkdir -p "$out"
@@ -52,25 +55,26 @@ step_ms() { tail -1; }  # the JSON line
 for ((round = 0; round < rounds; round++)); do
   for arm in "${arms[@]}"; do
     if [[ $arm == plain ]]; then
-      PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${pin[@]}" $python "$script" "$steps" |
-        step_ms >>"$out/step_$arm.txt"
+      PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${pin[@]}" $python "$script" "$steps" \
+        ${script_args[@]+"${script_args[@]}"} | step_ms >>"$out/step_$arm.txt"
     else
       # shellcheck disable=SC2086  # settings are VAR=value words for env
       env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ${settings[$arm]} \
         ${cuda_libs:+LD_LIBRARY_PATH=$cuda_libs} LD_PRELOAD="$build/lib/libgpumem.so" \
         PYTHONPATH="$build/lib/python" GPUMEM_OUTPUT="$trace" "${pin[@]}" $python "$script" \
-        "$steps" | step_ms >>"$out/step_$arm.txt"
+        "$steps" ${script_args[@]+"${script_args[@]}"} | step_ms >>"$out/step_$arm.txt"
     fi
   done
 done
 rm -f "$trace"
-$python - "$out" "$rounds" "$steps" "${pin[*]:-unpinned}" "${arms[@]}" <<'PY'
+$python - "$out" "$rounds" "$steps" "${pin[*]:-unpinned}" "${script_args[*]:-}" "${arms[@]}" <<'PY'
 import json, statistics, sys
-out, rounds, steps, pin, arms = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+out, rounds, steps, pin, script_args, arms = (sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4],
+                                              sys.argv[5], sys.argv[6:])
 runs = {arm: [json.loads(line) for line in open(f"{out}/step_{arm}.txt")] for arm in arms}
 figures = (("step_ms_median_window", "window median"), ("step_ms", "mean step"),
            ("step_cpu_ms", "main-thread CPU"), ("step_process_cpu_ms", "process CPU"))
-print(f"step_time: train_mlp.py, backend:cudaMallocAsync, {steps} steps, {rounds} interleaved rounds, "
+print(f"step_time: step_time_timed.py {script_args or '(train_mlp.py)'}, backend:cudaMallocAsync, {steps} steps, {rounds} interleaved rounds, "
       f"{pin}; ratio = median over rounds of arm / without gpumem")
 names = {"plain": "without gpumem", "default": "gpumem default (all stacks)",
          "pool_records": "GPUMEM_CUPTI_POOLS=1", "no_cupti": "GPUMEM_CUPTI=0",
