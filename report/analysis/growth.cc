@@ -11,6 +11,7 @@
 #include "report/format/json.h"
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
+#include "report/stacks/user_frames.h"
 #include "report/trace/trace_file.h"
 
 namespace gpumem::report {
@@ -307,7 +308,7 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
   absl::StrAppend(out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
                   report.rule == GrowthReport::Rule::kLaunches
                       ? absl::StrCat(", each starting at a launch of ",
-                                     KernelLabel(&trace, report.marker_kernel_id), " from ")
+                                     ShortKernelName(KernelLabel(&trace, report.marker_kernel_id)), " from ")
                       : std::string(", each starting at an allocation of "),
                   GrowthRuleText(report, iteration_marker), ":\n");
   sites.AppendStackText(report.marker_stack_id, out);

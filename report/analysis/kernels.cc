@@ -12,6 +12,7 @@
 #include "report/format/printable.h"
 #include "report/format/sizes.h"
 #include "report/stacks/call_sites.h"
+#include "report/stacks/user_frames.h"
 
 namespace gpumem::report {
 namespace {
@@ -221,6 +222,32 @@ void KernelAnalysis::Finished(const Replay& replay) {
   }
 }
 
+namespace {
+
+// A peak's kernels as the text prints them: by short name (ShortKernelName), kernels that share
+// one counted together, most launched first; the first `top` (0: all), then "..." for the rest.
+std::string AtPeakItems(const std::vector<std::pair<std::string, uint64_t>>& kernels, size_t top) {
+  std::vector<std::pair<std::string, uint64_t>> merged;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const auto& [name, count] : kernels) {
+    const std::string shown = ShortKernelName(name);  // `name` is printable already
+    auto [it, added] = index.try_emplace(shown, merged.size());
+    if (added) merged.push_back({shown, 0});
+    merged[it->second].second += count;
+  }
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  const size_t shown = top == 0 ? merged.size() : std::min(top, merged.size());
+  std::vector<std::string> items;
+  for (size_t i = 0; i < shown; ++i) {
+    items.push_back(absl::StrCat(merged[i].first, " x", merged[i].second));
+  }
+  if (shown < merged.size()) items.push_back("...");
+  return absl::StrJoin(items, ", ");
+}
+
+}  // namespace
+
 std::string KernelsText(const KernelReport& report, const TraceFile& trace, size_t top,
                         const std::function<std::vector<std::string>(uint64_t)>& frames_of) {
   auto shown = [top](size_t n) { return top == 0 ? n : std::min(top, n); };
@@ -237,7 +264,8 @@ std::string KernelsText(const KernelReport& report, const TraceFile& trace, size
   }
   for (size_t i = 0; i < shown(report.kernels.size()); ++i) {
     const KernelStats& kernel = report.kernels[i];
-    absl::StrAppend(&out, absl::StrFormat("  %8d  %s\n", kernel.launches, kernel.name));
+    absl::StrAppend(&out, absl::StrFormat("  %8d  %s\n", kernel.launches,
+                                          ShortKernelName(kernel.name)));
     for (size_t s = 0; s < std::min<size_t>(3, kernel.stacks.size()); ++s) {
       const auto& [stack, count] = kernel.stacks[s];
       const std::vector<std::string> frames = frames_of(stack);
@@ -249,12 +277,8 @@ std::string KernelsText(const KernelReport& report, const TraceFile& trace, size
     }
   }
   for (const auto& [place, list] : report.at_peak) {
-    std::vector<std::string> items;
-    for (size_t i = 0; i < shown(list.size()); ++i) {
-      items.push_back(absl::StrCat(list[i].first, " x", list[i].second));
-    }
     absl::StrAppend(&out, "kernels while ", PlaceName(place, trace),
-                    " stood at its peak: ", absl::StrJoin(items, ", "), "\n");
+                    " stood at its peak: ", AtPeakItems(list, top), "\n");
   }
   auto sites = [&](const char* title, const std::vector<UnusedSite>& list, bool idle) {
     Tally total;
@@ -371,13 +395,8 @@ void AppendKernelsAtPeakText(const std::optional<KernelReport>& kernels, int32_t
     absl::StrAppend(out, "  kernels launched while at the peak: none\n");
     return;
   }
-  const size_t shown = top == 0 ? it->second.size() : std::min(top, it->second.size());
-  std::vector<std::string> items;
-  for (size_t i = 0; i < shown; ++i) {
-    items.push_back(absl::StrCat(it->second[i].first, " x", it->second[i].second));
-  }
-  if (shown < it->second.size()) items.push_back("...");
-  absl::StrAppend(out, "  kernels launched while at the peak: ", absl::StrJoin(items, ", "), "\n");
+  absl::StrAppend(out, "  kernels launched while at the peak: ", AtPeakItems(it->second, top),
+                  "\n");
 }
 
 }  // namespace gpumem::report

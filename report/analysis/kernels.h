@@ -167,7 +167,8 @@ class KernelAnalysis final : public ReplayObserver {
 };
 
 // The "kernels" section of `gpumem report --kernels`, and its JSON object (report/README.md).
-// `frames_of(stack_id)` gives a call site's text, innermost first, one frame per entry.
+// `frames_of(stack_id)` gives a call site's text, innermost first, one frame per entry. The text
+// names kernels by ShortKernelName (report/stacks/user_frames.h), the JSON in full.
 std::string KernelsText(const KernelReport& report, const TraceFile& trace, size_t top,
                         const std::function<std::vector<std::string>(uint64_t)>& frames_of);
 std::string KernelsJson(const KernelReport& report, size_t top,
@@ -176,7 +177,8 @@ std::string KernelsJson(const KernelReport& report, size_t top,
 // `report` with its call sites merged as CallSites::KernelSiteOf says (unchanged without Python
 // frames or under --group-by stack).
 KernelReport RegroupKernels(const KernelReport& report, CallSites& sites);
-// "  kernels launched while at the peak: ..." under `place`'s peak, when launches were recorded.
+// "  kernels launched while at the peak: ..." under `place`'s peak, when launches were recorded:
+// kernels by short name, those that share one counted together.
 void AppendKernelsAtPeakText(const std::optional<KernelReport>& kernels, int32_t place, size_t top,
                              std::string* out);
 

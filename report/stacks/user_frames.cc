@@ -1,7 +1,9 @@
 #include "report/stacks/user_frames.h"
 
+#include <algorithm>
 #include <cctype>
 #include <initializer_list>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -261,6 +263,113 @@ std::string ShortCppName(absl::string_view name) {
     i = end;
   }
   return out;
+}
+
+namespace {
+
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `name` without its namespace qualifiers: every "identifier::" and "(anonymous namespace)::"
+// dropped ("std::array<at::native::Foo<float>, 2ul>" -> "array<Foo<float>, 2ul>"); "> >" closes
+// as ">>". A class's member ("Foo<int>::bar") keeps its class.
+std::string WithoutNamespaces(absl::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    constexpr absl::string_view kAnonymous = "(anonymous namespace)::";
+    if (name.substr(i, kAnonymous.size()) == kAnonymous) {
+      i += kAnonymous.size();
+      continue;
+    }
+    if (IsIdentifierChar(name[i]) && (i == 0 || !IsIdentifierChar(name[i - 1]))) {
+      size_t end = i;
+      while (end < name.size() && IsIdentifierChar(name[end])) ++end;
+      if (name.substr(end, 2) == "::") {
+        i = end + 2;  // a namespace (or a class without template arguments)
+        continue;
+      }
+      absl::StrAppend(&out, name.substr(i, end - i));
+      i = end;
+      continue;
+    }
+    if (name.substr(i, 3) == "> >") {
+      out.push_back('>');
+      ++i;  // the space
+      continue;
+    }
+    out.push_back(name[i++]);
+  }
+  return out;
+}
+
+// The last identifier in `args` that names what a kernel computes: a functor or op type, or the
+// function a lambda was written in (an identifier followed by its parameters); empty if none.
+std::string ComputeHint(absl::string_view args) {
+  std::string hint;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!IsIdentifierChar(args[i]) || (i > 0 && IsIdentifierChar(args[i - 1]))) continue;
+    size_t end = i;
+    while (end < args.size() && IsIdentifierChar(args[end])) ++end;
+    const absl::string_view word = args.substr(i, end - i);
+    size_t after = end;
+    if (after < args.size() && args[after] == '<') after = Closing(args, after);
+    const bool function = after < args.size() && args[after] == '(' && word != "operator" &&
+                          word != "lambda" && !std::isdigit(static_cast<unsigned char>(word[0]));
+    if (function || absl::EndsWith(word, "Functor") || absl::EndsWith(word, "functor") ||
+        absl::EndsWith(word, "Op")) {
+      hint = std::string(word);
+    }
+    i = end - 1;
+  }
+  return hint;
+}
+
+}  // namespace
+
+std::string ShortKernelName(absl::string_view name) {
+  // The signature's outer parts, found at bracket depth 0: the return type ends at the last space
+  // before the name, the parameters start at the first '(' after it.
+  size_t name_start = 0;
+  size_t params = name.size();
+  for (size_t i = 0; i < name.size();) {
+    if (name.substr(i, 21) == "(anonymous namespace)") {
+      i += 21;
+      continue;
+    }
+    if (name[i] == '<') {
+      i = Closing(name, i);
+      continue;
+    }
+    if (name[i] == '(') {
+      params = i;
+      break;
+    }
+    if (name[i] == ' ') name_start = i + 1;
+    ++i;
+  }
+  if (params == name.size() && name.find('<') == absl::string_view::npos) {
+    return std::string(name);  // a C name, or not a signature at all
+  }
+  const absl::string_view qualified = name.substr(name_start, params - name_start);
+  size_t open = qualified.size();
+  for (size_t i = 0; i < qualified.size(); ++i) {
+    if (qualified[i] == '<' && OperatorLength(qualified, i) == 0) {
+      open = i;
+      break;
+    }
+  }
+  const absl::string_view path = qualified.substr(0, open);
+  std::vector<absl::string_view> parts = absl::StrSplit(path, "::");
+  parts.erase(std::remove(parts.begin(), parts.end(), "(anonymous namespace)"), parts.end());
+  if (parts.empty() || parts.back().empty()) return std::string(name);
+  std::string base(parts.back());
+  const bool generic = base.size() <= 8 && base.find('_') == std::string::npos;
+  if (generic && parts.size() >= 2) base = absl::StrCat(parts[parts.size() - 2], "::", base);
+  if (open == qualified.size()) return base;
+  const absl::string_view args = qualified.substr(open);
+  std::string whole = absl::StrCat(base, WithoutNamespaces(args));
+  if (whole.size() <= kShortKernelName) return whole;
+  const std::string hint = ComputeHint(WithoutNamespaces(args));
+  return absl::StrCat(base, "<", hint.empty() ? "…" : hint, ">");
 }
 
 std::string UserFrameText(const Frame& frame) { return Printable(RawUserFrameText(frame)); }

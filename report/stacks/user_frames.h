@@ -41,6 +41,17 @@ bool IsInterpreterModule(absl::string_view module);
 // "std::vector<…>::push_back(…)"). `operator<`, `operator()` and friends keep their names.
 std::string ShortCppName(absl::string_view name);
 
+// A kernel's demangled name as the text reports print it: without return type, parameters and
+// namespaces, and, where its template arguments would make it longer than kShortKernelName, with
+// them reduced to the one that says what it computes — the last functor or op named in them
+// ("...Functor", "..._functor", "...Op"), or the function a lambda argument was written in:
+// "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>,
+// std::array<char*, 1ul> >(int, ...)" -> "vectorized_elementwise_kernel<FillFunctor>"; else
+// `<…>`. A base name as generic as "kernel" keeps its namespace ("gemvx::kernel<…>"). A name
+// that is no C++ signature (cuBLAS's "sm80_xmma_gemm_...") stays as it is.
+inline constexpr size_t kShortKernelName = 60;
+std::string ShortKernelName(absl::string_view name);
+
 // How the user frame prints: "train_mlp.py:75 in make_training.<locals>.train_step" (Python: the
 // file as ShortPythonPath gives it), "leak_loop.cc:26 in leak_iteration()" (native: the source
 // file's basename, the function shortened), "leak_loop+0x1234 in main" or "leak_loop+0x1234"

@@ -4,6 +4,7 @@
 #include "report/analysis/kernels.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,27 @@ TEST(KernelAnalysisTest, KernelsPerNameAndCallSiteAndAtThePeak) {
   ASSERT_EQ(report.at_peak.count(0), 1u);
   ASSERT_EQ(report.at_peak.at(0).size(), 1u);
   EXPECT_EQ(report.at_peak.at(0)[0].second, 3u);  // kernel 2's three launches, not kernel 1's
+}
+
+// The peak's line names kernels short; two instantiations of one kernel template (PyTorch's sum
+// in two block sizes) are one entry there, their launches added.
+TEST(KernelAnalysisTest, KernelsAtThePeakByShortNameTogether) {
+  const std::string sum =
+      "at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+      "at::native::sum_functor<float, float, float>::operator()(at::"
+      "TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4, 4>";
+  std::optional<KernelReport> report(std::in_place);
+  report->launches = 9;
+  report->at_peak[0] = {{"increment(int*)", 4},
+                        {"void at::native::reduce_kernel<256, 2, " + sum + " >(" + sum + ")", 3},
+                        {"void at::native::reduce_kernel<128, 4, " + sum + " >(" + sum + ")", 2}};
+  std::string out;
+  AppendKernelsAtPeakText(report, 0, 0, &out);
+  EXPECT_EQ(out,
+            "  kernels launched while at the peak: reduce_kernel<sum_functor> x5, increment x4\n");
+  out.clear();
+  AppendKernelsAtPeakText(report, 0, 1, &out);
+  EXPECT_EQ(out, "  kernels launched while at the peak: reduce_kernel<sum_functor> x5, ...\n");
 }
 
 // A stack's launches are counted apart for the first kernel it launched; another kernel from the

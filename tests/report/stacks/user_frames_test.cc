@@ -80,6 +80,77 @@ TEST(UserFramesTest, TemplateArgumentsAndParameterListsAreShortened) {
   EXPECT_EQ(ShortCppName("main"), "main");
 }
 
+// Kernel names as PyTorch 2.11, cuBLAS and NCCL launched them on the H200 (gpumem report --kernels
+// --json of the bundled traces and the compatibility matrix's DDP run).
+TEST(UserFramesTest, KernelNamesKeepWhatTheKernelComputes) {
+  EXPECT_EQ(ShortKernelName("void at::native::vectorized_elementwise_kernel<4, "
+                            "at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, "
+                            "at::native::FillFunctor<float>, std::array<char*, 1ul>)"),
+            "vectorized_elementwise_kernel<FillFunctor>");
+  EXPECT_EQ(
+      ShortKernelName("void at::native::unrolled_elementwise_kernel<at::native::AUnaryFunctor<"
+                      "float, float, float, at::native::binary_internal::MulFunctor<float> >, "
+                      "std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, unsigned int>, "
+                      "TrivialOffsetCalculator<1, unsigned int>, at::native::memory::"
+                      "LoadWithoutCast, at::native::memory::StoreWithoutCast>(int, "
+                      "at::native::AUnaryFunctor<float, float, float, at::native::"
+                      "binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)"),
+      "unrolled_elementwise_kernel<MulFunctor>");
+  EXPECT_EQ(ShortKernelName("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, "
+                            "at::native::func_wrapper_t<float, at::native::sum_functor<float, "
+                            "float, float>::operator()(at::TensorIterator&)::{lambda(float, "
+                            "float)#1}>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, "
+                            "at::native::func_wrapper_t<float, at::native::sum_functor<float, "
+                            "float, float>::operator()(at::TensorIterator&)::{lambda(float, "
+                            "float)#1}>, unsigned int, float, 4, 4>)"),
+            "reduce_kernel<sum_functor>");
+  // A lambda argument: the function it was written in.
+  EXPECT_EQ(ShortKernelName("void at::native::vectorized_elementwise_kernel<4, at::native::"
+                            "BinaryFunctor<float, float, float, at::native::(anonymous namespace)::"
+                            "threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::"
+                            "{lambda(float, float)#1}>, std::array<char*, 3ul> >(int, ...)"),
+            "vectorized_elementwise_kernel<threshold_kernel_impl>");
+  EXPECT_EQ(ShortKernelName("void at::native::vectorized_elementwise_kernel<4, at::native::"
+                            "(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, "
+                            "c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()"
+                            "#1}::operator()() const::{lambda()#7}::operator()() const::{lambda("
+                            "float)#1}, std::array<char*, 2ul> >(int, ...)"),
+            "vectorized_elementwise_kernel<launch_clamp_scalar>");
+  EXPECT_EQ(ShortKernelName("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+                            "at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::"
+                            "(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, "
+                            "std::plus<float>, float>(at::native::(anonymous namespace)::"
+                            "TensorListMetadata<2>, ...)"),
+            "multi_tensor_apply_kernel<BinaryOpListAlphaFunctor>");
+  // Short enough whole: only the namespaces, return type and parameters go.
+  EXPECT_EQ(ShortKernelName("void (anonymous namespace)::softmax_warp_forward<float, float, float, "
+                            "4, true, false>(float*, float const*, int, int, int, bool const*, "
+                            "int, bool)"),
+            "softmax_warp_forward<float, float, float, 4, true, false>");
+  EXPECT_EQ(ShortKernelName("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>("
+                            "cutlass_80_simt_sgemm_64x64_8x5_nn_align1::Params)"),
+            "cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>");
+  // A generic base name keeps its namespace; a return type with brackets of its own goes too.
+  EXPECT_EQ(ShortKernelName("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, "
+                            "int, float, float, float, float, false, true, false, false, 6, false, "
+                            "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+                            "cublasGemvTensorStridedBatched<float const>, "
+                            "cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParamsEx<"
+                            "int, cublasGemvTensorStridedBatched<float const>, ...>)"),
+            "gemvx::kernel<…>");
+  EXPECT_EQ(ShortKernelName("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<"
+                            "4096ul>)"),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(ShortKernelName("increment(int*)"), "increment");
+  // Not C++ signatures: as they are.
+  const std::string cublas =
+      "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
+      "alignc4_execute_kernel__5x_cublas";
+  EXPECT_EQ(ShortKernelName(cublas), cublas);
+  EXPECT_EQ(ShortKernelName("kernel_7f3a"), "kernel_7f3a");
+  EXPECT_EQ(ShortKernelName(""), "");
+}
+
 // The forward pass of a Linear: the user's train_step calls the module, whose addmm asks cuBLAS
 // for its workspace.
 std::vector<Frame> ForwardStack() {
