@@ -267,6 +267,8 @@ std::string ShortCppName(absl::string_view name) {
 
 namespace {
 
+constexpr absl::string_view kAnonymousNamespace = "(anonymous namespace)";
+
 bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // `name` without its namespace qualifiers: every "identifier::" and "(anonymous namespace)::"
@@ -275,9 +277,9 @@ bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c
 std::string WithoutNamespaces(absl::string_view name) {
   std::string out;
   for (size_t i = 0; i < name.size();) {
-    constexpr absl::string_view kAnonymous = "(anonymous namespace)::";
-    if (name.substr(i, kAnonymous.size()) == kAnonymous) {
-      i += kAnonymous.size();
+    if (name.substr(i, kAnonymousNamespace.size()) == kAnonymousNamespace &&
+        name.substr(i + kAnonymousNamespace.size(), 2) == "::") {
+      i += kAnonymousNamespace.size() + 2;
       continue;
     }
     if (IsIdentifierChar(name[i]) && (i == 0 || !IsIdentifierChar(name[i - 1]))) {
@@ -331,8 +333,8 @@ std::string ShortKernelName(absl::string_view name) {
   size_t name_start = 0;
   size_t params = name.size();
   for (size_t i = 0; i < name.size();) {
-    if (name.substr(i, 21) == "(anonymous namespace)") {
-      i += 21;
+    if (name.substr(i, kAnonymousNamespace.size()) == kAnonymousNamespace) {
+      i += kAnonymousNamespace.size();
       continue;
     }
     if (name[i] == '<') {
@@ -359,7 +361,7 @@ std::string ShortKernelName(absl::string_view name) {
   }
   const absl::string_view path = qualified.substr(0, open);
   std::vector<absl::string_view> parts = absl::StrSplit(path, "::");
-  parts.erase(std::remove(parts.begin(), parts.end(), "(anonymous namespace)"), parts.end());
+  parts.erase(std::remove(parts.begin(), parts.end(), kAnonymousNamespace), parts.end());
   if (parts.empty() || parts.back().empty()) return std::string(name);
   std::string base(parts.back());
   const bool generic = base.size() <= 8 && base.find('_') == std::string::npos;

@@ -3,7 +3,9 @@
 // and what `--stacks full` leaves out.
 #include "report/stacks/user_frames.h"
 
+#include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -149,6 +151,21 @@ TEST(UserFramesTest, KernelNamesKeepWhatTheKernelComputes) {
   EXPECT_EQ(ShortKernelName(cublas), cublas);
   EXPECT_EQ(ShortKernelName("kernel_7f3a"), "kernel_7f3a");
   EXPECT_EQ(ShortKernelName(""), "");
+}
+
+// A trace's kernel names are the recorder's word, damage included: unbalanced brackets and stray
+// separators shorten without reading past the name, and never lengthen it.
+TEST(UserFramesTest, MalformedKernelNamesShortenSafely) {
+  std::mt19937 random(7);
+  constexpr std::string_view kAlphabet = "<>(): ,a_1Op{}#";
+  for (int round = 0; round < 20000; ++round) {
+    std::string name(random() % 90, ' ');
+    for (char& c : name) c = kAlphabet[random() % kAlphabet.size()];
+    const std::string shortened = ShortKernelName(name);
+    EXPECT_LE(shortened.size(), name.size() + std::string_view("…").size()) << name;
+  }
+  EXPECT_EQ(ShortKernelName("void f<"), "f<");
+  EXPECT_EQ(ShortKernelName("(anonymous namespace)"), "(anonymous namespace)");
 }
 
 // The forward pass of a Linear: the user's train_step calls the module, whose addmm asks cuBLAS
