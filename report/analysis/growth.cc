@@ -305,12 +305,13 @@ void AppendGrowthText(const GrowthReport& report, const TraceFile& trace, CallSi
         "\n");
     return;
   }
-  absl::StrAppend(out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
-                  report.rule == GrowthReport::Rule::kLaunches
-                      ? absl::StrCat(", each starting at a launch of ",
-                                     ShortKernelName(KernelLabel(&trace, report.marker_kernel_id)), " from ")
-                      : std::string(", each starting at an allocation of "),
-                  GrowthRuleText(report, iteration_marker), ":\n");
+  absl::StrAppend(
+      out, "\ngrowth: ", Plural(report.iterations(), "iteration", "iterations"),
+      report.rule == GrowthReport::Rule::kLaunches
+          ? absl::StrCat(", each starting at a launch of ",
+                         ShortKernelName(KernelLabel(&trace, report.marker_kernel_id)), " from ")
+          : std::string(", each starting at an allocation of "),
+      GrowthRuleText(report, iteration_marker), ":\n");
   sites.AppendStackText(report.marker_stack_id, out);
   if (report.iterations() < 2) {
     absl::StrAppend(out, "growth: one iteration: nothing to compare\n");

@@ -264,8 +264,8 @@ std::string KernelsText(const KernelReport& report, const TraceFile& trace, size
   }
   for (size_t i = 0; i < shown(report.kernels.size()); ++i) {
     const KernelStats& kernel = report.kernels[i];
-    absl::StrAppend(&out, absl::StrFormat("  %8d  %s\n", kernel.launches,
-                                          ShortKernelName(kernel.name)));
+    absl::StrAppend(&out,
+                    absl::StrFormat("  %8d  %s\n", kernel.launches, ShortKernelName(kernel.name)));
     for (size_t s = 0; s < std::min<size_t>(3, kernel.stacks.size()); ++s) {
       const auto& [stack, count] = kernel.stacks[s];
       const std::vector<std::string> frames = frames_of(stack);
