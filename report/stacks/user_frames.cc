@@ -295,7 +295,7 @@ std::string WithoutNamespaces(absl::string_view name) {
     }
     if (name.substr(i, 3) == "> >") {
       out.push_back('>');
-      ++i;  // the space
+      i += 2;  // the space too
       continue;
     }
     out.push_back(name[i++]);
@@ -323,6 +323,28 @@ std::string ComputeHint(absl::string_view args) {
     i = end - 1;
   }
   return hint;
+}
+
+// Whether every word of `args` is a number or a built-in type or value ("<float, float, 4, true,
+// 5ul>"): a kernel's tuning, not what it computes.
+bool OnlyBuiltinArguments(absl::string_view args) {
+  static constexpr absl::string_view kBuiltins[] = {
+      "bool",    "char",    "short",    "int",           "long",     "unsigned", "signed",
+      "float",   "double",  "void",     "true",          "false",    "const",    "half",
+      "__half",  "Half",    "BFloat16", "__nv_bfloat16", "size_t",   "int8_t",   "int16_t",
+      "int32_t", "int64_t", "uint8_t",  "uint16_t",      "uint32_t", "uint64_t"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!IsIdentifierChar(args[i]) || (i > 0 && IsIdentifierChar(args[i - 1]))) continue;
+    size_t end = i;
+    while (end < args.size() && IsIdentifierChar(args[end])) ++end;
+    const absl::string_view word = args.substr(i, end - i);
+    if (!std::isdigit(static_cast<unsigned char>(word[0])) &&
+        std::find(std::begin(kBuiltins), std::end(kBuiltins), word) == std::end(kBuiltins)) {
+      return false;
+    }
+    i = end - 1;
+  }
+  return true;
 }
 
 }  // namespace
@@ -367,10 +389,11 @@ std::string ShortKernelName(absl::string_view name) {
   const bool generic = base.size() <= 8 && base.find('_') == std::string::npos;
   if (generic && parts.size() >= 2) base = absl::StrCat(parts[parts.size() - 2], "::", base);
   if (open == qualified.size()) return base;
-  const absl::string_view args = qualified.substr(open);
-  std::string whole = absl::StrCat(base, WithoutNamespaces(args));
+  const std::string args = WithoutNamespaces(qualified.substr(open));
+  if (OnlyBuiltinArguments(args)) return base;
+  std::string whole = absl::StrCat(base, args);
   if (whole.size() <= kShortKernelName) return whole;
-  const std::string hint = ComputeHint(WithoutNamespaces(args));
+  const std::string hint = ComputeHint(args);
   return absl::StrCat(base, "<", hint.empty() ? "…" : hint, ">");
 }
 

@@ -42,9 +42,11 @@ bool IsInterpreterModule(absl::string_view module);
 std::string ShortCppName(absl::string_view name);
 
 // A kernel's demangled name as the text reports print it: without return type, parameters and
-// namespaces, and, where its template arguments would make it longer than kShortKernelName, with
-// them reduced to the one that says what it computes — the last functor or op named in them
-// ("...Functor", "..._functor", "...Op"), or the function a lambda argument was written in:
+// namespaces; without template arguments that are only numbers and built-in types (a kernel's
+// tuning: "scal_kernel<float, float, 1, true, 6, 5, 5, 3>" -> "scal_kernel"); and, where its
+// template arguments would make it longer than kShortKernelName, with them reduced to the one that
+// says what it computes — the last functor or op named in them ("...Functor", "..._functor",
+// "...Op"), or the function a lambda argument was written in:
 // "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>,
 // std::array<char*, 1ul> >(int, ...)" -> "vectorized_elementwise_kernel<FillFunctor>"; else
 // `<…>`. A base name as generic as "kernel" keeps its namespace ("gemvx::kernel<…>"). A name

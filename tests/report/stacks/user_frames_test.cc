@@ -124,11 +124,23 @@ TEST(UserFramesTest, KernelNamesKeepWhatTheKernelComputes) {
                             "std::plus<float>, float>(at::native::(anonymous namespace)::"
                             "TensorListMetadata<2>, ...)"),
             "multi_tensor_apply_kernel<BinaryOpListAlphaFunctor>");
-  // Short enough whole: only the namespaces, return type and parameters go.
+  // Template arguments that are only its tuning (numbers and built-in types) go.
   EXPECT_EQ(ShortKernelName("void (anonymous namespace)::softmax_warp_forward<float, float, float, "
                             "4, true, false>(float*, float const*, int, int, int, bool const*, "
                             "int, bool)"),
-            "softmax_warp_forward<float, float, float, 4, true, false>");
+            "softmax_warp_forward");
+  EXPECT_EQ(ShortKernelName("void scal_kernel<float, float, 1, true, 6, 5, 5, 3>("
+                            "cublasTransposeParams<float>, float const*, float*, float const*)"),
+            "scal_kernel");
+  EXPECT_EQ(ShortKernelName("void at::native::(anonymous namespace)::"
+                            "nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, "
+                            "float*, float const*, long const*, float const*, bool, long, long, "
+                            "long, long)"),
+            "nll_loss_forward_reduce_cuda_kernel_2d");
+  // Short enough whole, with an argument that is no built-in: only the namespaces, return type
+  // and parameters go.
+  EXPECT_EQ(ShortKernelName("void at::native::foo_kernel<c10::BFloat16, MyTile<4> >(int)"),
+            "foo_kernel<BFloat16, MyTile<4>>");
   EXPECT_EQ(ShortKernelName("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>("
                             "cutlass_80_simt_sgemm_64x64_8x5_nn_align1::Params)"),
             "cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>");
@@ -164,7 +176,7 @@ TEST(UserFramesTest, MalformedKernelNamesShortenSafely) {
     const std::string shortened = ShortKernelName(name);
     EXPECT_LE(shortened.size(), name.size() + std::string_view("…").size()) << name;
   }
-  EXPECT_EQ(ShortKernelName("void f<"), "f<");
+  EXPECT_EQ(ShortKernelName("void f<"), "f");
   EXPECT_EQ(ShortKernelName("(anonymous namespace)"), "(anonymous namespace)");
 }
 
