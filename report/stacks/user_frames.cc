@@ -347,6 +347,18 @@ bool OnlyBuiltinArguments(absl::string_view args) {
   return true;
 }
 
+// A C kernel name longer than kShortKernelName, as cuBLAS's spell out their tiling
+// ("sm80_xmma_gemm_f32f32_..._execute_kernel__5x_cublas"): its first three words and its last,
+// "sm80_xmma_gemm_…_cublas". Shorter ones, and names without such words, as they are.
+std::string ShortCKernelName(absl::string_view name) {
+  if (name.size() <= kShortKernelName || name.find(' ') != absl::string_view::npos) {
+    return std::string(name);
+  }
+  const std::vector<absl::string_view> words = absl::StrSplit(name, '_', absl::SkipEmpty());
+  if (words.size() < 5) return std::string(name);
+  return absl::StrCat(words[0], "_", words[1], "_", words[2], "_…_", words.back());
+}
+
 }  // namespace
 
 std::string ShortKernelName(absl::string_view name) {
@@ -371,7 +383,7 @@ std::string ShortKernelName(absl::string_view name) {
     ++i;
   }
   if (params == name.size() && name.find('<') == absl::string_view::npos) {
-    return std::string(name);  // a C name, or not a signature at all
+    return ShortCKernelName(name);  // a C name, or not a signature at all
   }
   const absl::string_view qualified = name.substr(name_start, params - name_start);
   size_t open = qualified.size();

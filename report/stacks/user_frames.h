@@ -50,7 +50,8 @@ std::string ShortCppName(absl::string_view name);
 // "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>,
 // std::array<char*, 1ul> >(int, ...)" -> "vectorized_elementwise_kernel<FillFunctor>"; else
 // `<…>`. A base name as generic as "kernel" keeps its namespace ("gemvx::kernel<…>"). A name
-// that is no C++ signature (cuBLAS's "sm80_xmma_gemm_...") stays as it is.
+// that is no C++ signature stays as it is, but for one longer than kShortKernelName, as cuBLAS's
+// spell out their tiling: its first three words and its last ("sm80_xmma_gemm_…_cublas").
 inline constexpr size_t kShortKernelName = 60;
 std::string ShortKernelName(absl::string_view name);
 

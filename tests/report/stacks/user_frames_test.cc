@@ -156,11 +156,12 @@ TEST(UserFramesTest, KernelNamesKeepWhatTheKernelComputes) {
                             "4096ul>)"),
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
   EXPECT_EQ(ShortKernelName("increment(int*)"), "increment");
-  // Not C++ signatures: as they are.
-  const std::string cublas =
-      "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
-      "alignc4_execute_kernel__5x_cublas";
-  EXPECT_EQ(ShortKernelName(cublas), cublas);
+  // Not C++ signatures: as they are, or, spelling out their tiling, their first words and last.
+  EXPECT_EQ(ShortKernelName("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_"
+                            "warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"),
+            "sm80_xmma_gemm_…_cublas");
+  EXPECT_EQ(ShortKernelName("cutlass_80_simt_sgemm_64x64_8x5_nn_align1"),
+            "cutlass_80_simt_sgemm_64x64_8x5_nn_align1");
   EXPECT_EQ(ShortKernelName("kernel_7f3a"), "kernel_7f3a");
   EXPECT_EQ(ShortKernelName(""), "");
 }
