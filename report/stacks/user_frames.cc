@@ -67,11 +67,28 @@ std::string LibraryLabel(absl::string_view library) {
   return std::string(library);
 }
 
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Calls visit(word, end) for each identifier or number in `text`, `end` the index just past it.
+template <typename Visit>
+void ForEachWord(absl::string_view text, Visit&& visit) {
+  for (size_t i = 0; i < text.size();) {
+    if (!IsIdentifierChar(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && IsIdentifierChar(text[end])) ++end;
+    visit(text.substr(i, end - i), end);
+    i = end;
+  }
+}
+
 // Where `name` has an operator's name at `at` ("operator<<", "operator()"): its length; else 0.
 size_t OperatorLength(absl::string_view name, size_t at) {
   constexpr absl::string_view kOperator = "operator";
   if (name.substr(at, kOperator.size()) != kOperator) return 0;
-  if (at > 0 && (std::isalnum(static_cast<unsigned char>(name[at - 1])) || name[at - 1] == '_')) {
+  if (at > 0 && IsIdentifierChar(name[at - 1])) {
     return 0;
   }
   size_t end = at + kOperator.size();
@@ -269,8 +286,6 @@ namespace {
 
 constexpr absl::string_view kAnonymousNamespace = "(anonymous namespace)";
 
-bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
 // `name` without its namespace qualifiers: every "identifier::" and "(anonymous namespace)::"
 // dropped ("std::array<at::native::Foo<float>, 2ul>" -> "array<Foo<float>, 2ul>"); "> >" closes
 // as ">>". A class's member ("Foo<int>::bar") keeps its class.
@@ -307,11 +322,7 @@ std::string WithoutNamespaces(absl::string_view name) {
 // function a lambda was written in (an identifier followed by its parameters); empty if none.
 std::string ComputeHint(absl::string_view args) {
   std::string hint;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!IsIdentifierChar(args[i]) || (i > 0 && IsIdentifierChar(args[i - 1]))) continue;
-    size_t end = i;
-    while (end < args.size() && IsIdentifierChar(args[end])) ++end;
-    const absl::string_view word = args.substr(i, end - i);
+  ForEachWord(args, [&](absl::string_view word, size_t end) {
     size_t after = end;
     if (after < args.size() && args[after] == '<') after = Closing(args, after);
     const bool function = after < args.size() && args[after] == '(' && word != "operator" &&
@@ -320,8 +331,7 @@ std::string ComputeHint(absl::string_view args) {
         absl::EndsWith(word, "Op")) {
       hint = std::string(word);
     }
-    i = end - 1;
-  }
+  });
   return hint;
 }
 
@@ -333,18 +343,13 @@ bool OnlyBuiltinArguments(absl::string_view args) {
       "float",   "double",  "void",     "true",          "false",    "const",    "half",
       "__half",  "Half",    "BFloat16", "__nv_bfloat16", "size_t",   "int8_t",   "int16_t",
       "int32_t", "int64_t", "uint8_t",  "uint16_t",      "uint32_t", "uint64_t"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!IsIdentifierChar(args[i]) || (i > 0 && IsIdentifierChar(args[i - 1]))) continue;
-    size_t end = i;
-    while (end < args.size() && IsIdentifierChar(args[end])) ++end;
-    const absl::string_view word = args.substr(i, end - i);
-    if (!std::isdigit(static_cast<unsigned char>(word[0])) &&
-        std::find(std::begin(kBuiltins), std::end(kBuiltins), word) == std::end(kBuiltins)) {
-      return false;
-    }
-    i = end - 1;
-  }
-  return true;
+  bool builtin = true;
+  ForEachWord(args, [&](absl::string_view word, size_t) {
+    builtin = builtin &&
+              (std::isdigit(static_cast<unsigned char>(word[0])) ||
+               std::find(std::begin(kBuiltins), std::end(kBuiltins), word) != std::end(kBuiltins));
+  });
+  return builtin;
 }
 
 // A C kernel name longer than kShortKernelName, as cuBLAS's spell out their tiling
