@@ -66,7 +66,7 @@ bool TraceReader::Open(const std::string& path, std::string* error) {
     return fail(TraceEnd::Kind::kEmpty, "empty trace: the recorded process wrote nothing");
   }
   posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-  buffer_.resize(std::min<uint64_t>(kChunkBytes, file_size_));
+  Reserve(std::min<uint64_t>(kChunkBytes, file_size_));
 
   // Read the header now, so that a file that is no trace at all fails here, with one message.
   switch (ReadFrame(&first_)) {
@@ -111,11 +111,11 @@ size_t TraceReader::Fill(size_t n) {
   buffer_offset_ += pos_;
   limit_ -= pos_;
   pos_ = 0;
-  if (buffer_.size() < n) buffer_.resize(std::max(n, kChunkBytes));
+  if (Capacity() < n) Reserve(std::max(n, kChunkBytes));
   while (limit_ < n) {
     const uint64_t read_at = buffer_offset_ + limit_;
     if (read_at >= file_size_) break;
-    const size_t want = std::min<uint64_t>(buffer_.size() - limit_, file_size_ - read_at);
+    const size_t want = std::min<uint64_t>(Capacity() - limit_, file_size_ - read_at);
     const ssize_t got = pread(fd_, buffer_.data() + limit_, want, static_cast<off_t>(read_at));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {

@@ -26,10 +26,14 @@
 
 namespace gpumem {
 
+// Readable bytes that follow every Packet's `bytes` (not part of it): the analyzer's hot decoders
+// load eight bytes at a time near a packet's end instead of testing the end at every byte.
+inline constexpr size_t kPacketReadSlack = 16;
+
 // One complete packet of the file: a TracePacket, or an EventRef.
 struct Packet {
   std::string_view bytes;    // the message, without tag and length; valid until the next call to
-                             // TraceReader::Next()
+                             // TraceReader::Next(); kPacketReadSlack readable bytes follow it
   uint64_t offset = 0;       // byte offset of the packet's tag in the file
   bool event_ref = false;    // an EventRef (tag 0x12) or compact_ref, not a TracePacket (0x0A)
   bool compact_ref = false;  // a compact_ref (tag 0x1A, format 3)
@@ -161,12 +165,17 @@ class TraceReader {
   // returns how many are available.
   size_t Fill(size_t n);
   uint64_t Position() const { return buffer_offset_ + pos_; }
+  // What the buffer may hold of the file: its size less the slack kept after it.
+  size_t Capacity() const {
+    return buffer_.size() > kPacketReadSlack ? buffer_.size() - kPacketReadSlack : 0;
+  }
+  void Reserve(size_t capacity) { buffer_.resize(capacity + kPacketReadSlack); }
   void Fail(TraceEnd::Kind kind, uint64_t offset, const std::string& what);
 
   std::string path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
-  std::vector<char> buffer_;
+  std::vector<char> buffer_;    // the file's bytes, then at least kPacketReadSlack more
   uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
   size_t pos_ = 0;              // next unread byte in buffer_
   size_t limit_ = 0;            // one past the last valid byte in buffer_

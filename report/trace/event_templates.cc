@@ -6,9 +6,11 @@ namespace gpumem::report {
 
 namespace {
 
-// The varint at *p (before end) into *value, *p past it; false when there is none.
-inline bool TakeVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
-  const uint8_t* next = varint::Read(*p, end, value);
+// The varint at *p (before end) into *value, *p past it; false when there is none. Only for a
+// compact_ref's body, which the reader's slack follows (varint::ReadPadded).
+[[gnu::always_inline]] inline bool TakeVarint(const uint8_t** p, const uint8_t* end,
+                                              uint64_t* value) {
+  const uint8_t* next = varint::ReadPadded(*p, end, value);
   if (next == nullptr) return false;
   *p = next;
   return true;

@@ -66,6 +66,7 @@ class EventTemplates {
     kUnresolved,  // its writer or slot is unknown, or an address it needs was lost with damage
     kMalformed,   // not a compact_ref: damaged data
   };
+  // `body` is a TraceReader packet's: kPacketReadSlack readable bytes follow it.
   CompactResult ResolveCompact(std::string_view body, Resolved* out);
 
   // The reference's template (nullptr: its slot, or its writer, is not defined: its define was

@@ -68,6 +68,33 @@ inline const uint8_t* ReadLonger(const uint8_t* p, const uint8_t* end, uint64_t*
   return ReadLonger(p, end, value);
 }
 
+// Read where at least eight bytes from `p` may be loaded whatever `end` is (a packet from
+// TraceReader, followed by kPacketReadSlack bytes): a varint of up to eight bytes costs no loop,
+// wherever it lies in the packet. The same results as Read.
+[[gnu::always_inline]] inline const uint8_t* ReadPadded(const uint8_t* p, const uint8_t* end,
+                                                        uint64_t* value) {
+  if (p == end) return nullptr;
+  const uint64_t word = Load64(p);
+  if ((word & 0x80) == 0) {
+    *value = word & 0x7F;
+    return p + 1;
+  }
+  const uint64_t last_bytes = ~word & 0x8080808080808080ull;
+  if (last_bytes == 0) return ReadBytewise(p, end, value);  // nine or ten bytes
+  const int bytes = (std::countr_zero(last_bytes) + 1) / 8;
+  if (bytes > end - p) return nullptr;  // cut short by the packet's end
+  if (bytes <= 4) {                     // the commonest: half the packing, on 32 bits
+    uint32_t low =
+        static_cast<uint32_t>(word) & static_cast<uint32_t>((uint64_t{1} << (8 * bytes)) - 1);
+    low &= 0x7F7F7F7Fu;
+    low = ((low & 0x7F007F00u) >> 1) | (low & 0x007F007Fu);
+    *value = ((low & 0x3FFF0000u) >> 2) | (low & 0x00003FFFu);
+  } else {
+    *value = PackSevenBitGroups(bytes == 8 ? word : word & ((uint64_t{1} << (8 * bytes)) - 1));
+  }
+  return p + bytes;
+}
+
 }  // namespace gpumem::report::varint
 
 #endif  // GPUMEM_REPORT_TRACE_VARINT_H_
