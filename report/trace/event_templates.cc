@@ -18,26 +18,24 @@ namespace {
 
 }  // namespace
 
-EventTemplates::Writer* EventTemplates::FindWriter(uint32_t id, bool add) {
+EventTemplates::Writer* EventTemplates::FindOtherWriter(uint32_t id, bool add) {
   if (last_writer_ != nullptr && last_writer_id_ == id) return last_writer_;
-  Writer* writer = id < direct_writers_.size() ? direct_writers_[id] : nullptr;
-  if (writer == nullptr) {
-    auto it = writers_.find(id);
-    if (it != writers_.end()) {
-      writer = it->second.get();
-    } else if (add && writers_.size() < max_writers_) {
-      writer = writers_.emplace(id, std::make_unique<Writer>()).first->second.get();
-      if (direct_slot_writers_ < kMaxDirectWriters) {
-        ++direct_slot_writers_;
-        writer->direct.assign(kDirectSlots, nullptr);
-      }
-      if (id < kDirectWriters) {
-        if (id >= direct_writers_.size()) direct_writers_.resize(id + 1, nullptr);
-        direct_writers_[id] = writer;
-      }
-    } else {
-      return nullptr;
+  Writer* writer = nullptr;
+  auto it = writers_.find(id);
+  if (it != writers_.end()) {
+    writer = it->second.get();
+  } else if (add && writers_.size() < max_writers_) {
+    writer = writers_.emplace(id, std::make_unique<Writer>()).first->second.get();
+    if (direct_slot_writers_ < kMaxDirectWriters) {
+      ++direct_slot_writers_;
+      writer->direct.assign(kDirectSlots, nullptr);
     }
+    if (id < kDirectWriters) {
+      if (id >= direct_writers_.size()) direct_writers_.resize(id + 1, nullptr);
+      direct_writers_[id] = writer;
+    }
+  } else {
+    return nullptr;
   }
   last_writer_ = writer;
   last_writer_id_ = id;

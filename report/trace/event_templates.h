@@ -118,9 +118,14 @@ class EventTemplates {
   };
   Writer* last_writer_ = nullptr;  // the one looked up last: most references are the same one's
   uint32_t last_writer_id_ = 0;
-  // The writer `id` (added when `add`, unless there are max_writers_; else nullptr when unknown),
-  // kept as the last looked up.
-  Writer* FindWriter(uint32_t id, bool add);
+  // The writer `id` (added when `add`, unless there are max_writers_; else nullptr when unknown).
+  // Inline for a recorder's small ids, which every reference of a format-3 trace has.
+  Writer* FindWriter(uint32_t id, bool add) {
+    if (id < direct_writers_.size() && direct_writers_[id] != nullptr) return direct_writers_[id];
+    return FindOtherWriter(id, add);
+  }
+  // FindWriter's way for the rest, kept as the last looked up.
+  Writer* FindOtherWriter(uint32_t id, bool add);
   // A reference's writer moves on to it: its seq, timestamp and correlation id into the
   // arguments; returns the template of its slot (nullptr: not defined).
   static const Template* Advance(Writer& writer, const EventRefFields& ref, uint64_t* seq,

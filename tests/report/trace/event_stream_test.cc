@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/trace.pb.h"
@@ -169,6 +170,29 @@ TEST(SeqReorderBufferTest, ShuffledWithinTheWindowComesOutSorted) {
     std::vector<uint64_t> expected(20000);
     for (uint64_t i = 0; i < expected.size(); ++i) expected[i] = i + 1;
     EXPECT_EQ(Seqs(released), expected);
+    EXPECT_EQ(out_of_order, 0u);
+  }
+}
+
+TEST(SeqReorderBufferTest, TwoThreadsThatNeverLeaveItEmptyComeOutSorted) {
+  // Odd seqs from one thread, even ones from another that lags two of them behind: 1 3 5 2 7 4 9
+  // 6 ...: the buffer never empties, so the ring's head moves on past its start again and again
+  // (ReleaseOne then moves what it holds back to the start, wrapped or not).
+  for (const size_t window : {1000u, 300u}) {
+    SCOPED_TRACE(window);
+    constexpr uint64_t kEvents = 20000;
+    std::vector<MemoryEventFields> events;
+    uint64_t even = 2;
+    for (uint64_t odd = 1; odd <= kEvents; odd += 2) {
+      events.push_back(Event(odd));
+      if (odd >= 5) events.push_back(Event(std::exchange(even, even + 2)));
+    }
+    for (; even <= kEvents; even += 2) events.push_back(Event(even));
+    uint64_t out_of_order = 0;
+    const std::vector<uint64_t> seqs = Seqs(Reorder(events, window, &out_of_order));
+    std::vector<uint64_t> expected(kEvents);
+    for (uint64_t i = 0; i < kEvents; ++i) expected[i] = i + 1;
+    EXPECT_EQ(seqs, expected);
     EXPECT_EQ(out_of_order, 0u);
   }
 }
