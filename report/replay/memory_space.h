@@ -17,7 +17,7 @@ enum class MemorySpace { kPlain, kReservation, kPhysical, kMapping };
 
 // By API where it is known, else by the event's kind (a newer recorder, or CUPTI). Each function
 // takes an event's api and kind, or the event itself, as a MemoryEvent or as plain fields.
-inline MemorySpace SpaceOf(int32_t api, int32_t kind) {
+[[gnu::always_inline]] inline MemorySpace SpaceOf(int32_t api, int32_t kind) {
   switch (api) {
     case CU_MEM_ADDRESS_RESERVE:
     case CU_MEM_ADDRESS_FREE:

@@ -38,11 +38,9 @@ int32_t PlaceOf(const MemoryEventFields& event) {
   return IsPinnedHost(event) ? kPinnedHost : event.device;
 }
 
-Replay::PlaceState& Replay::StateOf(int32_t place) {
-  if (last_state_ == nullptr || last_place_ != place) {
-    last_state_ = &places_[place];
-    last_place_ = place;
-  }
+Replay::PlaceState& Replay::FindState(int32_t place) {
+  last_state_ = &places_[place];
+  last_place_ = place;
   return *last_state_;
 }
 

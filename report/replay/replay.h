@@ -197,7 +197,11 @@ class Replay {
 
   void Count(const Live& live, const MemoryEventFields& event);
   void Uncount(const Live& live);
-  PlaceState& StateOf(int32_t place);
+  PlaceState& StateOf(int32_t place) {
+    if (last_state_ != nullptr && last_place_ == place) return *last_state_;  // nearly always
+    return FindState(place);
+  }
+  PlaceState& FindState(int32_t place);
   void AllocPlain(const MemoryEventFields& event);
   void FreePlain(const MemoryEventFields& event);
   void AllocPhysical(const MemoryEventFields& event);
