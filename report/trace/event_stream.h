@@ -106,10 +106,6 @@ class SeqReorderBuffer {
   };
   // An event more places than this before the newest goes to the heap instead of the ring.
   static constexpr size_t kMaxShift = 64;
-  // ReleaseOne moves the entries held back to the ring's start once its head is this far along
-  // and they are this few: at most one copy of 16 entries per 256 released.
-  static constexpr size_t kRestartAfter = 256;
-  static constexpr size_t kRestartAtMost = 16;
 
   // Whether the smallest seq held is the one after the last released (1 before any): no event
   // can come before it.
@@ -145,19 +141,11 @@ class SeqReorderBuffer {
     Entry& next = At(0);
     Note(next);
     release(static_cast<const MemoryEventFields&>(next.event));
-    // Emptied, or down to a few entries far from the start, the ring starts over at its first
-    // entry: events then keep to the few entries in cache. (Without the second rule, events of
-    // several threads, which seldom leave it empty, walked the head through the whole ring, 9
-    // MB, a page fault and a cache miss at every new entry: an eighth of `gpumem report`'s time
-    // on a two-thread trace.)
+    // Emptied, the ring starts over at its first entry: events then keep to the few entries
+    // in cache, not the whole ring (8 MiB once a gap has grown it to the window).
     if (--ring_count_ == 0) {
       ring_head_ = 0;
     } else if (++ring_head_ == ring_capacity_) {
-      ring_head_ = 0;
-    } else if (ring_head_ >= kRestartAfter && ring_count_ <= kRestartAtMost &&
-               ring_head_ + ring_count_ <= ring_capacity_) {
-      // Not wrapped, and far enough along that the entries' old and new places do not overlap.
-      std::copy_n(&ring_[ring_head_], ring_count_, &ring_[0]);
       ring_head_ = 0;
     }
   }

@@ -176,8 +176,7 @@ TEST(SeqReorderBufferTest, ShuffledWithinTheWindowComesOutSorted) {
 
 TEST(SeqReorderBufferTest, TwoThreadsThatNeverLeaveItEmptyComeOutSorted) {
   // Odd seqs from one thread, even ones from another that lags two of them behind: 1 3 5 2 7 4 9
-  // 6 ...: the buffer never empties, so the ring's head moves on past its start again and again
-  // (ReleaseOne then moves what it holds back to the start, wrapped or not).
+  // 6 ...: the buffer never empties, so the ring's head goes round and round it, wrapping.
   for (const size_t window : {1000u, 300u}) {
     SCOPED_TRACE(window);
     constexpr uint64_t kEvents = 20000;
