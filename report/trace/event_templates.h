@@ -119,7 +119,7 @@ class EventTemplates {
   Writer* last_writer_ = nullptr;  // the one looked up last: most references are the same one's
   uint32_t last_writer_id_ = 0;
   // The writer `id` (added when `add`, unless there are max_writers_; else nullptr when unknown).
-  // Inline for a recorder's small ids, which every reference of a format-3 trace has.
+  // Inline for the small ids a recorder gives its threads, which nearly every reference has.
   Writer* FindWriter(uint32_t id, bool add) {
     if (id < direct_writers_.size() && direct_writers_[id] != nullptr) return direct_writers_[id];
     return FindOtherWriter(id, add);
