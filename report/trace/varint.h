@@ -17,6 +17,18 @@ inline uint64_t PackSevenBitGroups(uint64_t word) {
   return ((word & 0x0FFFFFFF00000000ull) >> 4) | (word & 0x000000000FFFFFFFull);
 }
 
+// The value of a varint of `bytes` (1 to 8) bytes, loaded from its start into `word`.
+inline uint64_t PackBytes(uint64_t word, int bytes) {
+  if (bytes <= 4) {  // the commonest: half the packing, on 32 bits
+    uint32_t low =
+        static_cast<uint32_t>(word) & static_cast<uint32_t>((uint64_t{1} << (8 * bytes)) - 1);
+    low &= 0x7F7F7F7Fu;
+    low = ((low & 0x7F007F00u) >> 1) | (low & 0x007F007Fu);
+    return ((low & 0x3FFF0000u) >> 2) | (low & 0x00003FFFu);
+  }
+  return PackSevenBitGroups(bytes == 8 ? word : word & ((uint64_t{1} << (8 * bytes)) - 1));
+}
+
 inline uint64_t Load64(const uint8_t* p) {
   uint64_t word;
   std::memcpy(&word, p, sizeof(word));
@@ -47,9 +59,9 @@ inline const uint8_t* ReadLonger(const uint8_t* p, const uint8_t* end, uint64_t*
     const uint64_t word = Load64(p);
     const uint64_t last_bytes = ~word & 0x8080808080808080ull;
     if (last_bytes != 0) {
-      const int bits = std::countr_zero(last_bytes) + 1;  // eight per byte of the varint
-      *value = PackSevenBitGroups(bits == 64 ? word : word & ((uint64_t{1} << bits) - 1));
-      return p + bits / 8;
+      const int bytes = (std::countr_zero(last_bytes) + 1) / 8;
+      *value = PackBytes(word, bytes);
+      return p + bytes;
     }
   }
   return ReadBytewise(p, end, value);
@@ -83,15 +95,7 @@ inline const uint8_t* ReadLonger(const uint8_t* p, const uint8_t* end, uint64_t*
   if (last_bytes == 0) return ReadBytewise(p, end, value);  // nine or ten bytes
   const int bytes = (std::countr_zero(last_bytes) + 1) / 8;
   if (bytes > end - p) return nullptr;  // cut short by the packet's end
-  if (bytes <= 4) {                     // the commonest: half the packing, on 32 bits
-    uint32_t low =
-        static_cast<uint32_t>(word) & static_cast<uint32_t>((uint64_t{1} << (8 * bytes)) - 1);
-    low &= 0x7F7F7F7Fu;
-    low = ((low & 0x7F007F00u) >> 1) | (low & 0x007F007Fu);
-    *value = ((low & 0x3FFF0000u) >> 2) | (low & 0x00003FFFu);
-  } else {
-    *value = PackSevenBitGroups(bytes == 8 ? word : word & ((uint64_t{1} << (8 * bytes)) - 1));
-  }
+  *value = PackBytes(word, bytes);
   return p + bytes;
 }
 
