@@ -10,15 +10,17 @@
 namespace gpumem::report::varint {
 
 // The 7-bit groups of the eight bytes of `word` (little-endian), top bits cleared, packed into 56.
-inline uint64_t PackSevenBitGroups(uint64_t word) {
+[[gnu::always_inline]] inline uint64_t PackSevenBitGroups(uint64_t word) {
   word &= 0x7F7F7F7F7F7F7F7Full;
   word = ((word & 0x7F007F007F007F00ull) >> 1) | (word & 0x007F007F007F007Full);
   word = ((word & 0x3FFF00003FFF0000ull) >> 2) | (word & 0x00003FFF00003FFFull);
   return ((word & 0x0FFFFFFF00000000ull) >> 4) | (word & 0x000000000FFFFFFFull);
 }
 
-// The value of a varint of `bytes` (1 to 8) bytes, loaded from its start into `word`.
-inline uint64_t PackBytes(uint64_t word, int bytes) {
+// The value of a varint of `bytes` (1 to 8) bytes, loaded from its start into `word`. This and
+// PackSevenBitGroups are always inlined, as Read is: left to the link-time optimizer, each became
+// a call on the hot path.
+[[gnu::always_inline]] inline uint64_t PackBytes(uint64_t word, int bytes) {
   if (bytes <= 4) {  // the commonest: half the packing, on 32 bits
     uint32_t low =
         static_cast<uint32_t>(word) & static_cast<uint32_t>((uint64_t{1} << (8 * bytes)) - 1);
