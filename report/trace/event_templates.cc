@@ -266,7 +266,9 @@ EventTemplates::CompactResult EventTemplates::ResolveCompact(std::string_view bo
 void ExpandLaunchRef(const LaunchEvent& launch_template, const EventTemplates::Resolved& resolved,
                      LaunchEvent* launch) {
   const LaunchEvent& from = launch_template;
-  const google::protobuf::Reflection* reflection = LaunchEvent::GetReflection();
+  // Looked up once: GetReflection() assigns the descriptors behind a once-flag on every call,
+  // which cost more than the rest of the expansion.
+  static const google::protobuf::Reflection* const reflection = LaunchEvent::GetReflection();
   if (!reflection->GetUnknownFields(from).empty() ||
       !reflection->GetUnknownFields(*launch).empty()) {
     *launch = from;
