@@ -98,26 +98,31 @@ const char* DecodePoint(const char* in, const char* end, uint64_t* since, uint64
 TimelineSpool::TimelineSpool(size_t buffered, size_t block_points) {
   state_.buffered = std::max<size_t>(buffered, 1);
   state_.block_points = std::max<size_t>(block_points, 1);
+  last_block_points_ = state_.block_points;  // the first point begins a block
 }
 
-void TimelineSpool::Append(TimelinePoint point) {
-  uint64_t since = 0;  // the first point of a block: against the block's summary
-  if (state_.points > 0) {
-    point.timestamp_ns = std::max(point.timestamp_ns, state_.last_timestamp_ns);
-    since = point.timestamp_ns - state_.last_timestamp_ns;
+void TimelineSpool::BeginBlock(TimelinePoint point) {
+  state_.blocks.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes,
+                           state_.last_live_bytes, encoded_bytes()});
+  last_block_points_ = 0;
+  // Room for the whole block, so that a point needs no check of its own.
+  const size_t room = state_.block_points * kMaxPointBytes;
+  if (pending_.size() - pending_used_ < room) {
+    pending_.resize(std::max({2 * pending_.size(), pending_used_ + room, size_t{4096}}));
   }
-  if (state_.blocks.empty() || last_block_points_ == state_.block_points) {
-    state_.blocks.push_back({point.timestamp_ns, point.timestamp_ns, point.live_bytes,
-                             state_.last_live_bytes, encoded_bytes()});
-    last_block_points_ = 0;
-    since = 0;
+}
+
+// Called for nearly every event of a directory's report.
+void TimelineSpool::Append(TimelinePoint point) {
+  point.timestamp_ns = std::max(point.timestamp_ns, state_.last_timestamp_ns);
+  uint64_t since = point.timestamp_ns - state_.last_timestamp_ns;
+  if (last_block_points_ == state_.block_points) [[unlikely]] {
+    BeginBlock(point);
+    since = 0;  // the first point of a block: against the block's summary
   }
   Block& block = state_.blocks.back();
   block.last_ns = point.timestamp_ns;
   block.highest = std::max(block.highest, point.live_bytes);
-  if (pending_.size() - pending_used_ < kMaxPointBytes) {
-    pending_.resize(std::max({2 * pending_.size(), pending_used_ + kMaxPointBytes, size_t{4096}}));
-  }
   const char* next = EncodePoint(pending_.data() + pending_used_, since,
                                  proto::ZigZag(point.live_bytes - state_.last_live_bytes));
   pending_used_ = static_cast<size_t>(next - pending_.data());
@@ -250,7 +255,7 @@ std::optional<TimelineSpool> TimelineSpool::FromState(State state) {
                        (spool.file_ != nullptr || state.in_file == 0);
   if (!adds_up) return std::nullopt;
   spool.last_block_points_ =
-      state.blocks.empty() ? 0 : state.points - (state.blocks.size() - 1) * block_points;
+      state.blocks.empty() ? block_points : state.points - (state.blocks.size() - 1) * block_points;
   spool.pending_ = std::move(state.pending);
   spool.pending_used_ = spool.pending_.size();
   state.pending.clear();
@@ -277,7 +282,11 @@ void TimelineBuilder::AddReplayed(const MemoryEventFields& event, const Replay& 
     }
   }
   for (PlaceLast& entry : last_) {
-    const uint64_t now = replay.LiveBytes(entry.place);
+    // Its counter, not a lookup per event; until the replay has the place, its live bytes are 0.
+    if (entry.live == nullptr && (entry.live = replay.LiveBytesCounter(entry.place)) == nullptr) {
+      continue;
+    }
+    const uint64_t now = *entry.live;
     if (now == entry.last) continue;
     entry.last = now;
     if (entry.spool == nullptr)

@@ -142,10 +142,13 @@ class TimelineSpool {
   State state_;  // its `file` and `pending` unused: they are file_ and pending_
   std::unique_ptr<std::FILE, CloseFile> file_;
   // The encoded bytes not in the file: the first pending_used_ of pending_, the rest room for the
-  // next point (reused after each spill, not given back).
+  // points of the block begun last, made when it begins (reused after each spill, not given back).
   std::string pending_;
   size_t pending_used_ = 0;
-  size_t last_block_points_ = 0;  // points of the last block so far
+  // Points of the last block so far; block_points when the next point begins a block (none yet).
+  size_t last_block_points_ = 0;
+  // Begins a block at `point` (its time already kept from going back).
+  void BeginBlock(TimelinePoint point);
   std::unique_ptr<FileMap> file_map_ = std::make_unique<FileMap>();
 };
 
@@ -207,6 +210,7 @@ class TimelineBuilder {
     int32_t place = 0;
     uint64_t last = 0;
     TimelineSpool* spool = nullptr;
+    const uint64_t* live = nullptr;  // Replay::LiveBytesCounter, once the replay has the place
   };
 
   size_t buffered_;
