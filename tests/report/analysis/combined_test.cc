@@ -323,6 +323,51 @@ TEST(CombinedTest, TimelineFromTheReportsReplayIsTheSame) {
   EXPECT_EQ(a.places.at(0).size(), 3u);  // 10, 15 and 5 MiB: at t100, t300 and t500
 }
 
+// A place first seen allocating before the replay holds anything there (an address reservation,
+// which holds no memory) is followed from its first bytes on: the timeline looks its live bytes up
+// again until the replay has the place.
+TEST(CombinedTest, TimelineFollowsAPlaceTheReplayHadNotYetAtItsFirstAllocation) {
+  auto event = [](uint64_t time, int32_t api, int32_t kind, uint64_t size, uint64_t address) {
+    MemoryEventFields fields;
+    fields.seq = time;
+    fields.timestamp_ns = time;
+    fields.api = api;
+    fields.kind = kind;
+    fields.action = ALLOC;
+    fields.device = 3;
+    fields.size = size;
+    fields.address = address;
+    return fields;
+  };
+  const std::vector<MemoryEventFields> events = {
+      event(100, CU_MEM_ADDRESS_RESERVE, VMM_RESERVATION, 64 * kMiB, 0x9000'0000),
+      event(200, CUDA_MALLOC, DEVICE, 2 * kMiB, 0x7000'0000),
+      event(300, CUDA_MALLOC, DEVICE, 3 * kMiB, 0x7100'0000),
+  };
+  TimelineBuilder timeline;
+  Replay replay;
+  for (const MemoryEventFields& fields : events) {
+    replay.Add(fields);
+    if (fields.api == CU_MEM_ADDRESS_RESERVE) {
+      ASSERT_EQ(replay.LiveBytesCounter(3), nullptr) << "the test needs a place not yet replayed";
+    }
+    timeline.AddReplayed(fields, replay);
+  }
+  TempDir dir;
+  TraceWriter writer("node1", 101, "proc");
+  writer.Write(dir.File("p.trace"));
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = TraceFile::Read(dir.File("p.trace"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const ProcessTimeline built = timeline.Finish("p.trace", **file);
+  ASSERT_EQ(built.places.count(3), 1u);
+  const std::vector<TimelinePoint> points = built.places.at(3).ReadAll();
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].timestamp_ns, 200u);
+  EXPECT_EQ(points[0].live_bytes, 2 * kMiB);
+  EXPECT_EQ(points[1].timestamp_ns, 300u);
+  EXPECT_EQ(points[1].live_bytes, 5 * kMiB);
+}
+
 // Three processes of `events` allocations and frees each on two devices, interleaved in time, each
 // event `step` ns or less after the one before (0 too: equal timestamps); their trace paths. Each
 // process allocates more than it frees in its first half and frees more in its second.
