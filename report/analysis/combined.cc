@@ -112,7 +112,6 @@ void TimelineSpool::BeginBlock(TimelinePoint point) {
   }
 }
 
-// Called for nearly every event of a directory's report.
 void TimelineSpool::Append(TimelinePoint point) {
   point.timestamp_ns = std::max(point.timestamp_ns, state_.last_timestamp_ns);
   uint64_t since = point.timestamp_ns - state_.last_timestamp_ns;

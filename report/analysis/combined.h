@@ -122,6 +122,8 @@ class TimelineSpool {
   struct CloseFile {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
+  // Begins a block at `point` (its time already kept from going back) and makes room for it.
+  void BeginBlock(TimelinePoint point);
   // Writes the bytes held in memory to the file (made on first use); keeps them when that fails.
   void Spill();
   // The encoded bytes [from, to), all in the file: where they lie in file_map_ (mapped at the
@@ -147,8 +149,6 @@ class TimelineSpool {
   size_t pending_used_ = 0;
   // Points of the last block so far; block_points when the next point begins a block (none yet).
   size_t last_block_points_ = 0;
-  // Begins a block at `point` (its time already kept from going back).
-  void BeginBlock(TimelinePoint point);
   std::unique_ptr<FileMap> file_map_ = std::make_unique<FileMap>();
 };
 

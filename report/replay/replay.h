@@ -152,7 +152,6 @@ class Replay {
   // Memory of other processes mapped here (imported handles' mappings): live now and at most.
   uint64_t imported_mapped_bytes() const { return imported_mapped_bytes_; }
   uint64_t imported_mapped_peak_bytes() const { return imported_mapped_peak_bytes_; }
-  // Bytes live now on `place` (0 for a place that saw no allocation): cheap, for timelines.
   // Where LiveBytes(place) is kept, nullptr until the place's first allocation: the same counter
   // for the replay's whole life (places are never dropped), so a follower of every event reads it
   // without a lookup.
@@ -160,6 +159,7 @@ class Replay {
     const auto it = places_.find(place);
     return it == places_.end() ? nullptr : &it->second.usage.live.bytes;
   }
+  // Bytes live now on `place` (0 for a place that saw no allocation): cheap, for timelines.
   uint64_t LiveBytes(int32_t place) const {
     // Nearly always the place of the event just replayed: no search.
     if (last_state_ != nullptr && last_place_ == place) return last_state_->usage.live.bytes;
