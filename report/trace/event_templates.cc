@@ -69,7 +69,7 @@ void EventTemplates::Writer::StartAddresses() {
 }
 
 // This, DecodeAddress and Advance run on every reference: always inlined, since the link-time
-// optimizer left each a call (a twentieth of a report's instructions).
+// optimizer left each a call of its own.
 [[gnu::always_inline]] inline void EventTemplates::Writer::StoreAddress(uint64_t value) {
   const size_t index = proto::AddressIndex(value);
   addresses[index] = value;
